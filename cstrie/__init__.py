@@ -1,0 +1,24 @@
+"""cstrie: lock-free concurrent subscription trie for topic matching.
+
+>>> import cstrie
+>>> t = cstrie.Trie("mqtt")
+>>> t.subscribe("sensors/+/temp", "dashboard")
+True
+>>> t.lookup("sensors/kitchen/temp")
+['dashboard']
+"""
+
+from cstrie.dialect import AMQP, MQTT, NATS, Dialect, resolve_dialect
+
+__all__ = ["AMQP", "MQTT", "NATS", "Dialect", "Snapshot", "Trie", "resolve_dialect"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # The engine is imported lazily so that cstrie.dialect and cstrie.pytrie work
+    # (and their tests run) even where the extension is not built.
+    if name in ("Trie", "Snapshot"):
+        from cstrie import trie
+
+        return getattr(trie, name)
+    raise AttributeError(f"module 'cstrie' has no attribute {name!r}")

@@ -1,0 +1,272 @@
+"""The one thin layer over the compiled engine (``cstrie._native``).
+
+Everything that touches ``ffi``/``lib`` lives here; the public classes in
+:mod:`cstrie.trie` are built only on these functions.  :func:`check` is the single
+place where an engine status code becomes a Python exception.
+
+Hot paths use :class:`ThreadCalls`: per-thread cdata function pointers and
+buffers, because on free-threaded CPython a ``lib.f`` object or a buffer shared by
+every thread is a contended reference count (see docs/free-threading.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, NoReturn
+
+from cstrie._native import ffi, lib
+from cstrie.dialect import Dialect
+
+__all__ = ["ThreadCalls", "check", "ffi", "lib", "native_dialect", "thread_calls"]
+
+_VALIDATION = {
+    lib.CST_EEMPTY,
+    lib.CST_EEMPTYWORD,
+    lib.CST_EWILDTOPIC,
+    lib.CST_ETOOLONG,
+    lib.CST_ENUL,
+    lib.CST_EMULTIPOS,
+    lib.CST_EWILDWORD,
+}
+
+
+def raise_status(
+    status: int, dialect: Dialect | None = None, what: str = "", text: object = None
+) -> NoReturn:
+    """Raise the exception for a negative engine status.
+
+    Validation codes are turned into the dialect's own message (the Python
+    validator in :mod:`cstrie.dialect` is the single source of those messages).
+    """
+    if status in _VALIDATION and dialect is not None:
+        if what == "pattern":
+            dialect.split_pattern(text)
+        else:
+            dialect.split_topic(text)
+        raise ValueError(
+            f"{what} {text!r} is invalid in the {dialect.name} dialect (engine code {status})"
+        )
+    if status == lib.CST_ENOMEM:
+        raise MemoryError("cstrie engine: out of memory")
+    if status == lib.CST_EREADONLY:
+        raise TypeError("this cstrie handle is read-only (a Snapshot); use Trie.copy()")
+    if status == lib.CST_EINVAL:
+        raise ValueError("cstrie engine: invalid argument")
+    raise RuntimeError(f"cstrie engine: unexpected status {status}")
+
+
+def check(status: int, dialect: Dialect | None = None, what: str = "", text: object = None) -> int:
+    """Return ``status`` when it is a success (>= 0), else raise for it."""
+    if status < 0:
+        raise_status(status, dialect, what, text)
+    return status
+
+
+class NativeDialect:
+    """A ``cst_dialect`` struct and the byte strings it points into."""
+
+    __slots__ = ("_keep", "ptr")
+
+    def __init__(self, d: Dialect) -> None:
+        sep = ffi.new("char[]", d.separator.encode())
+        single = ffi.new("char[]", d.single.encode()) if d.single is not None else ffi.NULL
+        multi = ffi.new("char[]", d.multi.encode()) if d.multi is not None else ffi.NULL
+        self._keep = (sep, single, multi)
+        self.ptr = ffi.new("cst_dialect *")
+        self.ptr.sep = sep
+        self.ptr.sep_len = len(d.separator.encode())
+        self.ptr.single = single
+        self.ptr.single_len = len(d.single.encode()) if d.single is not None else 0
+        self.ptr.multi = multi
+        self.ptr.multi_len = len(d.multi.encode()) if d.multi is not None else 0
+        self.ptr.multi_min = d.multi_min
+        self.ptr.multi_last_only = int(d.multi_last_only)
+        self.ptr.strict_wildcards = int(d.strict_wildcards)
+        self.ptr.topic_wildcards = int(d.topic_wildcards)
+        self.ptr.empty_topic = int(d.empty_topic)
+        self.ptr.empty_words = int(d.empty_words)
+        self.ptr.dollar_rule = int(d.dollar_rule)
+        self.ptr.forbid_nul = int(d.forbid_nul)
+        self.ptr.max_bytes = d.max_bytes or 0
+
+
+def native_dialect(d: Dialect) -> NativeDialect:
+    return NativeDialect(d)
+
+
+def new_trie(d: Dialect) -> Any:
+    """A new writable engine handle, freed when the returned cdata is collected."""
+    nd = NativeDialect(d)
+    ptr = lib.cst_new(nd.ptr)
+    if ptr == ffi.NULL:
+        raise MemoryError("cstrie engine: out of memory creating a trie")
+    return ffi.gc(ptr, lib.cst_free)
+
+
+def snapshot(handle: Any, readonly: bool) -> Any:
+    ptr = lib.cst_snapshot(handle, 1 if readonly else 0)
+    if ptr == ffi.NULL:
+        raise MemoryError("cstrie engine: out of memory taking a snapshot")
+    return ffi.gc(ptr, lib.cst_free)
+
+
+def clear_take(handle: Any) -> Any:
+    ptr = lib.cst_clear_take(handle)
+    if ptr == ffi.NULL:
+        raise MemoryError("cstrie engine: out of memory clearing a trie")
+    return ffi.gc(ptr, lib.cst_free)
+
+
+_LOOKUP_SIG = "int64_t(*)(cst_trie *, const char *, size_t, uint64_t *, size_t)"
+_HAS_SIG = "int(*)(cst_trie *, const char *, size_t)"
+
+
+class ThreadCalls(threading.local):
+    """Per-thread function pointers and result buffers for the hot paths."""
+
+    def __init__(self) -> None:
+        self.lookup = ffi.cast(_LOOKUP_SIG, ffi.addressof(lib, "cst_lookup"))
+        self.has = ffi.cast(_HAS_SIG, ffi.addressof(lib, "cst_has_subscribers"))
+        self.cap = 256
+        self.ids = ffi.new("uint64_t[]", self.cap)
+        self.groups = Groups(1024, 256, 64)
+
+    def grow(self, need: int) -> None:
+        cap = self.cap
+        while cap < need:
+            cap *= 2
+        self.ids = ffi.new("uint64_t[]", cap)
+        self.cap = cap
+
+
+class Groups:
+    """A ``cst_groups`` output struct with its buffers."""
+
+    __slots__ = ("_ends", "_ids", "_pat", "s")
+
+    def __init__(self, pat_cap: int, ids_cap: int, groups_cap: int) -> None:
+        self.s = ffi.new("cst_groups *")
+        self.resize(pat_cap, ids_cap, groups_cap)
+
+    def resize(self, pat_cap: int, ids_cap: int, groups_cap: int) -> None:
+        self._pat = ffi.new("char[]", max(pat_cap, 1))
+        self._ids = ffi.new("uint64_t[]", max(ids_cap, 1))
+        self._ends = (
+            ffi.new("int64_t[]", max(groups_cap, 1)),
+            ffi.new("int64_t[]", max(groups_cap, 1)),
+        )
+        s = self.s
+        s.pat = self._pat
+        s.pat_cap = max(pat_cap, 1)
+        s.ids = self._ids
+        s.ids_cap = max(ids_cap, 1)
+        s.pat_end = self._ends[0]
+        s.ids_end = self._ends[1]
+        s.groups_cap = max(groups_cap, 1)
+
+    def read(self) -> list[tuple[bytes, list[int]]]:
+        """The groups in the buffers: (pattern bytes, ids) each."""
+        s = self.s
+        n = s.ngroups
+        pat_end = ffi.unpack(s.pat_end, n)
+        ids_end = ffi.unpack(s.ids_end, n)
+        pat = ffi.buffer(s.pat, pat_end[-1] if n else 0)[:]
+        ids = ffi.unpack(s.ids, ids_end[-1]) if n else []
+        out = []
+        p0 = i0 = 0
+        for g in range(n):
+            out.append((pat[p0 : pat_end[g]], ids[i0 : ids_end[g]]))
+            p0, i0 = pat_end[g], ids_end[g]
+        return out
+
+
+_calls = ThreadCalls()
+
+
+def thread_calls() -> ThreadCalls:
+    """The calling thread's :class:`ThreadCalls`."""
+    return _calls
+
+
+def match_groups(handle: Any, data: bytes) -> list[tuple[bytes, list[int]]] | int:
+    """Run ``cst_match``; returns the groups, or a negative status."""
+    g = _calls.groups
+    while True:
+        r = lib.cst_match(handle, data, len(data), g.s)
+        if r != lib.CST_ETRUNC:
+            break
+        s = g.s
+        g.resize(
+            max(s.need_pat * 2, s.pat_cap),
+            max(s.need_ids * 2, s.ids_cap),
+            max(s.need_groups * 2, s.groups_cap),
+        )
+    if r < 0:
+        return int(r)
+    return g.read()
+
+
+def ids_call(fn: Any, handle: Any, data: bytes) -> list[int] | int:
+    """Run a ``(handle, bytes, len, out, cap)`` engine call that returns ids."""
+    calls = _calls
+    while True:
+        n = fn(handle, data, len(data), calls.ids, calls.cap)
+        if n < 0:
+            return int(n)
+        if n <= calls.cap:
+            return ffi.unpack(calls.ids, n)
+        calls.grow(n)
+
+
+def iterate(handle: Any, chunk: int = 65536) -> Any:
+    """Yield (pattern bytes, ids) groups of a consistent snapshot of handle."""
+    it = lib.cst_iter_new(handle)
+    if it == ffi.NULL:
+        raise MemoryError("cstrie engine: out of memory starting an iteration")
+    it = ffi.gc(it, lib.cst_iter_free)
+    g = Groups(chunk * 4, chunk, chunk // 4)
+    while True:
+        r = lib.cst_iter_next(it, g.s)
+        if r == lib.CST_ETRUNC:
+            s = g.s
+            g.resize(max(s.need_pat * 2, s.pat_cap), max(s.need_ids, s.ids_cap), s.groups_cap)
+            continue
+        check(r)
+        if r == 0:
+            return
+        yield from g.read()
+
+
+def stats(handle: Any) -> dict[str, int]:
+    s = ffi.new("cst_stats *")
+    check(lib.cst_stats_get(handle, s))
+    return {
+        name: int(getattr(s, name))
+        for name in (
+            "pairs",
+            "patterns",
+            "inodes",
+            "cnodes",
+            "snodes",
+            "tnodes",
+            "lnodes",
+            "setnodes",
+            "max_depth",
+            "lookups",
+            "generation",
+        )
+    }
+
+
+def check_invariants(handle: Any, strict: bool = True) -> str | None:
+    """None when the structure is sound, else the checker's message."""
+    msg = ffi.new("char[]", 512)
+    r = lib.cst_check(handle, 1 if strict else 0, msg, 512)
+    return None if r == 0 else ffi.string(msg).decode()
+
+
+def dump(handle: Any) -> str:
+    n = lib.cst_dump(handle, ffi.NULL, 0)
+    buf = ffi.new("char[]", n + 1)
+    lib.cst_dump(handle, buf, n + 1)
+    return ffi.string(buf, n).decode("utf-8", "replace")

@@ -1,0 +1,236 @@
+"""Topic dialects: how a topic string splits into words and what the wildcards mean.
+
+A :class:`Dialect` is a plain, immutable value object.  The three built-in dialects
+are :data:`AMQP` (the default), :data:`MQTT` and :data:`NATS`; a custom dialect is made
+by constructing :class:`Dialect` with other tokens or rules.
+
+Rules (see ``docs/dialects.md`` for the full table):
+
+========  =========  ==========  ==============================================
+dialect   separator  one level   many levels
+========  =========  ==========  ==============================================
+amqp      ``.``      ``*``       ``#`` zero or more words, anywhere in a pattern
+mqtt      ``/``      ``+``       ``#`` last level only, also matches the parent
+nats      ``.``      ``*``       ``>`` one or more tokens, last only
+========  =========  ==========  ==============================================
+
+This module is the single source of the validation rules' error messages: the
+native engine checks topics itself for speed, and when it reports a problem the
+binding layer asks :meth:`Dialect.split_topic` to raise the exact ``ValueError``.
+
+Examples::
+
+    >>> AMQP.split_pattern("a.*.#")
+    ['a', '*', '#']
+    >>> AMQP.split_topic("")
+    []
+    >>> MQTT.split_pattern("sport/#")
+    ['sport', '#']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["AMQP", "MQTT", "NATS", "Dialect", "resolve_dialect"]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """Matching rules for one family of topic strings.
+
+    Attributes:
+        name: a label used in exports and ``repr``.
+        separator: the string between words (non-empty).
+        single: the word that matches exactly one word, or ``None``.
+        multi: the word that matches many words, or ``None``.
+        multi_min: how many words ``multi`` must consume at least (0 or 1).
+        multi_last_only: ``multi`` may only be the last word of a pattern.
+        strict_wildcards: the wildcard tokens must fill their whole word; a word
+            such as ``a+`` is an error instead of a literal (MQTT).
+        topic_wildcards: topics may contain words equal to a wildcard token (as
+            literals).  When false such a topic is an error; with
+            ``strict_wildcards`` any wildcard character in a topic is an error.
+        empty_topic: the empty string is a valid topic/pattern of zero words.
+        empty_words: words may be empty (``a..b`` has an empty middle word).
+        dollar_rule: a pattern whose first word is a wildcard never matches a
+            topic whose first word starts with ``$`` (MQTT).
+        max_bytes: the longest valid topic/pattern in UTF-8 bytes, or ``None``.
+        forbid_nul: U+0000 is not allowed in topics or patterns.
+    """
+
+    name: str = "custom"
+    separator: str = "."
+    single: str | None = "*"
+    multi: str | None = "#"
+    multi_min: int = 0
+    multi_last_only: bool = False
+    strict_wildcards: bool = False
+    topic_wildcards: bool = True
+    empty_topic: bool = True
+    empty_words: bool = True
+    dollar_rule: bool = False
+    max_bytes: int | None = None
+    forbid_nul: bool = False
+
+    def __post_init__(self) -> None:
+        for field in ("name", "separator"):
+            if not isinstance(getattr(self, field), str):
+                raise TypeError(f"Dialect.{field} must be a str")
+        if not self.separator:
+            raise ValueError("Dialect.separator must not be empty")
+        for field in ("single", "multi"):
+            token = getattr(self, field)
+            if token is None:
+                continue
+            if not isinstance(token, str):
+                raise TypeError(f"Dialect.{field} must be a str or None")
+            if not token:
+                raise ValueError(f"Dialect.{field} must not be empty")
+            if self.separator in token:
+                raise ValueError(f"Dialect.{field} {token!r} contains the separator")
+        if self.single is not None and self.single == self.multi:
+            raise ValueError("Dialect.single and Dialect.multi must differ")
+        if self.multi_min not in (0, 1):
+            raise ValueError("Dialect.multi_min must be 0 or 1")
+        if self.max_bytes is not None and (
+            not isinstance(self.max_bytes, int) or self.max_bytes < 1
+        ):
+            raise ValueError("Dialect.max_bytes must be a positive int or None")
+
+    # ------------------------------------------------------------------ checks
+    def _check_text(self, text: object, what: str) -> bytes:
+        if not isinstance(text, str):
+            raise TypeError(f"{what} must be a str, not {type(text).__name__}")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{what} {text!r} is not valid UTF-8 text: {exc.reason}") from None
+        if self.forbid_nul and "\x00" in text:
+            raise ValueError(f"{what} {text!r} contains U+0000, which {self.name} forbids")
+        if self.max_bytes is not None and len(data) > self.max_bytes:
+            raise ValueError(
+                f"{what} is {len(data)} UTF-8 bytes long; {self.name} allows at most "
+                f"{self.max_bytes}"
+            )
+        if not text and not self.empty_topic:
+            raise ValueError(f"{what} must not be empty in the {self.name} dialect")
+        return data
+
+    def _split(self, text: str) -> list[str]:
+        return text.split(self.separator) if text else []
+
+    def split_pattern(self, pattern: object) -> list[str]:
+        """Validate ``pattern`` and return its words.
+
+        Raises ``TypeError`` for a non-str and ``ValueError`` naming the problem for
+        a pattern that is invalid in this dialect.  O(len(pattern)).
+        """
+        self._check_text(pattern, "pattern")
+        assert isinstance(pattern, str)
+        words = self._split(pattern)
+        last = len(words) - 1
+        for i, word in enumerate(words):
+            if not word and not self.empty_words:
+                raise ValueError(
+                    f"pattern {pattern!r} has an empty word at position {i}; "
+                    f"{self.name} does not allow empty words"
+                )
+            if word == self.multi:
+                if self.multi_last_only and i != last:
+                    raise ValueError(
+                        f"pattern {pattern!r}: {self.multi!r} may only be the last word "
+                        f"in the {self.name} dialect"
+                    )
+                continue
+            if word == self.single:
+                continue
+            if self.strict_wildcards:
+                for token in (self.single, self.multi):
+                    if token is not None and token in word:
+                        raise ValueError(
+                            f"pattern {pattern!r}: wildcard {token!r} must fill a whole "
+                            f"level, found in {word!r}"
+                        )
+        return words
+
+    def split_topic(self, topic: object) -> list[str]:
+        """Validate ``topic`` (a concrete message topic) and return its words.
+
+        Raises ``TypeError`` for a non-str and ``ValueError`` naming the problem.
+        """
+        self._check_text(topic, "topic")
+        assert isinstance(topic, str)
+        words = self._split(topic)
+        for i, word in enumerate(words):
+            if not word and not self.empty_words:
+                raise ValueError(
+                    f"topic {topic!r} has an empty word at position {i}; "
+                    f"{self.name} does not allow empty words"
+                )
+            if not self.topic_wildcards:
+                for token in (self.single, self.multi):
+                    if token is None:
+                        continue
+                    if word == token or (self.strict_wildcards and token in word):
+                        raise ValueError(
+                            f"topic {topic!r} contains the wildcard {token!r}; "
+                            f"topics may not contain wildcards in the {self.name} dialect"
+                        )
+        return words
+
+    def join(self, words: list[str]) -> str:
+        """The inverse of splitting: ``separator.join(words)``."""
+        return self.separator.join(words)
+
+
+AMQP = Dialect(name="amqp", separator=".", single="*", multi="#")
+"""AMQP topic exchange rules: ``*`` one word, ``#`` zero or more words anywhere."""
+
+MQTT = Dialect(
+    name="mqtt",
+    separator="/",
+    single="+",
+    multi="#",
+    multi_min=0,
+    multi_last_only=True,
+    strict_wildcards=True,
+    topic_wildcards=False,
+    empty_topic=False,
+    empty_words=True,
+    dollar_rule=True,
+    max_bytes=65535,
+    forbid_nul=True,
+)
+"""MQTT 3.1.1/5 rules: ``+`` one level, ``#`` last level and parent, ``$`` topics."""
+
+NATS = Dialect(
+    name="nats",
+    separator=".",
+    single="*",
+    multi=">",
+    multi_min=1,
+    multi_last_only=True,
+    topic_wildcards=False,
+    empty_topic=False,
+    empty_words=False,
+)
+"""NATS subject rules: ``*`` one token, ``>`` one or more tokens at the end."""
+
+_BUILTIN = {"amqp": AMQP, "mqtt": MQTT, "nats": NATS}
+
+
+def resolve_dialect(dialect: str | Dialect) -> Dialect:
+    """Return the :class:`Dialect` for a name (``"amqp"``, ``"mqtt"``, ``"nats"``)
+    or the dialect itself."""
+    if isinstance(dialect, Dialect):
+        return dialect
+    if isinstance(dialect, str):
+        try:
+            return _BUILTIN[dialect.lower()]
+        except KeyError:
+            raise ValueError(
+                f"unknown dialect {dialect!r}; expected one of {sorted(_BUILTIN)} "
+                "or a cstrie.Dialect"
+            ) from None
+    raise TypeError(f"dialect must be a str or cstrie.Dialect, not {type(dialect).__name__}")

@@ -1,0 +1,399 @@
+"""The public classes: :class:`Trie` (writable) and :class:`Snapshot` (read-only).
+
+Both are thin wrappers over an engine handle (see :mod:`cstrie._binding`) and a
+:class:`~cstrie.registry.Registry` that maps subscriber objects to engine ids.
+
+Complexities (n = subscriptions, w = words in the topic, m = matches):
+
+=====================  =====================================================
+``subscribe``          O(w + log n) copies; lock-free in the engine
+``unsubscribe``        O(w + log n)
+``lookup``/``match``   O(w * b + m), b = wildcard branches tried per level;
+                       AMQP ``#`` anywhere is memoised: O(states) not O(2^w)
+``has_subscribers``    stops at the first match
+``snapshot``/``copy``  O(1) in the engine (``copy`` also copies the handle's
+                       per-subscriber count table, a C-level dict copy)
+``len``                exact; O(changed paths) after the first call
+=====================  =====================================================
+
+Example::
+
+    >>> from cstrie import Trie
+    >>> t = Trie()                      # AMQP rules
+    >>> t.subscribe("stock.*.nyse", "alice")
+    True
+    >>> t.subscribe("stock.#", "bob")
+    True
+    >>> sorted(t.lookup("stock.ibm.nyse"))
+    ['alice', 'bob']
+    >>> s = t.snapshot(); t.unsubscribe("stock.#", "bob")
+    True
+    >>> t.lookup("stock.ibm.nyse"), sorted(s.lookup("stock.ibm.nyse"))
+    (['alice'], ['alice', 'bob'])
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Hashable, Iterable, Iterator
+from itertools import accumulate
+from typing import Any
+
+from cstrie import _binding as nb
+from cstrie.dialect import Dialect, resolve_dialect
+from cstrie.registry import Counts, Registry
+
+__all__ = ["Snapshot", "Trie"]
+
+
+def _encode(text: object, what: str, dialect: Dialect) -> bytes:
+    if type(text) is str:
+        try:
+            return text.encode()
+        except UnicodeEncodeError:
+            pass
+    elif not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, not {type(text).__name__}")
+    # A str subclass or text that does not encode: let the dialect explain.
+    if what == "pattern":
+        dialect.split_pattern(text)
+    else:
+        dialect.split_topic(text)
+    return str(text).encode()
+
+
+class _Reader:
+    """Read methods shared by :class:`Trie` and :class:`Snapshot`."""
+
+    __slots__ = ("__weakref__", "_dialect", "_h", "_reg")
+
+    _h: Any
+    _dialect: Dialect
+    _reg: Registry
+
+    @property
+    def dialect(self) -> Dialect:
+        """The :class:`~cstrie.Dialect` this trie matches with."""
+        return self._dialect
+
+    # ---------------------------------------------------------------- lookups
+    def _objects(self, ids: list[int]) -> list[Any] | None:
+        objs = self._reg.objects
+        try:
+            return [objs[i] for i in ids]
+        except KeyError:
+            return None  # an id was freed after the engine answered: ask again
+
+    def lookup(self, topic: str) -> list[Any]:
+        """Every subscriber whose pattern matches ``topic``, each once.
+
+        Raises ``TypeError`` for a non-str and ``ValueError`` for a topic the
+        dialect rejects.  Lock-free.
+
+        >>> t = Trie("mqtt"); t.subscribe("a/+", 1); t.lookup("a/b")
+        True
+        [1]
+        """
+        data = _encode(topic, "topic", self._dialect)
+        calls = nb.thread_calls()
+        while True:
+            n = calls.lookup(self._h, data, len(data), calls.ids, calls.cap)
+            if n < 0:
+                nb.raise_status(n, self._dialect, "topic", topic)
+            if n > calls.cap:
+                calls.grow(n)
+                continue
+            res = self._objects(nb.ffi.unpack(calls.ids, n))
+            if res is not None:
+                return res
+
+    def has_subscribers(self, topic: str) -> bool:
+        """True when at least one pattern matches ``topic`` (stops at the first)."""
+        data = _encode(topic, "topic", self._dialect)
+        calls = nb.thread_calls()
+        r = calls.has(self._h, data, len(data))
+        if r < 0:
+            nb.raise_status(r, self._dialect, "topic", topic)
+        return bool(r)
+
+    def match(self, topic: str) -> list[tuple[str, Any]]:
+        """The matching (pattern, subscriber) pairs for ``topic``."""
+        data = _encode(topic, "topic", self._dialect)
+        while True:
+            groups = nb.match_groups(self._h, data)
+            if isinstance(groups, int):
+                nb.raise_status(groups, self._dialect, "topic", topic)
+            out: list[tuple[str, Any]] = []
+            objs = self._reg.objects
+            try:
+                for pat, ids in groups:
+                    p = pat.decode()
+                    out.extend((p, objs[i]) for i in ids)
+            except KeyError:
+                continue
+            return out
+
+    def lookup_many(self, topics: Iterable[str]) -> list[list[Any]]:
+        """``[self.lookup(t) for t in topics]`` in one engine call per chunk."""
+        topics = list(topics)
+        encoded = [_encode(t, "topic", self._dialect) for t in topics]
+        n = len(encoded)
+        if n == 0:
+            return []
+        data = b"".join(encoded)
+        offsets = nb.ffi.new("int64_t[]", [0, *accumulate(len(e) for e in encoded)])
+        status = nb.ffi.new("int8_t[]", n)
+        cap = max(1024, 4 * n)
+        rows = nb.ffi.new("int64_t[]", cap)
+        ids = nb.ffi.new("uint64_t[]", cap)
+        next_row = nb.ffi.new("int64_t *")
+        next_skip = nb.ffi.new("uint64_t *")
+        out: list[list[Any]] = [[] for _ in range(n)]
+        objs = self._reg.objects
+        row, skip = 0, 0
+        while row < n:
+            got = nb.lib.cst_lookup_batch(
+                self._h,
+                data,
+                offsets,
+                1,
+                nb.ffi.NULL,
+                0,
+                n,
+                row,
+                skip,
+                rows,
+                ids,
+                cap,
+                next_row,
+                next_skip,
+                status,
+            )
+            nb.check(got)
+            for r, i in zip(nb.ffi.unpack(rows, got), nb.ffi.unpack(ids, got), strict=True):
+                obj = objs.get(i)
+                if obj is None:  # freed meanwhile: answer that row again, alone
+                    out[r] = [None]
+                else:
+                    out[r].append(obj)
+            row, skip = next_row[0], next_skip[0]
+        for r in range(n):
+            if status[r] < 0:
+                nb.raise_status(status[r], self._dialect, "topic", topics[r])
+            if out[r] and out[r][0] is None and len(out[r]) >= 1 and None in out[r]:
+                out[r] = self.lookup(topics[r])
+        return out
+
+    def subscribers(self, pattern: str) -> list[Any]:
+        """The subscribers of exactly ``pattern`` (wildcards taken literally as
+        pattern words, not expanded)."""
+        data = _encode(pattern, "pattern", self._dialect)
+        while True:
+            ids = nb.ids_call(nb.lib.cst_subscribers, self._h, data)
+            if isinstance(ids, int):
+                nb.raise_status(ids, self._dialect, "pattern", pattern)
+            res = self._objects(ids)
+            if res is not None:
+                return res
+
+    # ------------------------------------------------------------ whole trie
+    def _groups(self) -> Iterator[tuple[str, list[Any]]]:
+        token = self._reg.pin()
+        try:
+            objs = self._reg.objects
+            for pat, ids in nb.iterate(self._h):
+                yield pat.decode(), [objs[i] for i in ids]
+        finally:
+            self._reg.unpin(token)
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        """(pattern, subscriber) pairs of a consistent snapshot taken now."""
+        for pat, subs in self._groups():
+            for s in subs:
+                yield pat, s
+
+    def subscriptions(self) -> dict[str, list[Any]]:
+        """pattern -> subscribers, from one consistent snapshot."""
+        out: dict[str, list[Any]] = {}
+        for pat, subs in self._groups():
+            out.setdefault(pat, []).extend(subs)
+        return out
+
+    def __len__(self) -> int:
+        """The number of (pattern, subscriber) pairs (exact, consistent)."""
+        return nb.check(nb.lib.cst_len(self._h))
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def stats(self) -> dict[str, int]:
+        """Counts for a dashboard: subscriptions, patterns, subscribers, nodes by
+        kind, lookups served, engine memory.  O(n): walks a snapshot."""
+        s = nb.stats(self._h)
+        return {
+            "subscriptions": s["pairs"],
+            "patterns": s["patterns"],
+            "subscribers": len(self._reg),
+            "nodes": s["inodes"] + s["cnodes"] + s["snodes"] + s["tnodes"] + s["lnodes"],
+            "inodes": s["inodes"],
+            "cnodes": s["cnodes"],
+            "snodes": s["snodes"],
+            "tnodes": s["tnodes"],
+            "lnodes": s["lnodes"],
+            "set_nodes": s["setnodes"],
+            "max_depth": s["max_depth"],
+            "lookups": s["lookups"],
+            "generation": s["generation"],
+            "engine_bytes": int(nb.lib.cst_live_bytes()),
+        }
+
+    # ---------------------------------------------------------------- debug
+    def check_invariants(self, strict: bool = True) -> None:
+        """Run the engine's invariant checker; raise AssertionError if broken.
+
+        ``strict`` also checks what holds only when no update is in flight
+        (no tombs, no pending GCAS, everything pruned)."""
+        msg = nb.check_invariants(self._h, strict)
+        if msg is not None:
+            raise AssertionError(f"cstrie invariant broken: {msg}")
+
+    def dump(self) -> str:
+        """An indented dump of the engine's nodes (for debugging)."""
+        return nb.dump(self._h)
+
+    def snapshot(self) -> Snapshot:
+        """A read-only, O(1) snapshot of the current subscriptions."""
+        return Snapshot._make(nb.snapshot(self._h, True), self._dialect, self._reg)
+
+
+class Snapshot(_Reader):
+    """A read-only, consistent view of a :class:`Trie` at one moment.
+
+    Has every read method of :class:`Trie`, ``len`` and iteration.  Taking one is
+    O(1); it shares nodes with the trie, which copies paths lazily as it changes.
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        raise TypeError("take a Snapshot with Trie.snapshot()")
+
+    @classmethod
+    def _make(cls, handle: Any, dialect: Dialect, reg: Registry) -> Snapshot:
+        self = object.__new__(cls)
+        self._h = handle
+        self._dialect = dialect
+        self._reg = reg
+        weakref.finalize(self, reg.unpin, reg.pin())
+        return self
+
+    def copy(self) -> Trie:
+        """A writable trie starting from this snapshot's contents (O(1) engine)."""
+        return Trie._make(
+            nb.snapshot(self._h, False),
+            self._dialect,
+            self._reg,
+            self._reg.new_counts(self._counts_from_scan()),
+        )
+
+    def _counts_from_scan(self) -> Counts:
+        counts = Counts()
+        for _, subs in self._groups():
+            for s in subs:
+                i = self._reg.existing_id(s)
+                if i is not None:
+                    counts[i] = counts.get(i, 0) + 1
+        return counts
+
+    def __repr__(self) -> str:
+        return f"<cstrie.Snapshot dialect={self._dialect.name} pairs={len(self)}>"
+
+
+class Trie(_Reader):
+    """A concurrent subscription trie: topic patterns -> subscribers.
+
+    ``dialect`` is ``"amqp"`` (default), ``"mqtt"``, ``"nats"`` or a
+    :class:`~cstrie.Dialect`.  Subscribers are any hashable objects, told apart
+    by ``==``/``hash``.  Every method is safe to call from many threads at once;
+    lookups take no lock.
+    """
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, dialect: str | Dialect = "amqp") -> None:
+        self._dialect = resolve_dialect(dialect)
+        self._h = nb.new_trie(self._dialect)
+        self._reg = Registry()
+        self._counts = self._reg.new_counts()
+
+    @classmethod
+    def _make(cls, handle: Any, dialect: Dialect, reg: Registry, counts: Counts) -> Trie:
+        self = object.__new__(cls)
+        self._h = handle
+        self._dialect = dialect
+        self._reg = reg
+        self._counts = counts
+        return self
+
+    def subscribe(self, pattern: str, subscriber: Hashable) -> bool:
+        """Add the pair; True if it was new.
+
+        Raises ``TypeError`` (non-str pattern, unhashable subscriber) or
+        ``ValueError`` (pattern invalid in the dialect), leaving the trie as it was.
+        """
+        self._dialect.split_pattern(pattern)
+        data = _encode(pattern, "pattern", self._dialect)
+        reg = self._reg
+        with reg.lock_for(subscriber):
+            i = reg.id_for(subscriber)
+            r = nb.lib.cst_subscribe(self._h, data, len(data), i)
+            if r < 0:
+                reg.forget_unused(i, subscriber) if i not in self._counts else None
+                nb.raise_status(r, self._dialect, "pattern", pattern)
+            if r:
+                reg.added(self._counts, i)
+            elif i not in self._counts:
+                reg.forget_unused(i, subscriber)
+        return bool(r)
+
+    def unsubscribe(self, pattern: str, subscriber: Hashable) -> bool:
+        """Remove the pair; True if it was there."""
+        self._dialect.split_pattern(pattern)
+        data = _encode(pattern, "pattern", self._dialect)
+        reg = self._reg
+        with reg.lock_for(subscriber):
+            i = reg.existing_id(subscriber)
+            if i is None:
+                return False
+            r = nb.lib.cst_unsubscribe(self._h, data, len(data), i)
+            if r < 0:
+                nb.raise_status(r, self._dialect, "pattern", pattern)
+            if r:
+                reg.removed(self._counts, i, subscriber)
+        return bool(r)
+
+    def clear(self) -> None:
+        """Remove every subscription (atomically: one snapshot's worth)."""
+        cleared = nb.clear_take(self._h)
+        reg = self._reg
+        for _, ids in nb.iterate(cleared):
+            for i in ids:
+                obj = reg.objects.get(i)
+                if obj is None:
+                    continue
+                with reg.lock_for(obj):
+                    if i in self._counts:
+                        reg.removed(self._counts, i, obj)
+
+    def copy(self) -> Trie:
+        """An independent writable trie with the same subscriptions (O(1) engine)."""
+        with self._reg._meta:
+            counts = Counts(self._counts)
+        handle = nb.snapshot(self._h, False)
+        return Trie._make(handle, self._dialect, self._reg, self._reg.new_counts(counts))
+
+    def __copy__(self) -> Trie:
+        return self.copy()
+
+    def __repr__(self) -> str:
+        return f"<cstrie.Trie dialect={self._dialect.name} pairs={len(self)}>"

@@ -1,0 +1,31 @@
+/*
+ * alloc.h - the injectable allocator of the cstrie engine.
+ *
+ * Every byte the engine owns comes from cst_alloc() and goes back through
+ * cst_dealloc().  Tests install an allocator that fails on demand (to prove that
+ * an out-of-memory error leaves every structure as it was) and read the live
+ * allocation counters (to prove that nothing leaks under churn).
+ */
+#ifndef CSTRIE_ALLOC_H
+#define CSTRIE_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *cst_alloc(size_t size);
+void cst_dealloc(void *p, size_t size);
+
+/* Counters; relaxed atomics (statistics only, they order nothing). */
+int64_t cst_alloc_live_count(void);
+int64_t cst_alloc_live_bytes(void);
+int64_t cst_alloc_total_count(void);
+int64_t cst_alloc_total_frees(void);
+
+/*
+ * Failure injection: after `after` more successful allocations, every
+ * allocation fails until cst_alloc_fail_after(-1) is called.  Global, meant for
+ * single-threaded tests.
+ */
+void cst_alloc_fail_after(int64_t after);
+
+#endif

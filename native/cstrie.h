@@ -1,0 +1,150 @@
+/*
+ * cstrie.h - public C interface of the cstrie engine: a lock-free concurrent
+ * subscription trie (a Ctrie over topic words) with O(1) snapshots.
+ *
+ * Everything here is safe to call from many threads at once.  A cst_trie is a
+ * handle: a writable trie, a writable copy, or a read-only snapshot; handles
+ * share nodes and are independent in behaviour.  No function touches Python
+ * objects; subscribers are 64-bit ids chosen by the caller.
+ *
+ * Status codes: >= 0 is success (a count or a boolean); negative values are
+ * the CST_E* codes below.  On any error nothing has changed.
+ */
+#ifndef CSTRIE_H
+#define CSTRIE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CST_OK 0
+#define CST_ENOMEM (-1)
+#define CST_EREADONLY (-2)
+#define CST_ETRUNC (-3)        /* output buffers too small; sizes needed are set */
+#define CST_EEMPTY (-10)       /* empty topic/pattern not allowed */
+#define CST_EEMPTYWORD (-11)   /* empty word not allowed */
+#define CST_EWILDTOPIC (-12)   /* wildcard in a topic */
+#define CST_ETOOLONG (-13)     /* longer than the dialect allows */
+#define CST_ENUL (-14)         /* U+0000 */
+#define CST_EMULTIPOS (-15)    /* many-level wildcard not last */
+#define CST_EWILDWORD (-16)    /* wildcard does not fill its word */
+#define CST_EINVAL (-17)       /* bad argument (e.g. a dialect) */
+
+typedef struct cst_dialect {
+    const char *sep;
+    size_t sep_len;
+    const char *single;        /* NULL: no one-level wildcard */
+    size_t single_len;
+    const char *multi;         /* NULL: no many-level wildcard */
+    size_t multi_len;
+    int multi_min;             /* 0 or 1 words at least */
+    int multi_last_only;
+    int strict_wildcards;
+    int topic_wildcards;
+    int empty_topic;
+    int empty_words;
+    int dollar_rule;
+    int forbid_nul;
+    size_t max_bytes;          /* 0 = unlimited */
+} cst_dialect;
+
+typedef struct cst_trie cst_trie;
+
+/* Output of match/iteration: groups of (pattern, subscriber ids).  Group g's
+ * pattern is pat[pat_end[g-1] .. pat_end[g]) and its ids are
+ * ids[ids_end[g-1] .. ids_end[g]) (with pat_end[-1] = ids_end[-1] = 0).
+ * On CST_ETRUNC, need_* tell the sizes that a retry needs. */
+typedef struct cst_groups {
+    char *pat;
+    size_t pat_cap;
+    uint64_t *ids;
+    size_t ids_cap;
+    int64_t *pat_end;
+    int64_t *ids_end;
+    size_t groups_cap;
+    size_t ngroups;
+    size_t need_pat;
+    size_t need_ids;
+    size_t need_groups;
+} cst_groups;
+
+typedef struct cst_stats {
+    int64_t pairs;             /* (pattern, subscriber) pairs */
+    int64_t patterns;          /* patterns with at least one subscriber */
+    int64_t inodes, cnodes, snodes, tnodes, lnodes, setnodes;
+    int64_t max_depth;         /* topic levels */
+    int64_t lookups;           /* lookups served by this handle */
+    int64_t generation;
+} cst_stats;
+
+cst_trie *cst_new(const cst_dialect *d);
+void cst_free(cst_trie *t);
+int cst_is_readonly(const cst_trie *t);
+
+/* 1 = the pair was new / was there, 0 = not, < 0 = error. */
+int cst_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
+int cst_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
+
+/* Subscriber ids matching topic, each once.  Returns how many there are; only
+ * the first min(cap, result) are written. */
+int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
+int cst_has_subscribers(cst_trie *t, const char *topic, size_t len);
+int cst_match(cst_trie *t, const char *topic, size_t len, cst_groups *out);
+/* Subscribers of exactly this pattern; same contract as cst_lookup. */
+int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *out, size_t cap);
+
+/*
+ * Batch lookup over an Arrow-style string column: row r's topic is
+ * data[offsets[r] .. offsets[r+1]) (64-bit offsets when offsets64, else
+ * 32-bit).  validity (may be NULL) is an Arrow validity bitmap with bit offset
+ * `validity_offset`; null rows get status 1.  Rows start_row .. nrows-1 are
+ * matched; for each match (row, id) pairs are appended to out_rows/out_ids up
+ * to cap.  *skip ids of the first row were already delivered by an earlier
+ * call and are skipped.  On return *next_row / *skip tell where to resume
+ * (*next_row == nrows when done).  row_status (may be NULL) receives 0 for a
+ * matched row, 1 for null, or a CST_E* code for an invalid topic.  Returns the
+ * number of pairs written.  A single row larger than cap is delivered in
+ * several calls (use a frozen snapshot for a stable order across calls).
+ */
+int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int offsets64,
+                         const uint8_t *validity, int64_t validity_offset, int64_t nrows,
+                         int64_t start_row, uint64_t skip, int64_t *out_rows,
+                         uint64_t *out_ids, size_t cap, int64_t *next_row,
+                         uint64_t *next_skip, int8_t *row_status);
+
+/* O(1): a read-only snapshot, or a writable copy.  NULL when out of memory. */
+cst_trie *cst_snapshot(cst_trie *t, int readonly);
+int cst_clear(cst_trie *t);
+/* Empty t and return a read-only snapshot of exactly what was removed. */
+cst_trie *cst_clear_take(cst_trie *t);
+/* Number of (pattern, subscriber) pairs: exact, from a consistent snapshot. */
+int64_t cst_len(cst_trie *t);
+int cst_stats_get(cst_trie *t, cst_stats *out);
+
+/* Iteration over a consistent snapshot of t, in bounded chunks. */
+typedef struct cst_iter cst_iter;
+cst_iter *cst_iter_new(cst_trie *t);
+/* Fills out with whole or partial groups; returns the number of groups
+ * written, 0 at the end, < 0 on error.  A group may continue in the next call
+ * (same pattern again). */
+int cst_iter_next(cst_iter *it, cst_groups *out);
+void cst_iter_free(cst_iter *it);
+
+/* Check the structural invariants of t (strict: also those that hold only when
+ * no update is in flight).  0 = fine; otherwise < 0 and msg describes it. */
+int cst_check(cst_trie *t, int strict, char *msg, size_t msg_cap);
+/* Indented dump of the node structure into buf; returns the full length. */
+size_t cst_dump(cst_trie *t, char *buf, size_t cap);
+/* Validate and split a topic (is_pattern 0) or pattern: returns the number of
+ * words or a CST_E* code.  Used to share validation with the Python layer. */
+int64_t cst_validate(cst_trie *t, const char *s, size_t len, int is_pattern);
+
+/* Reclamation and allocator introspection (tests, stats). */
+int64_t cst_reclaim(void);           /* quiescent reclaim; returns objects still pending */
+void cst_thread_detach(void);        /* hand this thread's garbage over now */
+int64_t cst_live_allocations(void);
+int64_t cst_live_bytes(void);
+void cst_fail_allocations_after(int64_t n);  /* -1 = never fail */
+/* Tests only, before creating tries: keep only these hash bits (forces collisions). */
+void cst_debug_set_hash_mask(uint64_t mask);
+
+#endif

@@ -1,0 +1,312 @@
+/*
+ * ebr.c - epoch-based reclamation (EBR).
+ *
+ * Correctness argument
+ * --------------------
+ * A node may be freed only when no thread can still dereference it.  Threads
+ * reach nodes only from the trie roots, by loads made inside an epoch section.
+ * A writer first unlinks a node (a CAS that makes it unreachable from every
+ * root that new sections can read), then retires it, tagging it with the
+ * global epoch G read AFTER the unlink.  A reader that still holds the node
+ * loaded it before the unlink, so it entered its section, publishing its local
+ * epoch e, at a time when the global epoch was at most G: e <= tag.
+ * The global epoch moves from g to g+1 only when every thread that is inside a
+ * section has published local epoch g.  So when the global epoch reaches
+ * tag+2, the step tag+1 -> tag+2 saw every open section at tag+1 > e: the
+ * reader's section was closed.  Therefore objects tagged t are released once
+ * the global epoch is >= t+2.
+ *
+ * Invariants
+ * ----------
+ * 1. A record's state is 0 (outside a section) or (e << 1) | 1 (inside a
+ *    section entered while the global epoch was e).  Only its owner writes it,
+ *    except for the scanner's no-op read-modify-write (see 4).
+ * 2. The global epoch only increases, by CAS from g to g+1, and only after a
+ *    scan found no record inside a section with a local epoch other than g.
+ * 3. A retired object is tagged with the global epoch read after its unlink
+ *    and is released only when the global epoch is >= tag + 2 (argument above).
+ * 4. The scanner reads each record's state with a seq_cst read-modify-write
+ *    (fetch_or 0).  An RMW reads the last value in the state's modification
+ *    order, so if it reads "outside", the owner's next enter (a seq_cst
+ *    exchange on the same word) is ordered after it and synchronises with it:
+ *    that section then sees every unlink that preceded the scan.  This gives
+ *    the StoreLoad ordering without a stand-alone fence (which
+ *    ThreadSanitizer would not model).
+ * 5. Limbo lists are touched only by their owner, except after the owner
+ *    thread ended: a thread-exit destructor moves them to the orphan list
+ *    (under orphan_lock) and marks the record free for reuse.  An idle thread
+ *    is outside any section (state 0) and never blocks invariant 2; a finished
+ *    thread's record is free (in_use 0) and is skipped.
+ * 6. Records are never freed (a scanner may be reading one); they are reused.
+ *
+ * Limbo bookkeeping uses the system allocator directly, not the injectable
+ * one: a failed bookkeeping allocation would leave no safe way to continue, so
+ * it aborts the process (as CPython does on a failed internal allocation).
+ */
+#include "ebr.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define LIMBO_CHUNK 256
+#define RETIRE_SCAN_EVERY 64
+
+typedef struct limbo_entry {
+    void *obj;
+    ebr_release_fn release;
+} limbo_entry;
+
+typedef struct limbo_chunk {
+    struct limbo_chunk *next;
+    uint64_t tag;          /* the largest tag of its entries */
+    unsigned n;
+    limbo_entry e[LIMBO_CHUNK];
+} limbo_chunk;
+
+typedef struct limbo_list {
+    limbo_chunk *head;     /* newest chunk first */
+    int64_t count;
+} limbo_list;
+
+struct ebr_record {
+    _Atomic uint64_t state;        /* invariant 1 */
+    _Atomic int in_use;
+    struct ebr_record *next;       /* global list, append-only (invariant 6) */
+    unsigned index;
+    unsigned since_scan;
+    limbo_list limbo;
+    char pad[64];
+};
+
+static _Atomic uint64_t global_epoch = 1;
+static _Atomic(ebr_record *) records;
+static _Atomic unsigned record_count;
+static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+static limbo_list orphans;
+static _Atomic int64_t orphan_count;
+static pthread_key_t tls_key;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static _Thread_local ebr_record *tls_record;
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (p == NULL) {
+        fputs("cstrie: out of memory in reclamation bookkeeping\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+/* Move every chunk of `from` onto `to` (both owned by the caller). */
+static void limbo_splice(limbo_list *to, limbo_list *from)
+{
+    limbo_chunk *c = from->head;
+    while (c != NULL) {
+        limbo_chunk *next = c->next;
+        c->next = to->head;
+        to->head = c;
+        c = next;
+    }
+    to->count += from->count;
+    from->head = NULL;
+    from->count = 0;
+}
+
+/* Release the entries of every chunk whose tag + 2 <= epoch. */
+static void limbo_collect(limbo_list *l, uint64_t epoch)
+{
+    limbo_chunk **link = &l->head;
+    while (*link != NULL) {
+        limbo_chunk *c = *link;
+        if (c->tag + 2 <= epoch) {
+            *link = c->next;
+            for (unsigned i = 0; i < c->n; i++)
+                c->e[i].release(c->e[i].obj);
+            l->count -= c->n;
+            free(c);
+        } else {
+            link = &c->next;
+        }
+    }
+}
+
+static void thread_exit_destructor(void *arg)
+{
+    ebr_record *rec = arg;
+    if (rec == NULL)
+        return;
+    pthread_mutex_lock(&orphan_lock);
+    limbo_splice(&orphans, &rec->limbo);
+    atomic_store_explicit(&orphan_count, orphans.count, memory_order_relaxed);
+    pthread_mutex_unlock(&orphan_lock);
+    atomic_store_explicit(&rec->state, 0, memory_order_release);
+    /* release: the limbo hand-over above happens-before a new owner's claim. */
+    atomic_store_explicit(&rec->in_use, 0, memory_order_release);
+    tls_record = NULL;
+}
+
+static void make_key(void)
+{
+    if (pthread_key_create(&tls_key, thread_exit_destructor) != 0)
+        abort();
+}
+
+static ebr_record *register_thread(void)
+{
+    pthread_once(&tls_once, make_key);
+    ebr_record *rec;
+    for (rec = atomic_load_explicit(&records, memory_order_acquire); rec; rec = rec->next) {
+        int expected = 0;
+        /* acquire: pairs with the release in thread_exit_destructor. */
+        if (atomic_load_explicit(&rec->in_use, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong_explicit(&rec->in_use, &expected, 1,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed))
+            break;
+    }
+    if (rec == NULL) {
+        rec = calloc(1, sizeof *rec);
+        if (rec == NULL)
+            return NULL;
+        atomic_init(&rec->state, 0);
+        atomic_init(&rec->in_use, 1);
+        rec->index = atomic_fetch_add_explicit(&record_count, 1, memory_order_relaxed);
+        ebr_record *head = atomic_load_explicit(&records, memory_order_relaxed);
+        do {
+            rec->next = head;
+            /* release: a scanner that loads the new head sees an initialised record. */
+        } while (!atomic_compare_exchange_weak_explicit(&records, &head, rec,
+                                                        memory_order_release,
+                                                        memory_order_relaxed));
+    }
+    rec->since_scan = 0;
+    tls_record = rec;
+    pthread_setspecific(tls_key, rec);
+    return rec;
+}
+
+ebr_record *ebr_enter(void)
+{
+    ebr_record *rec = tls_record;
+    if (rec == NULL && (rec = register_thread()) == NULL)
+        return NULL;
+    uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+    /* seq_cst exchange: forbids later node loads from moving above the
+     * publication of this section (invariant 4, StoreLoad). */
+    atomic_exchange_explicit(&rec->state, (e << 1) | 1, memory_order_seq_cst);
+    return rec;
+}
+
+/* Try to move the global epoch forward by one step (invariant 2). */
+static uint64_t try_advance(void)
+{
+    uint64_t g = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
+        if (atomic_load_explicit(&r->in_use, memory_order_acquire) == 0)
+            continue;
+        /* seq_cst RMW: reads the latest state and orders the owner's next
+         * enter after this scan (invariant 4). */
+        uint64_t s = atomic_fetch_or_explicit(&r->state, 0, memory_order_seq_cst);
+        if ((s & 1) && (s >> 1) != g)
+            return g;
+    }
+    /* seq_cst: the new epoch is ordered after every state read above. */
+    if (atomic_compare_exchange_strong_explicit(&global_epoch, &g, g + 1,
+                                                memory_order_seq_cst,
+                                                memory_order_seq_cst))
+        return g + 1;
+    return g;
+}
+
+static void collect_orphans(uint64_t epoch)
+{
+    if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0)
+        return;
+    if (pthread_mutex_trylock(&orphan_lock) != 0)
+        return;
+    limbo_collect(&orphans, epoch);
+    atomic_store_explicit(&orphan_count, orphans.count, memory_order_relaxed);
+    pthread_mutex_unlock(&orphan_lock);
+}
+
+static void reclaim(ebr_record *rec)
+{
+    uint64_t epoch = try_advance();
+    limbo_collect(&rec->limbo, epoch);
+    collect_orphans(epoch);
+}
+
+void ebr_exit(ebr_record *rec)
+{
+    /* release: every node read in this section is read before a scanner can
+     * observe the section closed and free the node. */
+    atomic_store_explicit(&rec->state, 0, memory_order_release);
+    if (rec->since_scan >= RETIRE_SCAN_EVERY) {
+        rec->since_scan = 0;
+        reclaim(rec);
+    }
+}
+
+void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release)
+{
+    /* seq_cst: the tag is read after the unlink CAS (invariant 3). */
+    uint64_t tag = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+    limbo_chunk *c = rec->limbo.head;
+    if (c == NULL || c->n == LIMBO_CHUNK) {
+        c = xmalloc(sizeof *c);
+        c->n = 0;
+        c->tag = tag;
+        c->next = rec->limbo.head;
+        rec->limbo.head = c;
+    }
+    if (tag > c->tag)
+        c->tag = tag;
+    c->e[c->n].obj = obj;
+    c->e[c->n].release = release;
+    c->n++;
+    rec->limbo.count++;
+    rec->since_scan++;
+}
+
+unsigned ebr_record_index(const ebr_record *rec) { return rec->index; }
+
+int64_t ebr_barrier(void)
+{
+    ebr_record *rec = tls_record;
+    for (int round = 0; round < 8; round++) {
+        uint64_t epoch = try_advance();
+        if (rec != NULL)
+            limbo_collect(&rec->limbo, epoch);
+        pthread_mutex_lock(&orphan_lock);
+        limbo_collect(&orphans, epoch);
+        atomic_store_explicit(&orphan_count, orphans.count, memory_order_relaxed);
+        pthread_mutex_unlock(&orphan_lock);
+        if ((rec == NULL || rec->limbo.count == 0) &&
+            atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0)
+            return 0;
+    }
+    return (rec ? rec->limbo.count : 0) + atomic_load_explicit(&orphan_count, memory_order_relaxed);
+}
+
+int64_t ebr_pending(void)
+{
+    int64_t n = atomic_load_explicit(&orphan_count, memory_order_relaxed);
+    ebr_record *own = tls_record;
+    if (own != NULL)
+        n += own->limbo.count;
+    return n;
+}
+
+uint64_t ebr_epoch(void) { return atomic_load_explicit(&global_epoch, memory_order_seq_cst); }
+
+void ebr_thread_detach(void)
+{
+    ebr_record *rec = tls_record;
+    if (rec == NULL)
+        return;
+    pthread_setspecific(tls_key, NULL);
+    thread_exit_destructor(rec);
+}

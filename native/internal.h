@@ -1,0 +1,106 @@
+/*
+ * internal.h - shared internals of the engine's translation units: the trie
+ * handle, the operation context, words, per-thread scratch buffers and the
+ * node primitives (reference counts, GCAS, RDCSS) defined in trie.c.
+ */
+#ifndef CSTRIE_INTERNAL_H
+#define CSTRIE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cstrie.h"
+#include "ebr.h"
+#include "nodes.h"
+#include "subset.h"
+
+#define LOOKUP_STRIPES 16
+#define STRIPE_WORDS 8 /* 64 bytes between stripes */
+#define ROOT_DESC_BIT ((uintptr_t)1)
+#define MAX_HASH_LEVEL 60 /* hash levels 0, 5, ..., 60; deeper: L-nodes */
+
+struct cst_trie {
+    _Atomic(uintptr_t) root;   /* inode*, or an RDCSS descriptor | ROOT_DESC_BIT */
+    int readonly;
+    cst_dialect d;             /* token strings point into `tokens` */
+    char *tokens;
+    size_t tokens_len;
+    _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
+};
+
+/* One engine operation: the handle and the caller's open epoch section. */
+typedef struct ctx {
+    cst_trie *t;
+    ebr_record *rec;
+} ctx;
+
+typedef struct word {
+    const char *p;
+    uint32_t len;
+    uint8_t kind;              /* enum word_kind */
+    uint64_t hash;             /* literals only */
+} word;
+
+/* Per-thread growable buffers (system allocator; freed at thread exit). */
+typedef struct memo_slot {
+    uintptr_t key;
+    uint64_t j;
+    uint64_t stamp;
+} memo_slot;
+
+typedef struct scratch {
+    word *w;
+    size_t wcap;
+    uint64_t *ids;
+    size_t idcap;
+    uint64_t *uniq;            /* open-addressing set for deduplication */
+    size_t uniqcap;
+    snode **groups;
+    size_t gcap;
+    snode **path;
+    size_t pathcap;
+    memo_slot *memo;
+    size_t memocap;
+    size_t memoused;
+    uint64_t stamp;
+} scratch;
+
+scratch *scratch_get(void);
+int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem);
+
+/* words.c */
+uint64_t word_hash(const char *p, size_t len);
+int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern, scratch *sc);
+void words_seed_init(void);
+
+/* trie.c: primitives shared with match.c and walk.c */
+void node_retain(cst_hdr *h);
+void node_release(cst_hdr *h);
+void retire(ctx *c, cst_hdr *h);
+mainnode *gcas_read(ctx *c, inode *in);
+inode *root_read(ctx *c);
+int ctx_enter(ctx *c, cst_trie *t);
+void ctx_exit(ctx *c);
+
+static inline uint32_t frag(uint64_t h, unsigned lev) { return (uint32_t)(h >> lev) & 31u; }
+static inline int popc(uint32_t x) { return __builtin_popcount(x); }
+
+static inline cst_hdr *spec_get(const cnode *cn, unsigned s)
+{
+    unsigned spec = cn->m.h.b2;
+    if (!(spec & (1u << s)))
+        return NULL;
+    return cn->array[popc(cn->bitmap) + popc(spec & ((1u << s) - 1))];
+}
+
+static inline int word_eq(const snode *sn, const word *w)
+{
+    return sn->hash == w->hash && sn->wlen == w->len && sn->h.b1 == W_LITERAL &&
+           memcmp(sn->word, w->p, w->len) == 0;
+}
+
+static inline size_t snode_size(uint32_t wlen) { return sizeof(snode) + wlen; }
+
+#endif

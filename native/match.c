@@ -1,0 +1,556 @@
+/*
+ * match.c - lookups: match a topic against the trie with backtracking over
+ * the one-level and many-level wildcards, without taking a lock.
+ *
+ * A lookup reads main nodes through gcas_read (helping a pending GCAS to its
+ * end, which may CAS) and never renews or cleans: T-nodes are read through
+ * (a tomb's contents are final), and old-generation paths are current (see
+ * trie.c).  The many-level wildcard of a dialect that allows it anywhere
+ * (AMQP '#') makes the search a graph walk over (S-node, word index) states;
+ * each state is visited once (a per-thread memo table), so a pattern such as
+ * #.#.#.#.a costs O(states), not O(2^words).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* ------------------------------------------------------------------------
+ * Per-thread scratch buffers
+ * ---------------------------------------------------------------------- */
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static _Thread_local scratch *tls_scratch;
+
+static void scratch_free(void *p)
+{
+    scratch *sc = p;
+    if (sc == NULL)
+        return;
+    free(sc->w);
+    free(sc->ids);
+    free(sc->uniq);
+    free(sc->groups);
+    free(sc->path);
+    free(sc->memo);
+    free(sc);
+    tls_scratch = NULL;
+}
+
+static void scratch_key_init(void) { (void)pthread_key_create(&scratch_key, scratch_free); }
+
+scratch *scratch_get(void)
+{
+    scratch *sc = tls_scratch;
+    if (sc != NULL)
+        return sc;
+    pthread_once(&scratch_once, scratch_key_init);
+    sc = calloc(1, sizeof *sc);
+    if (sc == NULL)
+        return NULL;
+    tls_scratch = sc;
+    pthread_setspecific(scratch_key, sc);
+    return sc;
+}
+
+int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*buf, ncap * elem);
+    if (p == NULL)
+        return -1;
+    *buf = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The walk
+ * ---------------------------------------------------------------------- */
+
+typedef struct mctx {
+    ctx *c;
+    const word *w;
+    size_t n;
+    int dollar;                /* the dollar rule hides wildcards at word 0 */
+    int memo;                  /* many-level wildcard allowed anywhere */
+    int first_only;            /* has_subscribers: stop at the first match */
+    int found;
+    int oom;
+    scratch *sc;
+    size_t ngroups;
+    size_t depth;
+    cst_groups *out;           /* match(): groups written as found */
+    int trunc;
+} mctx;
+
+static int memo_seen(mctx *x, const snode *sn, size_t j)
+{
+    scratch *sc = x->sc;
+    if (sc->memoused * 2 >= sc->memocap) {
+        size_t ncap = sc->memocap ? sc->memocap * 2 : 256;
+        memo_slot *nm = calloc(ncap, sizeof *nm);
+        if (nm == NULL) {
+            x->oom = 1;
+            return 0;
+        }
+        size_t used = 0;
+        for (size_t i = 0; i < sc->memocap; i++) {
+            memo_slot *o = &sc->memo[i];
+            if (o->stamp != sc->stamp)
+                continue;
+            size_t h = (size_t)((o->key ^ (o->j * UINT64_C(0x9e3779b97f4a7c15))) *
+                                UINT64_C(0xff51afd7ed558ccd) >> 20) & (ncap - 1);
+            while (nm[h].stamp == sc->stamp)
+                h = (h + 1) & (ncap - 1);
+            nm[h] = *o;
+            used++;
+        }
+        free(sc->memo);
+        sc->memo = nm;
+        sc->memocap = ncap;
+        sc->memoused = used;
+    }
+    uintptr_t key = (uintptr_t)sn;
+    size_t h = (size_t)((key ^ (j * UINT64_C(0x9e3779b97f4a7c15))) *
+                        UINT64_C(0xff51afd7ed558ccd) >> 20) & (sc->memocap - 1);
+    while (sc->memo[h].stamp == sc->stamp) {
+        if (sc->memo[h].key == key && sc->memo[h].j == j)
+            return 1;
+        h = (h + 1) & (sc->memocap - 1);
+    }
+    sc->memo[h] = (memo_slot){key, j, sc->stamp};
+    sc->memoused++;
+    return 0;
+}
+
+static void emit_group(mctx *x, snode *sn)
+{
+    cst_groups *o = x->out;
+    const cst_dialect *d = &x->c->t->d;
+    size_t plen = 0;
+    for (size_t i = 0; i < x->depth; i++)
+        plen += x->sc->path[i]->wlen + (i ? d->sep_len : 0);
+    size_t pat0 = o->need_pat, ids0 = o->need_ids, g = o->need_groups;
+    o->need_pat += plen;
+    o->need_ids += sn->nsubs;
+    o->need_groups += 1;
+    if (x->trunc || o->need_pat > o->pat_cap || o->need_ids > o->ids_cap ||
+        o->need_groups > o->groups_cap) {
+        x->trunc = 1;
+        return;
+    }
+    char *p = o->pat + pat0;
+    for (size_t i = 0; i < x->depth; i++) {
+        if (i) {
+            memcpy(p, d->sep, d->sep_len);
+            p += d->sep_len;
+        }
+        memcpy(p, x->sc->path[i]->word, x->sc->path[i]->wlen);
+        p += x->sc->path[i]->wlen;
+    }
+    if (sn->nsubs == 1)
+        o->ids[ids0] = sn->subs.one;
+    else
+        set_emit(sn->subs.set, o->ids + ids0);
+    o->pat_end[g] = (int64_t)o->need_pat;
+    o->ids_end[g] = (int64_t)o->need_ids;
+    o->ngroups = g + 1;
+}
+
+static void emit(mctx *x, snode *sn)
+{
+    x->found = 1;
+    if (x->first_only)
+        return;
+    if (x->out != NULL) {
+        emit_group(x, sn);
+        return;
+    }
+    if (scratch_reserve((void **)&x->sc->groups, &x->sc->gcap, x->ngroups + 1,
+                        sizeof(snode *)) < 0) {
+        x->oom = 1;
+        return;
+    }
+    x->sc->groups[x->ngroups++] = sn;
+}
+
+/* The S-node of literal word w in the topic level whose top C-node is cn. */
+static snode *find_literal(ctx *c, cnode *cn, const word *w)
+{
+    mainnode *m = &cn->m;
+    unsigned lev = 0;
+    for (;;) {
+        switch (m->h.kind) {
+        case K_CNODE: {
+            cnode *x = (cnode *)m;
+            uint32_t bit = 1u << frag(w->hash, lev);
+            if (!(x->bitmap & bit))
+                return NULL;
+            cst_hdr *b = x->array[popc(x->bitmap & (bit - 1))];
+            if (b->kind == K_SNODE)
+                return word_eq((snode *)b, w) ? (snode *)b : NULL;
+            m = gcas_read(c, (inode *)b);
+            lev += 5;
+            break;
+        }
+        case K_TNODE: {
+            snode *sn = ((tnode *)m)->sn;
+            return sn && word_eq(sn, w) ? sn : NULL;
+        }
+        case K_LNODE: {
+            lnode *ln = (lnode *)m;
+            for (uint32_t i = 0; i < ln->n; i++)
+                if (word_eq(ln->sn[i], w))
+                    return ln->sn[i];
+            return NULL;
+        }
+        default:
+            return NULL;
+        }
+    }
+}
+
+static void match_level(mctx *x, inode *in, size_t i, int memo_on, int is_top);
+
+static void match_node(mctx *x, snode *sn, size_t j, int memo_on)
+{
+    if (x->oom || (x->found && x->first_only))
+        return;
+    if (memo_on && memo_seen(x, sn, j))
+        return;
+    if (scratch_reserve((void **)&x->sc->path, &x->sc->pathcap, x->depth + 1,
+                        sizeof(snode *)) < 0) {
+        x->oom = 1;
+        return;
+    }
+    x->sc->path[x->depth++] = sn;
+    if (j == x->n && sn->nsubs > 0)
+        emit(x, sn);
+    if (sn->child)
+        match_level(x, sn->child, j, memo_on, 0);
+    x->depth--;
+}
+
+static void match_multi(mctx *x, snode *sm, size_t i)
+{
+    size_t min = (size_t)x->c->t->d.multi_min;
+    if (i + min > x->n)
+        return;
+    if (sm->child == NULL) {
+        /* Nothing follows the wildcard: only "consume every word" can match;
+         * memoised, since an earlier wildcard may reach this level again. */
+        match_node(x, sm, x->n, x->memo);
+        return;
+    }
+    for (size_t j = i + min; j <= x->n; j++)
+        match_node(x, sm, j, x->memo);
+}
+
+static void match_level(mctx *x, inode *in, size_t i, int memo_on, int is_top)
+{
+    mainnode *m = gcas_read(x->c, in);
+    if (m->h.kind != K_CNODE)
+        return; /* an entombed (empty) topic level */
+    cnode *cn = (cnode *)m;
+    int hide = x->dollar && i == 0;
+    if (is_top && x->n == 0) {
+        snode *e = (snode *)spec_get(cn, W_EMPTY_PATTERN - 1);
+        if (e)
+            match_node(x, e, 0, memo_on);
+    }
+    snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
+    if (sm && !hide)
+        match_multi(x, sm, i);
+    if (i == x->n)
+        return;
+    snode *sn = find_literal(x->c, cn, &x->w[i]);
+    if (sn)
+        match_node(x, sn, i + 1, memo_on);
+    snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
+    if (ss && !hide)
+        match_node(x, ss, i + 1, memo_on);
+}
+
+/* Parse the topic and run the walk over the trie; x must be zeroed but for
+ * first_only/out.  Returns 0 or a CST_E* code. */
+static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
+{
+    const cst_dialect *d = &c->t->d;
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = parse_words(c->t, topic, len, 0, sc);
+    if (n < 0)
+        return (int)n;
+    x->c = c;
+    x->sc = sc;
+    x->w = sc->w;
+    x->n = (size_t)n;
+    x->dollar = d->dollar_rule && n > 0 && sc->w[0].len > 0 && sc->w[0].p[0] == '$';
+    x->memo = d->multi != NULL && !d->multi_last_only;
+    sc->stamp++;
+    sc->memoused = 0;
+    atomic_fetch_add_explicit(
+        &c->t->lookups[(ebr_record_index(c->rec) % LOOKUP_STRIPES) * STRIPE_WORDS], 1,
+        memory_order_relaxed);
+    match_level(x, root_read(c), 0, 0, 1);
+    return x->oom ? CST_ENOMEM : 0;
+}
+
+/* Collect the ids of the groups found, each once, into out (up to cap). */
+static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
+{
+    scratch *sc = x->sc;
+    if (x->ngroups == 0)
+        return 0;
+    if (x->ngroups == 1) {
+        snode *sn = sc->groups[0];
+        if (sn->nsubs == 1) {
+            if (cap)
+                out[0] = sn->subs.one;
+            return 1;
+        }
+        if (cap >= sn->nsubs)
+            return (int64_t)set_emit(sn->subs.set, out);
+        if (scratch_reserve((void **)&sc->ids, &sc->idcap, sn->nsubs, sizeof(uint64_t)) < 0)
+            return CST_ENOMEM;
+        set_emit(sn->subs.set, sc->ids);
+        memcpy(out, sc->ids, cap * sizeof(uint64_t));
+        return sn->nsubs;
+    }
+    size_t total = 0;
+    for (size_t g = 0; g < x->ngroups; g++)
+        total += sc->groups[g]->nsubs;
+    size_t tcap = 16;
+    while (tcap < total * 2)
+        tcap *= 2;
+    if (scratch_reserve((void **)&sc->ids, &sc->idcap, total, sizeof(uint64_t)) < 0 ||
+        scratch_reserve((void **)&sc->uniq, &sc->uniqcap, tcap, sizeof(uint64_t)) < 0)
+        return CST_ENOMEM;
+    size_t k = 0;
+    for (size_t g = 0; g < x->ngroups; g++) {
+        snode *sn = sc->groups[g];
+        if (sn->nsubs == 1)
+            sc->ids[k++] = sn->subs.one;
+        else
+            k += set_emit(sn->subs.set, sc->ids + k);
+    }
+    /* Open addressing with 0 as "empty"; id 0 is tracked on the side. */
+    memset(sc->uniq, 0, tcap * sizeof(uint64_t));
+    int have_zero = 0;
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++) {
+        uint64_t id = sc->ids[i];
+        int fresh;
+        if (id == 0) {
+            fresh = !have_zero;
+            have_zero = 1;
+        } else {
+            size_t h = (size_t)((id * UINT64_C(0x9e3779b97f4a7c15)) >> 17) & (tcap - 1);
+            while (sc->uniq[h] != 0 && sc->uniq[h] != id)
+                h = (h + 1) & (tcap - 1);
+            fresh = sc->uniq[h] == 0;
+            sc->uniq[h] = id;
+        }
+        if (fresh) {
+            if (u < cap)
+                out[u] = id;
+            u++;
+        }
+    }
+    return (int64_t)u;
+}
+
+int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap)
+{
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    mctx x = {0};
+    int64_t r = walk_topic(&x, &c, topic, len);
+    if (r == 0)
+        r = collect_ids(&x, out, cap);
+    ctx_exit(&c);
+    return r;
+}
+
+int cst_has_subscribers(cst_trie *t, const char *topic, size_t len)
+{
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    mctx x = {0};
+    x.first_only = 1;
+    int r = walk_topic(&x, &c, topic, len);
+    ctx_exit(&c);
+    return r < 0 ? r : x.found;
+}
+
+int cst_match(cst_trie *t, const char *topic, size_t len, cst_groups *out)
+{
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    mctx x = {0};
+    x.out = out;
+    out->ngroups = out->need_pat = out->need_ids = out->need_groups = 0;
+    int r = walk_topic(&x, &c, topic, len);
+    ctx_exit(&c);
+    if (r < 0)
+        return r;
+    return x.trunc ? CST_ETRUNC : (int)out->ngroups;
+}
+
+int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *out, size_t cap)
+{
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = parse_words(t, pattern, len, 1, sc);
+    if (n < 0)
+        return n;
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    mctx x = {0};
+    x.c = &c;
+    x.sc = sc;
+    inode *in = root_read(&c);
+    snode *sn = NULL;
+    for (int64_t k = 0; k < n && in != NULL; k++) {
+        mainnode *m = gcas_read(&c, in);
+        if (m->h.kind != K_CNODE) {
+            sn = NULL;
+            break;
+        }
+        const word *w = &sc->w[k];
+        sn = w->kind == W_LITERAL ? find_literal(&c, (cnode *)m, w)
+                                  : (snode *)spec_get((cnode *)m, w->kind - 1u);
+        if (sn == NULL)
+            break;
+        in = k + 1 < n ? sn->child : NULL;
+        if (k + 1 < n && in == NULL)
+            sn = NULL;
+    }
+    int64_t r = 0;
+    if (sn != NULL && sn->nsubs > 0) {
+        if (scratch_reserve((void **)&sc->groups, &sc->gcap, 1, sizeof(snode *)) < 0) {
+            r = CST_ENOMEM;
+        } else {
+            sc->groups[0] = sn;
+            x.ngroups = 1;
+            r = collect_ids(&x, out, cap);
+        }
+    }
+    ctx_exit(&c);
+    return r;
+}
+
+int64_t cst_validate(cst_trie *t, const char *s, size_t len, int is_pattern)
+{
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    return parse_words(t, s, len, is_pattern, sc);
+}
+
+static int row_is_valid(const uint8_t *validity, int64_t off, int64_t r)
+{
+    if (validity == NULL)
+        return 1;
+    int64_t b = off + r;
+    return (validity[b >> 3] >> (b & 7)) & 1;
+}
+
+int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int offsets64,
+                         const uint8_t *validity, int64_t validity_offset, int64_t nrows,
+                         int64_t start_row, uint64_t skip, int64_t *out_rows,
+                         uint64_t *out_ids, size_t cap, int64_t *next_row,
+                         uint64_t *next_skip, int8_t *row_status)
+{
+    size_t k = 0;
+    int64_t r = start_row;
+    for (; r < nrows; r++) {
+        if (!row_is_valid(validity, validity_offset, r)) {
+            if (row_status)
+                row_status[r] = 1;
+            continue;
+        }
+        int64_t a, b;
+        if (offsets64) {
+            a = ((const int64_t *)offsets)[r];
+            b = ((const int64_t *)offsets)[r + 1];
+        } else {
+            a = ((const int32_t *)offsets)[r];
+            b = ((const int32_t *)offsets)[r + 1];
+        }
+        ctx c;
+        if (ctx_enter(&c, t) < 0) {
+            *next_row = r;
+            *next_skip = skip;
+            return CST_ENOMEM;
+        }
+        mctx x = {0};
+        int st = walk_topic(&x, &c, data + a, (size_t)(b - a));
+        if (st == CST_ENOMEM) {
+            ctx_exit(&c);
+            *next_row = r;
+            *next_skip = skip;
+            return CST_ENOMEM;
+        }
+        if (row_status)
+            row_status[r] = (int8_t)st;
+        if (st < 0 || x.ngroups == 0) {
+            ctx_exit(&c);
+            skip = 0;
+            continue;
+        }
+        /* Collect this row's ids (each once) in the scratch buffer. */
+        size_t total = 0;
+        for (size_t g = 0; g < x.ngroups; g++)
+            total += x.sc->groups[g]->nsubs;
+        uint64_t *tmp = malloc(total * sizeof(uint64_t));
+        if (tmp == NULL) {
+            ctx_exit(&c);
+            *next_row = r;
+            *next_skip = skip;
+            return CST_ENOMEM;
+        }
+        int64_t got = collect_ids(&x, tmp, total);
+        ctx_exit(&c);
+        if (got < 0) {
+            free(tmp);
+            *next_row = r;
+            *next_skip = skip;
+            return got;
+        }
+        size_t avail = cap - k;
+        size_t want = (size_t)got > skip ? (size_t)got - skip : 0;
+        size_t take = want < avail ? want : avail;
+        for (size_t i = 0; i < take; i++) {
+            out_rows[k + i] = r;
+            out_ids[k + i] = tmp[skip + i];
+        }
+        free(tmp);
+        k += take;
+        if (take < want) {
+            *next_row = r;
+            *next_skip = skip + take;
+            return (int64_t)k;
+        }
+        skip = 0;
+        if (k == cap) {
+            r++;
+            break;
+        }
+    }
+    *next_row = r;
+    *next_skip = 0;
+    return (int64_t)k;
+}

@@ -1,0 +1,123 @@
+/*
+ * nodes.h - the node kinds of the concurrent subscription trie.
+ *
+ * A pattern is a sequence of words.  Each TOPIC LEVEL (the words that may
+ * follow a given prefix) is a Ctrie: a hash trie over the words' 64-bit hashes,
+ * 5 bits per HASH LEVEL, whose only mutable cells are I-nodes.
+ *
+ *   trie handle                      one topic level (hash levels 0, 5, 10, ...)
+ *   +--------+
+ *   | root --+--> I-node -----> C-node (hash level 0)
+ *   +--------+    | gen  |      | prev (GCAS) | gen | bitmap | specmask |
+ *                 | main-+--+   | array: [branch ...][spec: * # root-word]|
+ *                 +------+  |   +-----+-----------------+-----------------+
+ *                           |         |                 |
+ *            (GCAS target)  |         v                 v
+ *                           |      I-node (deeper     S-node "word"
+ *                           |      hash level)        | hash | wkind | nsubs |
+ *                           |                         | subs: one id or --+--> set node (CHAMP)
+ *                           +--> T-node (tomb)        | child I-node -----+--> next topic level
+ *                           |    | S-node or NULL |   | word bytes ...    |
+ *                           +--> L-node (full 64-bit hash collisions)
+ *                                | n | S-node ... |
+ *
+ * Main nodes (C-node, T-node, L-node) carry the GCAS `prev` field.  `prev` is
+ * NULL (committed), a main node (a GCAS in progress) or FAILED(main) - the
+ * failed-node marker of the Ctrie paper, encoded as a tagged pointer so that
+ * marking a GCAS failed never allocates.
+ *
+ * The wildcard words of a topic level (the dialect's one-level and many-level
+ * tokens) never enter the hash trie: the level's hash-level-0 C-node keeps them
+ * in "spec" slots after its hashed branches, so a lookup reaches them in O(1).
+ * The top C-node of a trie also keeps the S-node of the zero-word pattern
+ * (the AMQP empty routing key) in a spec slot.
+ *
+ * Every node starts with cst_hdr: an atomic reference count and the kind.
+ * References are owned by: a trie handle's root, an I-node's main, a C-node's
+ * branches, an S-node's child and subscriber set, a T-node's S-node, an
+ * L-node's S-nodes, and - while a GCAS is pending - the new main's prev.
+ * A reference that readers may have seen is dropped through EBR (ebr_retire);
+ * a node that reaches count zero frees itself and drops its own references at
+ * once (everything reachable only through it is unreachable for every open
+ * epoch section).  See trie.c, "Reclamation".
+ */
+#ifndef CSTRIE_NODES_H
+#define CSTRIE_NODES_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum node_kind {
+    K_INODE = 1,
+    K_CNODE,
+    K_TNODE,
+    K_LNODE,
+    K_SNODE,
+    K_SET,
+    K_DESC
+};
+
+/* Word kinds of an S-node. */
+enum word_kind { W_LITERAL = 0, W_SINGLE = 1, W_MULTI = 2, W_EMPTY_PATTERN = 3 };
+#define SPEC_SLOTS 3 /* spec slot s holds the S-node of word kind s+1 */
+
+typedef struct cst_hdr {
+    _Atomic uint32_t rc;
+    uint8_t kind;
+    uint8_t b1, b2, b3;   /* kind-specific small fields */
+} cst_hdr;
+
+typedef struct mainnode mainnode;
+typedef struct inode inode;
+typedef struct snode snode;
+typedef struct setnode setnode;
+
+/* Common prefix of C-, T- and L-nodes. */
+struct mainnode {
+    cst_hdr h;
+    _Atomic(uintptr_t) prev;   /* NULL, a mainnode*, or FAILED(mainnode*) */
+};
+
+struct inode {
+    cst_hdr h;
+    uint64_t gen;              /* the generation this I-node belongs to */
+    _Atomic(mainnode *) main;
+};
+
+typedef struct cnode {
+    mainnode m;                /* h.b1 = hash level (0, 5, ...), h.b2 = specmask */
+    uint64_t gen;
+    uint32_t bitmap;
+    uint32_t n;                /* hashed branches + spec slots */
+    _Atomic int64_t cached_pairs; /* -1 = unknown; set only in frozen traversals */
+    cst_hdr *array[];          /* branches (inode or snode), then spec snodes */
+} cnode;
+
+typedef struct tnode {
+    mainnode m;
+    snode *sn;                 /* the entombed S-node, or NULL for an empty level */
+} tnode;
+
+typedef struct lnode {
+    mainnode m;
+    uint32_t n;
+    snode *sn[];
+} lnode;
+
+struct snode {
+    cst_hdr h;                 /* h.b1 = word kind */
+    uint32_t wlen;
+    uint32_t nsubs;            /* size of the subscriber set */
+    uint64_t hash;
+    union {
+        uint64_t one;          /* nsubs == 1 */
+        setnode *set;          /* nsubs >= 2 */
+    } subs;
+    inode *child;              /* next topic level, or NULL */
+    char word[];
+};
+
+#define FAILED_BIT ((uintptr_t)1)
+
+#endif

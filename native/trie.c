@@ -1,0 +1,1258 @@
+/*
+ * trie.c - the concurrent subscription trie: node lifecycle, GCAS, RDCSS,
+ * subscribe, unsubscribe, snapshot, clear.
+ *
+ * The structure follows Prokopec et al., "Concurrent Tries with Efficient
+ * Non-Blocking Snapshots" (the Ctrie), adapted to topic words as in the
+ * concurrent subscription trie: each topic level is a Ctrie over word hashes,
+ * and an S-node (a word) holds the subscriber set of the pattern ending there
+ * and the I-node of the next topic level.  Names mirror the paper: gcas,
+ * gcas_commit, gcas_read, rdcss_root, rdcss_complete, rdcss_read_root,
+ * clean, to_contracted, and numbered cases in the update functions.
+ *
+ * Departures from the paper, each argued where it is made:
+ *  - generations are 64-bit integers from one global counter (never object
+ *    identities, which a port once compared as equal);
+ *  - FAILED(prev) is a tagged pointer instead of an allocated F-node;
+ *  - the RDCSS descriptor decides commit/abort by a CAS on its own state word
+ *    before any helper swings the root, so every helper and the initiator
+ *    agree on the outcome;
+ *  - a write renews only the branch it descends through (the paper renews a
+ *    whole C-node), and lookups read old-generation paths without renewing:
+ *    an old-generation I-node still reachable from the live root has seen no
+ *    write since the snapshot (every write renews its path first), so its
+ *    contents are current;
+ *  - a T-node may entomb nothing: an empty topic level (its hash-level-0
+ *    C-node lost its last branch) is entombed as T-node(NULL) and the parent
+ *    S-node drops its child (or the S-node goes, when it has no subscribers).
+ *
+ * Reclamation
+ * -----------
+ * Nodes are reference counted and freed through EBR (ebr.c).  The rules:
+ *  R1. A reference stored in a published node or slot is released only through
+ *      retire() (deferred past every open epoch section), because readers may
+ *      have loaded it.
+ *  R2. A node that was never published (its CAS failed, or an allocation
+ *      failed while building it) is released at once: no reader has seen it.
+ *  R3. A node whose count reaches zero frees itself and releases its own
+ *      references at once: its count reached zero through R1 releases, so it
+ *      was unreachable for every open section, and so is everything reachable
+ *      only through it.
+ *  R4. Taking a reference (node_retain) happens only on a node reachable from
+ *      something the taker loaded in its open section, whose owner's deferred
+ *      release cannot run before the section closes: counts never rise from 0.
+ *  R5. At a GCAS the I-node's reference to the old main moves into the new
+ *      main's prev; the committer releases it (R1), or a rollback moves it back
+ *      into the I-node and retires the failed main instead.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* Restart sentinel of the update functions (unique, never a valid result). */
+#define RESTART (-1000)
+
+static _Atomic uint64_t generation_counter;
+
+static uint64_t new_gen(void)
+{
+    /* relaxed: generations need only be unique, not ordered with other data. */
+    return atomic_fetch_add_explicit(&generation_counter, 1, memory_order_relaxed) + 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Atomic accessors.  Each names the reordering it forbids.
+ * ---------------------------------------------------------------------- */
+
+static inline mainnode *load_main(inode *in)
+{
+    /* seq_cst: GCAS reads main after its CAS on prev and the root (DESIGN.md
+     * memory orders); also acquire: the main node's fields are visible. */
+    return atomic_load_explicit(&in->main, memory_order_seq_cst);
+}
+
+static inline int cas_main(inode *in, mainnode *expected, mainnode *desired)
+{
+    /* seq_cst: publishes the fully initialised new main (release) and is
+     * ordered before the following root read of gcas_commit (StoreLoad). */
+    return atomic_compare_exchange_strong_explicit(&in->main, &expected, desired,
+                                                   memory_order_seq_cst,
+                                                   memory_order_seq_cst);
+}
+
+static inline uintptr_t load_prev(mainnode *m)
+{
+    /* seq_cst: the commit decision reads prev, then the root, then CASes prev. */
+    return atomic_load_explicit(&m->prev, memory_order_seq_cst);
+}
+
+static inline int cas_prev(mainnode *m, uintptr_t expected, uintptr_t desired)
+{
+    /* seq_cst: a commit or failure mark must not be reordered with the root
+     * generation read that justified it. */
+    return atomic_compare_exchange_strong_explicit(&m->prev, &expected, desired,
+                                                   memory_order_seq_cst,
+                                                   memory_order_seq_cst);
+}
+
+static inline uintptr_t load_root(cst_trie *t)
+{
+    /* seq_cst: the root read of GCAS commit must not move before its CAS. */
+    return atomic_load_explicit(&t->root, memory_order_seq_cst);
+}
+
+static inline int cas_root(cst_trie *t, uintptr_t expected, uintptr_t desired)
+{
+    /* seq_cst: RDCSS swings the root after reading the old root's main. */
+    return atomic_compare_exchange_strong_explicit(&t->root, &expected, desired,
+                                                   memory_order_seq_cst,
+                                                   memory_order_seq_cst);
+}
+
+/* ------------------------------------------------------------------------
+ * Node lifecycle
+ * ---------------------------------------------------------------------- */
+
+typedef struct rdcss_desc {
+    cst_hdr h;
+    inode *ov;                 /* owned: the root's old I-node */
+    mainnode *expmain;         /* compared only */
+    inode *nv;                 /* owned: the proposed new root */
+    _Atomic int state;         /* DESC_UNDECIDED, DESC_COMMITTED, DESC_ABORTED */
+} rdcss_desc;
+
+enum { DESC_UNDECIDED = 0, DESC_COMMITTED = 1, DESC_ABORTED = 2 };
+
+void node_retain(cst_hdr *h)
+{
+    /* relaxed: a reference is taken only while another is held (R4). */
+    atomic_fetch_add_explicit(&h->rc, 1, memory_order_relaxed);
+}
+
+static size_t cnode_size(uint32_t n) { return sizeof(cnode) + n * sizeof(cst_hdr *); }
+static size_t lnode_size(uint32_t n) { return sizeof(lnode) + n * sizeof(snode *); }
+
+static void node_destroy(cst_hdr *h)
+{
+    switch (h->kind) {
+    case K_INODE: {
+        inode *in = (inode *)h;
+        node_release(&atomic_load_explicit(&in->main, memory_order_relaxed)->h);
+        cst_dealloc(in, sizeof *in);
+        break;
+    }
+    case K_CNODE: {
+        /* prev is never an owned reference at this point (R5). */
+        cnode *cn = (cnode *)h;
+        for (uint32_t i = 0; i < cn->n; i++)
+            node_release(cn->array[i]);
+        cst_dealloc(cn, cnode_size(cn->n));
+        break;
+    }
+    case K_TNODE: {
+        tnode *tn = (tnode *)h;
+        if (tn->sn)
+            node_release(&tn->sn->h);
+        cst_dealloc(tn, sizeof *tn);
+        break;
+    }
+    case K_LNODE: {
+        lnode *ln = (lnode *)h;
+        for (uint32_t i = 0; i < ln->n; i++)
+            node_release(&ln->sn[i]->h);
+        cst_dealloc(ln, lnode_size(ln->n));
+        break;
+    }
+    case K_SNODE: {
+        snode *sn = (snode *)h;
+        if (sn->child)
+            node_release(&sn->child->h);
+        if (sn->nsubs >= 2)
+            set_release(sn->subs.set);
+        cst_dealloc(sn, snode_size(sn->wlen));
+        break;
+    }
+    case K_DESC:
+        /* The descriptor's references were handed on by the CAS winner. */
+        cst_dealloc(h, sizeof(rdcss_desc));
+        break;
+    default:
+        abort();
+    }
+}
+
+void node_release(cst_hdr *h)
+{
+    /* acq_rel: the final release sees all writes to the node (acquire) and
+     * every earlier use of it happens before the free (release). */
+    if (atomic_fetch_sub_explicit(&h->rc, 1, memory_order_acq_rel) == 1)
+        node_destroy(h);
+}
+
+static void release_cb(void *p) { node_release(p); }
+
+void retire(ctx *c, cst_hdr *h) { ebr_retire(c->rec, h, release_cb); }
+
+static void hdr_init(cst_hdr *h, uint8_t kind)
+{
+    atomic_init(&h->rc, 1);
+    h->kind = kind;
+    h->b1 = h->b2 = h->b3 = 0;
+}
+
+static inode *inode_new(uint64_t gen, mainnode *main)
+{
+    inode *in = cst_alloc(sizeof *in);
+    if (in == NULL)
+        return NULL;
+    hdr_init(&in->h, K_INODE);
+    in->gen = gen;
+    atomic_init(&in->main, main);
+    return in;
+}
+
+static cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen)
+{
+    cnode *cn = cst_alloc(cnode_size(n));
+    if (cn == NULL)
+        return NULL;
+    hdr_init(&cn->m.h, K_CNODE);
+    cn->m.h.b1 = (uint8_t)lev;
+    atomic_init(&cn->m.prev, 0);
+    cn->gen = gen;
+    cn->bitmap = 0;
+    cn->n = n;
+    atomic_init(&cn->cached_pairs, -1);
+    return cn;
+}
+
+static tnode *tnode_new(snode *sn)
+{
+    tnode *tn = cst_alloc(sizeof *tn);
+    if (tn == NULL)
+        return NULL;
+    hdr_init(&tn->m.h, K_TNODE);
+    atomic_init(&tn->m.prev, 0);
+    tn->sn = sn;
+    return tn;
+}
+
+static lnode *lnode_alloc(uint32_t n)
+{
+    lnode *ln = cst_alloc(lnode_size(n));
+    if (ln == NULL)
+        return NULL;
+    hdr_init(&ln->m.h, K_LNODE);
+    atomic_init(&ln->m.prev, 0);
+    ln->n = n;
+    return ln;
+}
+
+/* A new S-node for word w; takes over the references of child and set. */
+static snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash,
+                         uint32_t nsubs, uint64_t one, setnode *set, inode *child)
+{
+    snode *sn = cst_alloc(snode_size(wlen));
+    if (sn == NULL)
+        return NULL;
+    hdr_init(&sn->h, K_SNODE);
+    sn->h.b1 = kind;
+    sn->wlen = wlen;
+    sn->nsubs = nsubs;
+    sn->hash = hash;
+    if (nsubs >= 2)
+        sn->subs.set = set;
+    else
+        sn->subs.one = one;
+    sn->child = child;
+    memcpy(sn->word, p, wlen);
+    return sn;
+}
+
+/* A copy of sn with other subscribers and child (references taken over). */
+static snode *snode_with(const snode *sn, uint32_t nsubs, uint64_t one, setnode *set,
+                         inode *child)
+{
+    return snode_make(sn->word, sn->wlen, sn->h.b1, sn->hash, nsubs, one, set, child);
+}
+
+/* Retain the subscriber set and child of sn, for a copy that keeps them. */
+static void snode_retain_parts(const snode *sn, int subs, int child)
+{
+    if (subs && sn->nsubs >= 2)
+        set_retain(sn->subs.set);
+    if (child && sn->child)
+        node_retain(&sn->child->h);
+}
+
+/*
+ * A new C-node equal to cn except that the entry for `key` (a hash fragment,
+ * or a spec slot when is_spec) becomes nb (NULL removes it).  nb's reference
+ * is taken over; every other entry is retained.
+ */
+static cnode *cn_with(const cnode *cn, uint64_t gen, int is_spec, unsigned key, cst_hdr *nb)
+{
+    uint32_t bitmap = cn->bitmap;
+    unsigned spec = cn->m.h.b2;
+    uint32_t bit = 1u << key;
+    int had = is_spec ? (spec & bit) != 0 : (bitmap & bit) != 0;
+    if (is_spec)
+        spec = nb ? (spec | bit) : (spec & ~bit);
+    else
+        bitmap = nb ? (bitmap | bit) : (bitmap & ~bit);
+    uint32_t n = (uint32_t)(popc(bitmap) + popc(spec));
+    cnode *ncn = cnode_alloc(n, cn->m.h.b1, gen);
+    if (ncn == NULL)
+        return NULL;
+    ncn->bitmap = bitmap;
+    ncn->m.h.b2 = (uint8_t)spec;
+    /* Position of the edited entry in the old and new arrays. */
+    uint32_t pos = is_spec ? (uint32_t)(popc(cn->bitmap) + popc(cn->m.h.b2 & (bit - 1)))
+                           : (uint32_t)popc(cn->bitmap & (bit - 1));
+    uint32_t o = 0, w = 0;
+    for (; o < cn->n; o++) {
+        if (o == pos) {
+            if (nb)
+                ncn->array[w++] = nb;
+            if (had)
+                continue;
+        }
+        node_retain(cn->array[o]);
+        ncn->array[w++] = cn->array[o];
+    }
+    if (o == pos && nb && !had)
+        ncn->array[w++] = nb;
+    return ncn;
+}
+
+static cnode *cn_empty(unsigned lev, uint64_t gen) { return cnode_alloc(0, lev, gen); }
+
+/* A hash-level-0 C-node holding only sn. */
+static cnode *cn_single(snode *sn, uint64_t gen)
+{
+    cnode *cn = cnode_alloc(1, 0, gen);
+    if (cn == NULL)
+        return NULL;
+    if (sn->h.b1 == W_LITERAL)
+        cn->bitmap = 1u << frag(sn->hash, 0);
+    else
+        cn->m.h.b2 = (uint8_t)(1u << (sn->h.b1 - 1));
+    cn->array[0] = &sn->h;
+    return cn;
+}
+
+/* ------------------------------------------------------------------------
+ * GCAS and RDCSS
+ * ---------------------------------------------------------------------- */
+
+static inode *rdcss_read_root(ctx *c, int abort_pending);
+
+static mainnode *gcas_commit(ctx *c, inode *in, mainnode *m)
+{
+    for (;;) {
+        uintptr_t p = load_prev(m);
+        inode *r = rdcss_read_root(c, 1);
+        if (p == 0)
+            return m; /* case 1: committed */
+        if (p & FAILED_BIT) {
+            /* case 2: failed - roll the I-node back to the old main (R5). */
+            mainnode *old = (mainnode *)(p & ~FAILED_BIT);
+            if (cas_main(in, m, old)) {
+                retire(c, &m->h);
+                return old;
+            }
+            m = load_main(in);
+            continue;
+        }
+        mainnode *pm = (mainnode *)p;
+        if (r->gen == in->gen && !c->t->readonly) {
+            /* case 3: same generation - commit and release the old main. */
+            if (cas_prev(m, p, 0)) {
+                retire(c, &pm->h);
+                return m;
+            }
+            continue;
+        }
+        /* case 4: the generation changed (a snapshot was taken): fail it. */
+        cas_prev(m, p, p | FAILED_BIT);
+        m = load_main(in);
+    }
+}
+
+mainnode *gcas_read(ctx *c, inode *in)
+{
+    mainnode *m = load_main(in);
+    if (load_prev(m) == 0)
+        return m;
+    return gcas_commit(c, in, m);
+}
+
+/*
+ * GCAS: replace in's main `old` by n if, when the change commits, the root is
+ * still of in's generation.  Returns 1 when n is committed, 0 when it was not
+ * installed (n is then released here: it was never published, R2) or was
+ * rolled back (n was retired by the rollback).
+ */
+static int gcas(ctx *c, inode *in, mainnode *old, mainnode *n)
+{
+    atomic_store_explicit(&n->prev, (uintptr_t)old, memory_order_relaxed);
+    if (cas_main(in, old, n)) {
+        gcas_commit(c, in, n);
+        return load_prev(n) == 0;
+    }
+    atomic_store_explicit(&n->prev, 0, memory_order_relaxed);
+    node_release(&n->h);
+    return 0;
+}
+
+static inode *rdcss_complete(ctx *c, int abort_pending)
+{
+    for (;;) {
+        uintptr_t v = load_root(c->t);
+        if (!(v & ROOT_DESC_BIT))
+            return (inode *)v;
+        rdcss_desc *d = (rdcss_desc *)(v & ~ROOT_DESC_BIT);
+        /* seq_cst: the decision is read after the root that held d. */
+        int s = atomic_load_explicit(&d->state, memory_order_seq_cst);
+        if (s == DESC_UNDECIDED) {
+            int want = DESC_ABORTED;
+            if (!abort_pending && gcas_read(c, d->ov) == d->expmain)
+                want = DESC_COMMITTED;
+            int expected = DESC_UNDECIDED;
+            /* seq_cst: the decision is ordered after the read of ov's main. */
+            atomic_compare_exchange_strong_explicit(&d->state, &expected, want,
+                                                    memory_order_seq_cst,
+                                                    memory_order_seq_cst);
+            s = atomic_load_explicit(&d->state, memory_order_seq_cst);
+        }
+        inode *target = s == DESC_COMMITTED ? d->nv : d->ov;
+        if (cas_root(c->t, v, (uintptr_t)target)) {
+            /* The winner hands the root's reference to target and drops the
+             * other one and the descriptor (R1). */
+            retire(c, s == DESC_COMMITTED ? &d->ov->h : &d->nv->h);
+            retire(c, &d->h);
+            return target;
+        }
+    }
+}
+
+static inode *rdcss_read_root(ctx *c, int abort_pending)
+{
+    uintptr_t v = load_root(c->t);
+    if (!(v & ROOT_DESC_BIT))
+        return (inode *)v;
+    return rdcss_complete(c, abort_pending);
+}
+
+inode *root_read(ctx *c) { return rdcss_read_root(c, 0); }
+
+/* 1 = the root moved from ov to nv; 0 = it did not (nv released); < 0 error. */
+static int rdcss_root(ctx *c, inode *ov, mainnode *expmain, inode *nv)
+{
+    rdcss_desc *d = cst_alloc(sizeof *d);
+    if (d == NULL) {
+        node_release(&nv->h);
+        return CST_ENOMEM;
+    }
+    hdr_init(&d->h, K_DESC);
+    d->ov = ov;
+    d->expmain = expmain;
+    d->nv = nv;
+    atomic_init(&d->state, DESC_UNDECIDED);
+    if (!cas_root(c->t, (uintptr_t)ov, (uintptr_t)d | ROOT_DESC_BIT)) {
+        cst_dealloc(d, sizeof *d);
+        node_release(&nv->h);
+        return 0;
+    }
+    rdcss_complete(c, 0);
+    return atomic_load_explicit(&d->state, memory_order_seq_cst) == DESC_COMMITTED;
+}
+
+/* ------------------------------------------------------------------------
+ * Contexts
+ * ---------------------------------------------------------------------- */
+
+int ctx_enter(ctx *c, cst_trie *t)
+{
+    c->t = t;
+    c->rec = ebr_enter();
+    return c->rec ? 0 : CST_ENOMEM;
+}
+
+void ctx_exit(ctx *c) { ebr_exit(c->rec); }
+
+/* ------------------------------------------------------------------------
+ * Building blocks of updates
+ * ---------------------------------------------------------------------- */
+
+/* The S-node chain for words[k..last], the last one holding subscriber id. */
+static snode *chain(const word *w, size_t k, size_t last, uint64_t id, uint64_t gen)
+{
+    snode *below = NULL;
+    for (size_t i = last + 1; i-- > k;) {
+        inode *child = NULL;
+        if (below != NULL) {
+            cnode *cn = cn_single(below, gen);
+            if (cn == NULL) {
+                node_release(&below->h);
+                return NULL;
+            }
+            child = inode_new(gen, &cn->m);
+            if (child == NULL) {
+                node_release(&cn->m.h);
+                return NULL;
+            }
+        }
+        below = snode_make(w[i].p, w[i].len, w[i].kind, w[i].hash, i == last ? 1 : 0, id,
+                           NULL, child);
+        if (below == NULL) {
+            if (child)
+                node_release(&child->h);
+            return NULL;
+        }
+    }
+    return below;
+}
+
+/* A main node holding a and b (different words) from hash level lev down;
+ * takes over both references. */
+static mainnode *dual(snode *a, snode *b, unsigned lev, uint64_t gen)
+{
+    if (lev > MAX_HASH_LEVEL) {
+        lnode *ln = lnode_alloc(2);
+        if (ln == NULL)
+            goto fail;
+        ln->sn[0] = a;
+        ln->sn[1] = b;
+        return &ln->m;
+    }
+    uint32_t fa = frag(a->hash, lev), fb = frag(b->hash, lev);
+    if (fa != fb) {
+        cnode *cn = cnode_alloc(2, lev, gen);
+        if (cn == NULL)
+            goto fail;
+        cn->bitmap = (1u << fa) | (1u << fb);
+        cn->array[0] = fa < fb ? &a->h : &b->h;
+        cn->array[1] = fa < fb ? &b->h : &a->h;
+        return &cn->m;
+    }
+    mainnode *sub = dual(a, b, lev + 5, gen);
+    if (sub == NULL)
+        return NULL;
+    inode *in = inode_new(gen, sub);
+    if (in == NULL) {
+        node_release(&sub->h);
+        return NULL;
+    }
+    cnode *cn = cnode_alloc(1, lev, gen);
+    if (cn == NULL) {
+        node_release(&in->h);
+        return NULL;
+    }
+    cn->bitmap = 1u << fa;
+    cn->array[0] = &in->h;
+    return &cn->m;
+fail:
+    node_release(&a->h);
+    node_release(&b->h);
+    return NULL;
+}
+
+/* A copy of I-node `in` in generation gen (its committed main is shared). */
+static inode *inode_copy(ctx *c, inode *in, uint64_t gen)
+{
+    mainnode *m = gcas_read(c, in);
+    node_retain(&m->h);
+    inode *cp = inode_new(gen, m);
+    if (cp == NULL)
+        node_release(&m->h);
+    return cp;
+}
+
+/* A copy of ln with S-node i replaced by sn (NULL removes it). */
+static lnode *ln_with(const lnode *ln, uint32_t i, snode *sn)
+{
+    uint32_t n = ln->n + (i == ln->n ? 1 : 0) - (sn == NULL ? 1 : 0);
+    lnode *nl = lnode_alloc(n);
+    if (nl == NULL)
+        return NULL;
+    uint32_t w = 0;
+    for (uint32_t o = 0; o < ln->n; o++) {
+        if (o == i) {
+            if (sn)
+                nl->sn[w++] = sn;
+            continue;
+        }
+        node_retain(&ln->sn[o]->h);
+        nl->sn[w++] = ln->sn[o];
+    }
+    if (i == ln->n)
+        nl->sn[w++] = sn;
+    return nl;
+}
+
+/*
+ * to_contracted: the form a main node should take after a removal.  Below the
+ * top of a topic level (lev > 0) a C-node with no branches, or only one
+ * S-node, is entombed so that the parent can pull the S-node up; the top of a
+ * topic level is entombed only when empty and when it is not the trie root.
+ * Takes over m's reference; returns m itself or a new T-node (NULL: no memory).
+ */
+static mainnode *to_contracted(mainnode *m, unsigned lev, int is_trie_root)
+{
+    snode *keep = NULL;
+    if (m->h.kind == K_CNODE) {
+        cnode *cn = (cnode *)m;
+        if (lev > 0) {
+            if (cn->n > 1 || (cn->n == 1 && cn->array[0]->kind != K_SNODE))
+                return m;
+            keep = cn->n ? (snode *)cn->array[0] : NULL;
+        } else if (cn->n > 0 || is_trie_root) {
+            return m;
+        }
+    } else if (m->h.kind == K_LNODE) {
+        lnode *ln = (lnode *)m;
+        if (ln->n > 1)
+            return m;
+        keep = ln->n ? ln->sn[0] : NULL;
+    } else {
+        return m;
+    }
+    if (keep)
+        node_retain(&keep->h);
+    tnode *tn = tnode_new(keep);
+    if (tn == NULL) {
+        if (keep)
+            node_release(&keep->h);
+        node_release(&m->h);
+        return NULL;
+    }
+    node_release(&m->h); /* never published (R2) */
+    return &tn->m;
+}
+
+/*
+ * The resurrection of branch b: NULL when b is still what it should be, or
+ * *repl set to what should replace it (possibly NULL = drop the branch):
+ * an I-node whose main is a T-node gives way to the entombed S-node; an
+ * S-node whose next topic level is entombed loses its child, or disappears
+ * when it has no subscribers.  Returns -1 on no memory, 1 if a change.
+ */
+static int resurrect(ctx *c, cst_hdr *b, cst_hdr **repl)
+{
+    if (b->kind == K_INODE) {
+        mainnode *m = gcas_read(c, (inode *)b);
+        if (m->h.kind != K_TNODE)
+            return 0;
+        snode *sn = ((tnode *)m)->sn;
+        if (sn)
+            node_retain(&sn->h);
+        *repl = sn ? &sn->h : NULL;
+        return 1;
+    }
+    snode *sn = (snode *)b;
+    if (sn->child == NULL || gcas_read(c, sn->child)->h.kind != K_TNODE)
+        return 0;
+    if (sn->nsubs == 0) {
+        *repl = NULL;
+        return 1;
+    }
+    snode_retain_parts(sn, 1, 0);
+    snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one, sn->nsubs >= 2 ? sn->subs.set : NULL,
+                            NULL);
+    if (nsn == NULL) {
+        if (sn->nsubs >= 2)
+            set_release(sn->subs.set);
+        return -1;
+    }
+    *repl = &nsn->h;
+    return 1;
+}
+
+/*
+ * clean: compress the main node of `in` (resurrect entombed branches, drop
+ * dead words, contract).  Best effort and lock-free: it retries only while
+ * `in` is still of the trie's current generation.
+ */
+static void clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t startgen)
+{
+    for (int attempt = 0; attempt < 64; attempt++) {
+        mainnode *m = gcas_read(c, in);
+        mainnode *nm = NULL;
+        if (m->h.kind == K_CNODE) {
+            cnode *cn = (cnode *)m;
+            cnode *cur = NULL; /* the compressed copy, built lazily */
+            for (unsigned s = 0; s < 32 + SPEC_SLOTS; s++) {
+                int is_spec = s >= 32;
+                unsigned key = is_spec ? s - 32 : s;
+                cst_hdr *b;
+                if (is_spec)
+                    b = spec_get(cn, key);
+                else
+                    b = (cn->bitmap & (1u << key))
+                            ? cn->array[popc(cn->bitmap & ((1u << key) - 1))] : NULL;
+                if (b == NULL)
+                    continue;
+                cst_hdr *repl = NULL;
+                int r = resurrect(c, b, &repl);
+                if (r == 0)
+                    continue;
+                if (r < 0)
+                    goto oom;
+                cnode *next = cn_with(cur ? cur : cn, startgen, is_spec, key, repl);
+                if (next == NULL) {
+                    if (repl)
+                        node_release(repl);
+                    goto oom;
+                }
+                if (cur)
+                    node_release(&cur->m.h);
+                cur = next;
+            }
+            if (cur == NULL)
+                return;
+            nm = to_contracted(&cur->m, lev, is_trie_root);
+        } else if (m->h.kind == K_LNODE) {
+            return; /* L-node entries have no I-node branches */
+        } else {
+            return;
+        }
+        if (nm == NULL)
+            return;
+        if (gcas(c, in, m, nm))
+            return;
+        if (rdcss_read_root(c, 0)->gen != startgen)
+            return;
+        continue;
+    oom:
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Subscribe and unsubscribe
+ * ---------------------------------------------------------------------- */
+
+typedef struct upd {
+    ctx *c;
+    const word *w;
+    size_t last;
+    uint64_t id;
+    uint64_t startgen;
+    int insert;                /* 1 subscribe, 0 unsubscribe */
+} upd;
+
+/* Where a word's S-node sits inside a main node. */
+typedef struct slot {
+    int in_lnode;
+    int is_spec;
+    unsigned key;              /* hash fragment, spec slot, or L-node index */
+} slot;
+
+/* A new main equal to m with the S-node at `at` replaced by nb (NULL drops). */
+static mainnode *main_with(const mainnode *m, const slot *at, uint64_t gen, cst_hdr *nb)
+{
+    if (at->in_lnode)
+        return (mainnode *)ln_with((const lnode *)m, at->key, (snode *)nb);
+    return (mainnode *)cn_with((const cnode *)m, gen, at->is_spec, at->key, nb);
+}
+
+static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent,
+                        unsigned plev, int parent_is_root);
+
+/* Publish a new main for `in`: 1/0 as the caller wants on success, RESTART on
+ * failure.  nm == NULL means an allocation failed. */
+static int publish(upd *u, inode *in, mainnode *m, mainnode *nm, int ok)
+{
+    if (nm == NULL)
+        return CST_ENOMEM;
+    return gcas(u->c, in, m, nm) ? ok : RESTART;
+}
+
+/* The word of level k was found as S-node sn at `at` in main m of in. */
+static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, size_t k,
+                   unsigned lev, int in_is_root)
+{
+    uint64_t gen = u->startgen;
+    if (k == u->last) {
+        int present = sn->nsubs == 1 ? sn->subs.one == u->id
+                                     : (sn->nsubs >= 2 && set_contains(sn->subs.set, u->id));
+        if (u->insert) {
+            if (present)
+                return 0;
+            /* case 4a: add the subscriber to this pattern's set */
+            setnode *set = NULL;
+            if (sn->nsubs == 1) {
+                set = set_pair(sn->subs.one, u->id);
+                if (set == NULL)
+                    return CST_ENOMEM;
+            } else if (sn->nsubs >= 2) {
+                if (set_insert(sn->subs.set, u->id, &set) < 0)
+                    return CST_ENOMEM;
+            }
+            snode_retain_parts(sn, 0, 1);
+            snode *nsn = snode_with(sn, sn->nsubs + 1, u->id, set, sn->child);
+            if (nsn == NULL) {
+                if (set)
+                    set_release(set);
+                if (sn->child)
+                    node_release(&sn->child->h);
+                return CST_ENOMEM;
+            }
+            mainnode *nm = main_with(m, at, gen, &nsn->h);
+            if (nm == NULL)
+                node_release(&nsn->h);
+            return publish(u, in, m, nm, 1);
+        }
+        if (!present)
+            return 0;
+        /* case 4e: remove the subscriber; drop the word when nothing is left */
+        snode *nsn = NULL;
+        int child_dead = sn->child == NULL ||
+                         gcas_read(u->c, sn->child)->h.kind == K_TNODE;
+        if (!(sn->nsubs == 1 && child_dead)) {
+            setnode *set = NULL;
+            uint64_t one = 0;
+            if (sn->nsubs >= 2) {
+                if (set_remove(sn->subs.set, u->id, &set, &one, sn->nsubs) < 0)
+                    return CST_ENOMEM;
+            }
+            inode *child = child_dead ? NULL : sn->child;
+            if (child)
+                node_retain(&child->h);
+            nsn = snode_with(sn, sn->nsubs - 1, one, set, child);
+            if (nsn == NULL) {
+                if (set)
+                    set_release(set);
+                if (child)
+                    node_release(&child->h);
+                return CST_ENOMEM;
+            }
+        }
+        mainnode *nm = main_with(m, at, gen, nsn ? &nsn->h : NULL);
+        if (nm == NULL) {
+            if (nsn)
+                node_release(&nsn->h);
+            return CST_ENOMEM;
+        }
+        nm = to_contracted(nm, lev, in_is_root);
+        return publish(u, in, m, nm, 1);
+    }
+    inode *ch = sn->child;
+    if (ch == NULL) {
+        if (!u->insert)
+            return 0;
+        /* case 4b: extend the word with a chain for the remaining words */
+        snode *tail = chain(u->w, k + 1, u->last, u->id, gen);
+        if (tail == NULL)
+            return CST_ENOMEM;
+        cnode *lc = cn_single(tail, gen);
+        if (lc == NULL) {
+            node_release(&tail->h);
+            return CST_ENOMEM;
+        }
+        inode *ni = inode_new(gen, &lc->m);
+        if (ni == NULL) {
+            node_release(&lc->m.h);
+            return CST_ENOMEM;
+        }
+        snode_retain_parts(sn, 1, 0);
+        snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one,
+                                sn->nsubs >= 2 ? sn->subs.set : NULL, ni);
+        if (nsn == NULL) {
+            if (sn->nsubs >= 2)
+                set_release(sn->subs.set);
+            node_release(&ni->h);
+            return CST_ENOMEM;
+        }
+        mainnode *nm = main_with(m, at, gen, &nsn->h);
+        if (nm == NULL)
+            node_release(&nsn->h);
+        return publish(u, in, m, nm, 1);
+    }
+    if (ch->gen != gen) {
+        /* case 4c: renew the next topic level's I-node into our generation */
+        inode *cp = inode_copy(u->c, ch, gen);
+        if (cp == NULL)
+            return CST_ENOMEM;
+        snode_retain_parts(sn, 1, 0);
+        snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one,
+                                sn->nsubs >= 2 ? sn->subs.set : NULL, cp);
+        if (nsn == NULL) {
+            if (sn->nsubs >= 2)
+                set_release(sn->subs.set);
+            node_release(&cp->h);
+            return CST_ENOMEM;
+        }
+        mainnode *nm = main_with(m, at, gen, &nsn->h);
+        if (nm == NULL) {
+            node_release(&nsn->h);
+            return CST_ENOMEM;
+        }
+        gcas(u->c, in, m, nm); /* renewed or not, the next pass sees the truth */
+        return RESTART;
+    }
+    /* case 4d: descend into the next topic level */
+    int r = update_level(u, ch, k + 1, 0, in, lev, in_is_root);
+    if (r == 1 && !u->insert && gcas_read(u->c, ch)->h.kind == K_TNODE)
+        clean(u->c, in, lev, in_is_root, gen);
+    return r;
+}
+
+/*
+ * The update at I-node `in`: topic word k, hash level lev.  parent is the
+ * I-node whose main holds the branch to `in` (NULL for the trie root).
+ */
+static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent,
+                        unsigned plev, int parent_is_root)
+{
+    uint64_t gen = u->startgen;
+    int in_is_root = parent == NULL;
+    mainnode *m = gcas_read(u->c, in);
+    const word *wk = &u->w[k];
+    switch (m->h.kind) {
+    case K_CNODE: {
+        cnode *cn = (cnode *)m;
+        slot at = {0, wk->kind != W_LITERAL, 0};
+        cst_hdr *b;
+        if (at.is_spec) {
+            at.key = (unsigned)wk->kind - 1;
+            b = spec_get(cn, at.key);
+        } else {
+            at.key = frag(wk->hash, lev);
+            uint32_t bit = 1u << at.key;
+            b = (cn->bitmap & bit) ? cn->array[popc(cn->bitmap & (bit - 1))] : NULL;
+        }
+        if (b == NULL) {
+            if (!u->insert)
+                return 0;
+            /* case 1: a free slot - add the chain of the remaining words */
+            snode *sn = chain(u->w, k, u->last, u->id, gen);
+            if (sn == NULL)
+                return CST_ENOMEM;
+            cnode *ncn = cn_with(cn, gen, at.is_spec, at.key, &sn->h);
+            if (ncn == NULL)
+                node_release(&sn->h);
+            return publish(u, in, m, ncn ? &ncn->m : NULL, 1);
+        }
+        if (b->kind == K_INODE) {
+            inode *sub = (inode *)b;
+            if (sub->gen == gen) {
+                /* case 2: descend one hash level */
+                int r = update_level(u, sub, k, lev + 5, in, lev, in_is_root);
+                if (r == 1 && !u->insert && gcas_read(u->c, sub)->h.kind == K_TNODE)
+                    clean(u->c, in, lev, in_is_root, gen);
+                return r;
+            }
+            /* case 2b: renew the branch into our generation, then retry */
+            inode *cp = inode_copy(u->c, sub, gen);
+            if (cp == NULL)
+                return CST_ENOMEM;
+            cnode *ncn = cn_with(cn, gen, 0, at.key, &cp->h);
+            if (ncn == NULL) {
+                node_release(&cp->h);
+                return CST_ENOMEM;
+            }
+            if (!gcas(u->c, in, m, &ncn->m))
+                return RESTART;
+            return update_level(u, in, k, lev, parent, plev, parent_is_root);
+        }
+        snode *sn = (snode *)b;
+        if (!at.is_spec && !word_eq(sn, wk)) {
+            if (!u->insert)
+                return 0;
+            /* case 3: another word shares this hash fragment: go one level down */
+            snode *nsn = chain(u->w, k, u->last, u->id, gen);
+            if (nsn == NULL)
+                return CST_ENOMEM;
+            node_retain(&sn->h);
+            mainnode *d = dual(sn, nsn, lev + 5, gen);
+            if (d == NULL)
+                return CST_ENOMEM;
+            inode *ni = inode_new(gen, d);
+            if (ni == NULL) {
+                node_release(&d->h);
+                return CST_ENOMEM;
+            }
+            cnode *ncn = cn_with(cn, gen, 0, at.key, &ni->h);
+            if (ncn == NULL)
+                node_release(&ni->h);
+            return publish(u, in, m, ncn ? &ncn->m : NULL, 1);
+        }
+        return at_word(u, in, m, &at, sn, k, lev, in_is_root);
+    }
+    case K_TNODE:
+        /* case 5: a tomb - help compress the parent, then restart */
+        if (parent != NULL)
+            clean(u->c, parent, plev, parent_is_root, gen);
+        return RESTART;
+    case K_LNODE: {
+        /* case 6: full-hash collisions - a list of S-nodes */
+        lnode *ln = (lnode *)m;
+        for (uint32_t i = 0; i < ln->n; i++) {
+            if (word_eq(ln->sn[i], wk)) {
+                slot at = {1, 0, i};
+                return at_word(u, in, m, &at, ln->sn[i], k, lev, in_is_root);
+            }
+        }
+        if (!u->insert)
+            return 0;
+        snode *sn = chain(u->w, k, u->last, u->id, gen);
+        if (sn == NULL)
+            return CST_ENOMEM;
+        lnode *nl = ln_with(ln, ln->n, sn);
+        if (nl == NULL)
+            node_release(&sn->h);
+        return publish(u, in, m, nl ? &nl->m : NULL, 1);
+    }
+    default:
+        abort();
+    }
+}
+
+static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
+{
+    if (t->readonly)
+        return CST_EREADONLY;
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = parse_words(t, pattern, len, 1, sc);
+    if (n < 0)
+        return (int)n;
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert};
+    int r;
+    do {
+        inode *root = root_read(&c);
+        u.startgen = root->gen;
+        r = update_level(&u, root, 0, 0, NULL, 0, 0);
+    } while (r == RESTART);
+    ctx_exit(&c);
+    return r;
+}
+
+int cst_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
+{
+    return update(t, pattern, len, sub, 1);
+}
+
+int cst_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
+{
+    return update(t, pattern, len, sub, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Handles, snapshots, clear
+ * ---------------------------------------------------------------------- */
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static void engine_init(void) { words_seed_init(); }
+
+static cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly)
+{
+    cst_trie *t = cst_alloc(sizeof *t);
+    if (t == NULL)
+        return NULL;
+    memset(t, 0, sizeof *t);
+    size_t need = d->sep_len + d->single_len + d->multi_len + 3;
+    t->tokens = cst_alloc(need);
+    if (t->tokens == NULL) {
+        cst_dealloc(t, sizeof *t);
+        return NULL;
+    }
+    t->tokens_len = need;
+    t->d = *d;
+    char *p = t->tokens;
+    memcpy(p, d->sep, d->sep_len);
+    t->d.sep = p;
+    p += d->sep_len + 1;
+    if (d->single) {
+        memcpy(p, d->single, d->single_len);
+        t->d.single = p;
+        p += d->single_len + 1;
+    } else {
+        t->d.single_len = 0;
+    }
+    if (d->multi) {
+        memcpy(p, d->multi, d->multi_len);
+        t->d.multi = p;
+    } else {
+        t->d.multi_len = 0;
+    }
+    t->readonly = readonly;
+    atomic_init(&t->root, (uintptr_t)root);
+    for (size_t i = 0; i < LOOKUP_STRIPES * STRIPE_WORDS; i++)
+        atomic_init(&t->lookups[i], 0);
+    return t;
+}
+
+cst_trie *cst_new(const cst_dialect *d)
+{
+    pthread_once(&init_once, engine_init);
+    if (d == NULL || d->sep == NULL || d->sep_len == 0 || d->multi_min < 0 || d->multi_min > 1)
+        return NULL;
+    cnode *cn = cn_empty(0, 0);
+    if (cn == NULL)
+        return NULL;
+    inode *root = inode_new(new_gen(), &cn->m);
+    if (root == NULL) {
+        node_release(&cn->m.h);
+        return NULL;
+    }
+    cn->gen = root->gen;
+    cst_trie *t = handle_new(d, root, 0);
+    if (t == NULL)
+        node_release(&root->h);
+    return t;
+}
+
+void cst_free(cst_trie *t)
+{
+    if (t == NULL)
+        return;
+    ctx c;
+    if (ctx_enter(&c, t) == 0) {
+        inode *root = root_read(&c);
+        retire(&c, &root->h);
+        ctx_exit(&c);
+    }
+    cst_dealloc(t->tokens, t->tokens_len);
+    cst_dealloc(t, sizeof *t);
+}
+
+int cst_is_readonly(const cst_trie *t) { return t->readonly; }
+
+cst_trie *cst_snapshot(cst_trie *t, int readonly)
+{
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return NULL;
+    cst_trie *snap = NULL;
+    inode *snaproot = NULL;
+    for (;;) {
+        inode *r = rdcss_read_root(&c, 0);
+        mainnode *expmain = gcas_read(&c, r);
+        if (t->readonly) {
+            /* The source is frozen: a read-only snapshot shares its root; a
+             * writable copy gets a generation of its own over the same main. */
+            node_retain(&expmain->h);
+            if (readonly) {
+                node_release(&expmain->h);
+                node_retain(&r->h);
+                snaproot = r;
+            } else if ((snaproot = inode_new(new_gen(), expmain)) == NULL) {
+                node_release(&expmain->h);
+                goto out;
+            }
+            break;
+        }
+        node_retain(&expmain->h);
+        inode *nv = inode_new(new_gen(), expmain);
+        if (nv == NULL) {
+            node_release(&expmain->h);
+            goto out;
+        }
+        node_retain(&r->h); /* the snapshot's own reference, if RDCSS succeeds */
+        int ok = rdcss_root(&c, r, expmain, nv);
+        if (ok < 0) {
+            retire(&c, &r->h);
+            goto out;
+        }
+        if (!ok) {
+            retire(&c, &r->h);
+            continue;
+        }
+        if (readonly) {
+            snaproot = r; /* the old generation is frozen from now on */
+        } else {
+            /* A writable copy gets a generation of its own over expmain. */
+            node_retain(&expmain->h);
+            snaproot = inode_new(new_gen(), expmain);
+            retire(&c, &r->h);
+            if (snaproot == NULL) {
+                node_release(&expmain->h);
+                goto out;
+            }
+        }
+        break;
+    }
+    snap = handle_new(&t->d, snaproot, readonly);
+    if (snap == NULL)
+        retire(&c, &snaproot->h);
+out:
+    ctx_exit(&c);
+    return snap;
+}
+
+cst_trie *cst_clear_take(cst_trie *t)
+{
+    /* Take a read-only snapshot and, if nothing was written since, empty the
+     * new root: the cleared pairs are then exactly the snapshot's. */
+    if (t->readonly)
+        return NULL;
+    for (;;) {
+        cst_trie *snap = cst_snapshot(t, 1);
+        if (snap == NULL)
+            return NULL;
+        ctx c;
+        if (ctx_enter(&c, t) < 0) {
+            cst_free(snap);
+            return NULL;
+        }
+        inode *root = root_read(&c);
+        mainnode *m = gcas_read(&c, root);
+        inode *sroot = (inode *)atomic_load_explicit(&snap->root, memory_order_seq_cst);
+        int same = gcas_read(&c, sroot) == m;
+        int ok = 0;
+        if (same) {
+            cnode *cn = cn_empty(0, root->gen);
+            if (cn == NULL) {
+                ctx_exit(&c);
+                cst_free(snap);
+                return NULL;
+            }
+            ok = gcas(&c, root, m, &cn->m);
+        }
+        ctx_exit(&c);
+        if (ok)
+            return snap;
+        cst_free(snap);
+    }
+}
+
+int cst_clear(cst_trie *t)
+{
+    if (t->readonly)
+        return CST_EREADONLY;
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    int r = CST_OK;
+    for (;;) {
+        inode *root = root_read(&c);
+        mainnode *m = gcas_read(&c, root);
+        cnode *cn = cn_empty(0, root->gen);
+        if (cn == NULL) {
+            r = CST_ENOMEM;
+            break;
+        }
+        if (gcas(&c, root, m, &cn->m))
+            break;
+    }
+    ctx_exit(&c);
+    return r;
+}
+
+/* ------------------------------------------------------------------------
+ * Reclamation and allocator glue
+ * ---------------------------------------------------------------------- */
+
+int64_t cst_reclaim(void) { return ebr_barrier(); }
+void cst_thread_detach(void) { ebr_thread_detach(); }
+int64_t cst_live_allocations(void) { return cst_alloc_live_count(); }
+int64_t cst_live_bytes(void) { return cst_alloc_live_bytes(); }
+void cst_fail_allocations_after(int64_t n) { cst_alloc_fail_after(n); }

@@ -1,0 +1,220 @@
+"""An independent, deliberately slow reference matcher written straight from the rules.
+
+It shares no code with ``cstrie.pytrie``, the native engine or even
+``cstrie.dialect``'s splitting/validation: it reads only the *field values* of a
+:class:`~cstrie.dialect.Dialect` and re-implements every rule from the dialect table
+in ``DESIGN.md`` / the ``Dialect`` field documentation:
+
+* a topic/pattern is its text split on the separator, except that the empty string
+  is zero words (when the dialect allows the empty string at all);
+* the ``single`` word matches exactly one word (any word, even an empty one);
+* the ``multi`` word matches ``multi_min`` or more words (0 for AMQP/MQTT, 1 for NATS);
+* every other pattern word matches only an identical topic word;
+* with ``dollar_rule`` a pattern whose first word is a wildcard never matches a
+  topic whose first word starts with ``$``.
+
+Matching is a dynamic program over (pattern word index, topic word index), so
+``#``-heavy patterns cost O(len(pattern) * len(topic)**2), never exponential.
+Lookups scan every (pattern, subscriber) pair.  Obviously correct, not fast.
+
+The module also provides the fuzz tests' random workload generators.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Hashable, Iterable, Sequence
+
+from cstrie.dialect import Dialect
+
+__all__ = [
+    "expected_lookup",
+    "expected_match",
+    "matches",
+    "random_pattern",
+    "random_topic",
+    "valid_pattern",
+    "valid_topic",
+    "words_of",
+]
+
+
+# ---------------------------------------------------------------- splitting
+def words_of(dialect: Dialect, text: str) -> list[str]:
+    """The words of ``text``: zero words for "", else the separator-split pieces."""
+    if text == "":
+        return []
+    return text.split(dialect.separator)
+
+
+def _wildcards(dialect: Dialect) -> list[str]:
+    return [t for t in (dialect.single, dialect.multi) if t is not None]
+
+
+def _text_ok(dialect: Dialect, text: str) -> bool:
+    """Rules shared by topics and patterns: UTF-8, U+0000, byte length, emptiness."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False  # lone surrogates are not text
+    if dialect.forbid_nul and "\x00" in text:
+        return False
+    if dialect.max_bytes is not None and size > dialect.max_bytes:
+        return False
+    return text != "" or dialect.empty_topic
+
+
+def valid_pattern(dialect: Dialect, pattern: str) -> bool:
+    """True if ``pattern`` is a valid subscription pattern in ``dialect``."""
+    if not _text_ok(dialect, pattern):
+        return False
+    words = words_of(dialect, pattern)
+    for index, word in enumerate(words):
+        if word == "" and not dialect.empty_words:
+            return False
+        if word == dialect.multi:
+            # multi_last_only: the many-word wildcard may only be the last word.
+            if dialect.multi_last_only and index != len(words) - 1:
+                return False
+        elif word == dialect.single:
+            pass
+        elif dialect.strict_wildcards and any(t in word for t in _wildcards(dialect)):
+            return False  # "a+" / "a#b": a wildcard must fill its whole level
+    return True
+
+
+def valid_topic(dialect: Dialect, topic: str) -> bool:
+    """True if ``topic`` is a valid concrete topic in ``dialect``."""
+    if not _text_ok(dialect, topic):
+        return False
+    for word in words_of(dialect, topic):
+        if word == "" and not dialect.empty_words:
+            return False
+        if not dialect.topic_wildcards:
+            for token in _wildcards(dialect):
+                if word == token:
+                    return False
+                if dialect.strict_wildcards and token in word:
+                    return False
+    return True
+
+
+# ----------------------------------------------------------------- matching
+def matches(dialect: Dialect, pattern: str, topic: str) -> bool:
+    """True if the (valid) ``pattern`` matches the (valid) ``topic`` in ``dialect``.
+
+    ``ok[i][j]`` says whether the pattern words from ``i`` on match the topic words
+    from ``j`` on; it is filled from the ends backwards.
+    """
+    p = words_of(dialect, pattern)
+    t = words_of(dialect, topic)
+    wildcards = _wildcards(dialect)
+    if dialect.dollar_rule and p and t and p[0] in wildcards and t[0].startswith("$"):
+        return False
+    m, n = len(p), len(t)
+    ok = [[False] * (n + 1) for _ in range(m + 1)]
+    ok[m][n] = True  # nothing left of either
+    for i in range(m - 1, -1, -1):
+        for j in range(n, -1, -1):
+            word = p[i]
+            if word == dialect.multi:
+                # consume k >= multi_min topic words, then match the rest
+                ok[i][j] = any(ok[i + 1][j + k] for k in range(dialect.multi_min, n - j + 1))
+            elif word == dialect.single:
+                ok[i][j] = j < n and ok[i + 1][j + 1]
+            else:
+                ok[i][j] = j < n and t[j] == word and ok[i + 1][j + 1]
+    return ok[0][0]
+
+
+def expected_match(
+    dialect: Dialect, pairs: Iterable[tuple[str, Hashable]], topic: str
+) -> set[tuple[str, Hashable]]:
+    """Every (pattern, subscriber) pair among ``pairs`` whose pattern matches ``topic``."""
+    return {(p, s) for p, s in pairs if matches(dialect, p, topic)}
+
+
+def expected_lookup(
+    dialect: Dialect, pairs: Iterable[tuple[str, Hashable]], topic: str
+) -> set[Hashable]:
+    """Every subscriber among ``pairs`` with a pattern matching ``topic``."""
+    return {s for p, s in pairs if matches(dialect, p, topic)}
+
+
+# ------------------------------------------------------- random workloads
+def _usable_words(dialect: Dialect, words: Sequence[str]) -> list[str]:
+    """The non-empty literal words of ``words`` that are legal in ``dialect``."""
+    out = []
+    for word in words:
+        if not word or dialect.separator in word or word in _wildcards(dialect):
+            continue
+        if dialect.forbid_nul and "\x00" in word:
+            continue
+        if dialect.strict_wildcards and any(t in word for t in _wildcards(dialect)):
+            continue
+        out.append(word)
+    if not out:
+        raise ValueError("no usable literal words for this dialect")
+    return out
+
+
+def _literal(rng: random.Random, dialect: Dialect, pool: list[str], first: bool) -> str:
+    roll = rng.random()
+    if dialect.empty_words and roll < 0.08:
+        return ""
+    if dialect.dollar_rule and first and roll < 0.25:
+        return "$" + rng.choice(pool)
+    return rng.choice(pool)
+
+
+def _length(rng: random.Random, dialect: Dialect, max_len: int) -> int:
+    low = 0 if dialect.empty_topic else 1
+    return rng.randint(low, max(low, max_len))
+
+
+def random_pattern(rng: random.Random, dialect: Dialect, words: Sequence[str], max_len: int) -> str:
+    """A random valid pattern of at most ``max_len`` words (at least one if needed).
+
+    Words are drawn from ``words`` (illegal ones are skipped), plus empty words where
+    the dialect allows them, ``$``-prefixed first words where it has the dollar rule,
+    and wildcards at every legal position.
+    """
+    pool = _usable_words(dialect, words)
+    length = _length(rng, dialect, max_len)
+    out = []
+    for i in range(length):
+        last = i == length - 1
+        roll = rng.random()
+        if dialect.multi is not None and roll < 0.18 and (last or not dialect.multi_last_only):
+            out.append(dialect.multi)
+        elif dialect.single is not None and roll < 0.38:
+            out.append(dialect.single)
+        else:
+            out.append(_literal(rng, dialect, pool, i == 0))
+    text = dialect.separator.join(out)
+    if text == "" and not dialect.empty_topic:  # one empty word joins to ""
+        text = rng.choice(pool)
+    assert valid_pattern(dialect, text), text
+    return text
+
+
+def random_topic(rng: random.Random, dialect: Dialect, words: Sequence[str], max_len: int) -> str:
+    """A random valid topic of at most ``max_len`` words (at least one if needed).
+
+    Like :func:`random_pattern` but without wildcards, except that where the dialect
+    lets topics hold wildcard words (AMQP) they appear sometimes as literal words.
+    """
+    pool = _usable_words(dialect, words)
+    literal_wildcards = _wildcards(dialect) if dialect.topic_wildcards else []
+    length = _length(rng, dialect, max_len)
+    out = []
+    for i in range(length):
+        if literal_wildcards and rng.random() < 0.05:
+            out.append(rng.choice(literal_wildcards))
+        else:
+            out.append(_literal(rng, dialect, pool, i == 0))
+    text = dialect.separator.join(out)
+    if text == "" and not dialect.empty_topic:
+        text = rng.choice(pool)
+    assert valid_topic(dialect, text), text
+    return text

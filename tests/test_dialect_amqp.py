@@ -1,0 +1,328 @@
+"""AMQP topic rules (the default dialect), one rule per test, written from the rules table:
+
+    amqp | separator "." | "*" exactly one word | "#" zero or more words, anywhere in
+    the pattern | empty key = zero words; "a..b" has an empty middle word; topics may
+    contain "*"/"#" words as literals.
+
+The API semantics shared by every dialect (each subscriber once, match pairs,
+hashable subscribers, subscribe/unsubscribe results) are tested here too, in the
+default dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Matcher = Callable[..., bool]  # the ``matcher`` fixture: (dialect, pattern, topic) -> bool
+
+
+def test_separator_splits_words(matcher: Matcher) -> None:
+    """Rule: the separator is "."; a plain word matches only an identical word."""
+    assert matcher("amqp", "a.b", "a.b")
+    assert not matcher("amqp", "a.b", "a.c")
+    assert not matcher("amqp", "a.b", "a")
+    assert not matcher("amqp", "a.b", "a.b.c")
+    assert not matcher("amqp", "a.b", "ab")
+    assert not matcher("amqp", "a/b", "a.b")  # "/" is an ordinary character here
+    assert matcher("amqp", "a/b", "a/b")
+    assert not matcher("amqp", "A", "a")  # words are compared exactly
+
+
+def test_star_matches_exactly_one_word(matcher: Matcher) -> None:
+    """Rule: "*" matches exactly one word."""
+    assert matcher("amqp", "*", "a")
+    assert matcher("amqp", "a.*", "a.b")
+    assert matcher("amqp", "*.b", "a.b")
+    assert matcher("amqp", "*.*", "x.y")
+    assert not matcher("amqp", "a.*", "a.b.c")
+    assert not matcher("amqp", "*", "a.b")
+
+
+def test_star_does_not_match_zero_words(matcher: Matcher) -> None:
+    """Rule: "*" matches exactly one word, so never zero words."""
+    assert not matcher("amqp", "*", "")
+    assert not matcher("amqp", "a.*", "a")
+    assert not matcher("amqp", "*.a", "a")
+    assert not matcher("amqp", "a.*.b", "a.b")
+
+
+def test_star_matches_an_empty_word(matcher: Matcher) -> None:
+    """Rule: "a..b" has an empty middle word -- an empty word is still one word for "*"."""
+    assert matcher("amqp", "a.*.b", "a..b")
+    assert matcher("amqp", "a.*", "a.")
+    assert matcher("amqp", "*.b", ".b")
+    assert matcher("amqp", "*.*", ".")
+
+
+def test_hash_zero_words_at_end(matcher: Matcher) -> None:
+    """Rule: "#" matches zero or more words -- at the end of a pattern."""
+    assert matcher("amqp", "a.#", "a")
+    assert matcher("amqp", "a.#", "a.b")
+    assert matcher("amqp", "a.#", "a.b.c.d")
+    assert not matcher("amqp", "a.#", "b")
+    assert not matcher("amqp", "a.#", "b.a")
+    assert not matcher("amqp", "a.#", "")
+
+
+def test_hash_zero_words_at_start(matcher: Matcher) -> None:
+    """Rule: "#" matches zero or more words anywhere -- at the start of a pattern."""
+    assert matcher("amqp", "#.a", "a")
+    assert matcher("amqp", "#.a", "x.a")
+    assert matcher("amqp", "#.a", "x.y.z.a")
+    assert matcher("amqp", "#.a", "a.a")
+    assert not matcher("amqp", "#.a", "a.x")
+    assert not matcher("amqp", "#.a", "")
+
+
+def test_hash_zero_words_in_middle(matcher: Matcher) -> None:
+    """Rule: "#" matches zero or more words anywhere -- in the middle of a pattern."""
+    assert matcher("amqp", "a.#.b", "a.b")
+    assert matcher("amqp", "a.#.b", "a.x.b")
+    assert matcher("amqp", "a.#.b", "a.x.y.b")
+    assert matcher("amqp", "a.#.b", "a.b.b")
+    assert matcher("amqp", "a.#.b", "a..b")  # the empty middle word
+    assert not matcher("amqp", "a.#.b", "a.x")
+    assert not matcher("amqp", "a.#.b", "a.b.x")
+    assert not matcher("amqp", "a.#.b", "b")
+
+
+def test_hash_alone_matches_everything(matcher: Matcher) -> None:
+    """Rule: "#" matches zero or more words, so alone it matches every topic, even ""."""
+    for topic in ("", "a", "a.b", ".", "$SYS.x", "*", "#"):
+        assert matcher("amqp", "#", topic), topic
+
+
+def test_hash_hash(matcher: Matcher) -> None:
+    """Rule: each "#" matches zero or more words, so "#.#" matches what "#" does."""
+    for topic in ("", "a", "a.b", "a.b.c"):
+        assert matcher("amqp", "#.#", topic), topic
+    assert matcher("amqp", "a.#.#.b", "a.b")
+    assert matcher("amqp", "a.#.#.b", "a.x.y.z.b")
+    assert matcher("amqp", "#.#.a", "a")
+    assert not matcher("amqp", "#.#.a", "a.b")
+
+
+def test_hash_with_star_needs_the_star_word(matcher: Matcher) -> None:
+    """Rule: "#" may match zero words but "*" still needs exactly one."""
+    assert not matcher("amqp", "#.*", "")
+    assert matcher("amqp", "#.*", "a")
+    assert matcher("amqp", "*.#", "a")
+    assert matcher("amqp", "*.#", "a.b.c")
+    assert not matcher("amqp", "*.*.#", "a")
+    assert matcher("amqp", "*.*.#", "a.b")
+    assert matcher("amqp", "#.*.#", "a.b.c")
+    assert matcher("amqp", "a.#.*", "a.b")
+    assert not matcher("amqp", "a.#.*", "a")
+
+
+def test_many_hashes_stay_polynomial(matcher: Matcher) -> None:
+    """Rule: "#" anywhere -- a pattern made of many "#" must be matched by search
+    that does not explode (no timing assertion: exponential search would not finish)."""
+    long_a = ".".join(["x"] * 39 + ["a"])
+    long_b = ".".join(["x"] * 40)
+    assert matcher("amqp", "#.#.#.#.#.a", long_a)
+    assert not matcher("amqp", "#.#.#.#.#.a", long_b)
+    assert not matcher("amqp", "#.a.#.a.#.a.#.b", ".".join(["a"] * 40))
+    assert matcher("amqp", "#.a.#.a.#.a.#.b", ".".join(["a"] * 40 + ["b"]))
+
+
+def test_empty_key_is_zero_words(matcher: Matcher) -> None:
+    """Rule: empty key = zero words."""
+    assert matcher("amqp", "", "")
+    assert matcher("amqp", "#", "")
+    assert not matcher("amqp", "", "a")
+    assert not matcher("amqp", "*", "")
+    assert not matcher("amqp", "a", "")
+    assert not matcher("amqp", "", ".")  # "." is two empty words, not zero
+
+
+def test_empty_words(matcher: Matcher) -> None:
+    """Rule: "a..b" has an empty middle word; an empty word matches only an empty word."""
+    assert matcher("amqp", "a..b", "a..b")
+    assert not matcher("amqp", "a..b", "a.b")
+    assert not matcher("amqp", "a..b", "a.x.b")
+    assert matcher("amqp", ".", ".")
+    assert not matcher("amqp", ".", "..")
+    assert matcher("amqp", "a.", "a.")
+    assert not matcher("amqp", "a.", "a")
+    assert matcher("amqp", ".a", ".a")
+
+
+def test_topic_may_contain_wildcard_words_as_literals(matcher: Matcher) -> None:
+    """Rule: topics may contain "*"/"#" words as literals: they are ordinary words there,
+    matched by wildcards like any word, and "#" in a topic is one word, not many."""
+    assert matcher("amqp", "a.*", "a.*")
+    assert matcher("amqp", "a.*", "a.#")
+    assert matcher("amqp", "a.#", "a.#")
+    assert matcher("amqp", "*", "#")
+    assert not matcher("amqp", "a.b", "a.*")
+    assert not matcher("amqp", "a.b.c", "a.#")  # topic "#" does not stand for words
+    assert not matcher("amqp", "a", "*")
+    assert not matcher("amqp", "*.*", "#")  # one literal word
+
+
+def test_wildcards_only_as_whole_words(matcher: Matcher) -> None:
+    """Rule: "*"/"#" are wildcards as pattern words; inside a longer word they are
+    ordinary characters (AMQP has no "must fill the level" rule)."""
+    assert matcher("amqp", "a*", "a*")
+    assert not matcher("amqp", "a*", "ab")
+    assert matcher("amqp", "a.b#", "a.b#")
+    assert not matcher("amqp", "a.b#", "a.b.c")
+
+
+def test_default_dialect_is_amqp(trie_cls: Any) -> None:
+    """Rule: amqp is the default dialect."""
+    trie = trie_cls()
+    trie.subscribe("a.#", 1)
+    assert trie.lookup("a") == [1]
+    assert trie.lookup("a.b.c") == [1]
+
+
+# --------------------------------------------------------------- API semantics
+def test_each_subscriber_once(trie_cls: Any) -> None:
+    """Each matching subscriber is returned once even if several of its patterns match."""
+    trie = trie_cls("amqp")
+    for pattern in ("a.b", "a.*", "#", "a.#", "*.b", "#.b", "#.#"):
+        assert trie.subscribe(pattern, "s")
+    trie.subscribe("a.b", "t")
+    found = trie.lookup("a.b")
+    assert sorted(found) == ["s", "t"]
+    assert trie.has_subscribers("a.b")
+
+
+def test_match_returns_pattern_subscriber_pairs(trie_cls: Any) -> None:
+    """match() returns one (pattern, subscriber) pair per matching subscription."""
+    trie = trie_cls("amqp")
+    trie.subscribe("a.*", "s")
+    trie.subscribe("#", "s")
+    trie.subscribe("a.b", "t")
+    trie.subscribe("a.#.b", "u")
+    trie.subscribe("x.#", "v")
+    pairs = trie.match("a.b")
+    assert len(pairs) == len(set(pairs))
+    assert set(pairs) == {("a.*", "s"), ("#", "s"), ("a.b", "t"), ("a.#.b", "u")}
+    assert all(isinstance(p, tuple) and len(p) == 2 for p in pairs)
+    assert trie.match("q") == [("#", "s")]
+
+
+def test_no_match(trie_cls: Any) -> None:
+    """A topic matched by no pattern gives nothing."""
+    trie = trie_cls("amqp")
+    assert trie.lookup("a") == []
+    assert trie.match("a") == []
+    assert not trie.has_subscribers("a")
+    trie.subscribe("b", 1)
+    assert trie.lookup("a") == []
+    assert trie.match("a") == []
+    assert not trie.has_subscribers("a")
+
+
+def test_subscribers_of_any_hashable_type(trie_cls: Any) -> None:
+    """Subscribers are any hashable objects: tuples, ints, strings, None, frozensets."""
+    trie = trie_cls("amqp")
+    subs = [("conn", 7), 42, "alice", None, frozenset({1, 2}), ("nested", ("t", 1))]
+    for s in subs:
+        assert trie.subscribe("a.*", s)
+    found = trie.lookup("a.b")
+    assert len(found) == len(subs)
+    for s in subs:
+        assert s in found
+    assert sorted(trie.match("a.b"), key=repr) == sorted((("a.*", s) for s in subs), key=repr)
+
+
+class _Key:
+    """A subscriber compared by value: equal-but-distinct instances are the same one."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(("_Key", self.value))
+
+
+def test_subscribers_compared_by_equality_not_identity(trie_cls: Any) -> None:
+    """Subscribers are compared by ==/hash: two equal-but-distinct objects are one
+    subscriber (a second subscribe is not new; either one unsubscribes it)."""
+    trie = trie_cls("amqp")
+    first, second = _Key(1), _Key(1)
+    assert first is not second
+    assert trie.subscribe("a", first) is True
+    assert trie.subscribe("a", second) is False
+    assert len(trie) == 1
+    assert trie.lookup("a") == [_Key(1)]
+    assert trie.subscribe("b", second) is True
+    assert trie.lookup("a") == [first]
+    assert trie.unsubscribe("a", second) is True
+    assert trie.unsubscribe("a", first) is False
+    assert trie.lookup("a") == []
+    assert trie.lookup("b") == [_Key(1)]
+    # distinct values stay distinct
+    assert trie.subscribe("a", _Key(2)) is True
+    assert trie.subscribe("a", (1, 2)) is True
+    assert trie.subscribe("a", (1, 2)) is False  # equal tuples
+    assert trie.subscribe("a", 7) is True
+    assert trie.subscribe("a", 7.0) is False  # 7 == 7.0 and hash(7) == hash(7.0)
+    assert len(trie) == 4
+
+
+def test_subscribe_and_unsubscribe_results(trie_cls: Any) -> None:
+    """subscribe() is True when the pair is new; unsubscribe() True when it was there."""
+    trie = trie_cls("amqp")
+    assert trie.subscribe("a.#", 1) is True
+    assert trie.subscribe("a.#", 1) is False
+    assert trie.subscribe("a.#", 2) is True
+    assert trie.subscribe("a", 1) is True
+    assert len(trie) == 3
+    assert sorted(trie.subscribers("a.#")) == [1, 2]
+    assert trie.subscribers("a.*") == []
+    assert trie.subscribers("zzz") == []
+    assert trie.unsubscribe("a.#", 3) is False
+    assert trie.unsubscribe("a.*", 1) is False
+    assert trie.unsubscribe("nothing.here", 1) is False
+    assert trie.unsubscribe("a.#", 1) is True
+    assert trie.unsubscribe("a.#", 1) is False
+    assert len(trie) == 2
+    assert trie.lookup("a.b") == [2]
+    assert sorted(trie.lookup("a")) == [1, 2]
+
+
+def test_unsubscribe_leaves_other_patterns(trie_cls: Any) -> None:
+    """Removing a pattern removes only that pattern, also where paths are shared."""
+    trie = trie_cls("amqp")
+    trie.subscribe("a", "x")
+    trie.subscribe("a.b", "y")
+    trie.subscribe("a.b.c", "z")
+    trie.subscribe("a.#", "w")
+    assert trie.unsubscribe("a.b", "y")
+    assert sorted(trie.lookup("a.b.c")) == ["w", "z"]
+    assert sorted(trie.lookup("a")) == ["w", "x"]
+    assert trie.lookup("a.b") == ["w"]
+    assert trie.unsubscribe("a.b.c", "z")
+    assert trie.unsubscribe("a", "x")
+    assert trie.lookup("a.b.c") == ["w"]
+    assert trie.unsubscribe("a.#", "w")
+    assert len(trie) == 0
+    assert list(trie) == []
+    assert not trie.has_subscribers("a")
+
+
+def test_len_iter_clear(trie_cls: Any) -> None:
+    """len() counts (pattern, subscriber) pairs, iter() yields them, clear() empties."""
+    trie = trie_cls("amqp")
+    pairs = {("a.b", 1), ("a.b", 2), ("#", 1), ("", 3), ("a..b", 4), ("*.*", (5, 6))}
+    for p, s in pairs:
+        trie.subscribe(p, s)
+    assert len(trie) == len(pairs)
+    listed = list(iter(trie))
+    assert len(listed) == len(pairs)
+    assert set(listed) == pairs
+    trie.clear()
+    assert len(trie) == 0
+    assert list(trie) == []
+    assert trie.lookup("a.b") == []
+    assert trie.subscribe("a.b", 1) is True  # usable after clear
+    assert list(trie) == [("a.b", 1)]

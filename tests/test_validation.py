@@ -1,0 +1,214 @@
+"""Bad input: a clear error naming the problem, and the trie left exactly as it was.
+
+    "Bad input gets a clear ValueError/TypeError naming the problem and leaves the trie
+    as it was."
+
+Every pattern-taking method (subscribe, unsubscribe, subscribers) and every
+topic-taking method (lookup, match, has_subscribers) is tried with each bad input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+# (dialect, bad pattern, words the message must contain)
+BAD_PATTERNS = [
+    ("mqtt", "", "must not be empty"),
+    ("mqtt", "a/#/b", "may only be the last"),
+    ("mqtt", "#/a", "may only be the last"),
+    ("mqtt", "a+", "must fill a whole level"),
+    ("mqtt", "a/b#", "must fill a whole level"),
+    ("mqtt", "a/#b", "must fill a whole level"),
+    ("mqtt", "a/\x00", "U+0000"),
+    ("mqtt", "a" * 65536, "at most 65535"),
+    ("mqtt", "\u20ac" * 21846, "at most 65535"),  # 21,846 chars, 65,538 bytes
+    ("mqtt", "a/\ud800", "UTF-8"),
+    ("nats", "", "must not be empty"),
+    ("nats", "a..b", "empty word"),
+    ("nats", ".a", "empty word"),
+    ("nats", "a.", "empty word"),
+    ("nats", "a.>.b", "may only be the last"),
+    ("nats", ">.a", "may only be the last"),
+    ("amqp", "a.\udfff", "UTF-8"),
+]
+
+# (dialect, bad topic, words the message must contain)
+BAD_TOPICS = [
+    ("mqtt", "", "must not be empty"),
+    ("mqtt", "a/+", "wildcard '+'"),
+    ("mqtt", "a/#", "wildcard '#'"),
+    ("mqtt", "a+b", "wildcard '+'"),
+    ("mqtt", "#", "wildcard '#'"),
+    ("mqtt", "a\x00", "U+0000"),
+    ("mqtt", "b" * 65536, "at most 65535"),
+    ("mqtt", "\ud83d", "UTF-8"),
+    ("nats", "", "must not be empty"),
+    ("nats", "a..b", "empty word"),
+    ("nats", "a.", "empty word"),
+    ("nats", "a.*", "wildcard '*'"),
+    ("nats", ">", "wildcard '>'"),
+    ("nats", "a.>", "wildcard '>'"),
+    ("amqp", "\ud800.a", "UTF-8"),
+]
+
+NOT_STR: list[Any] = [None, b"a.b", 1, 1.5, ["a"], ("a",), bytearray(b"a"), object()]
+UNHASHABLE: list[Any] = [[], {}, set(), ["a", 1], {"k": 1}]
+
+# A starting population per dialect (string subscribers so the pairs sort).
+SEED_PAIRS = {
+    "amqp": [("a.b", "s1"), ("a.#", "s2"), ("#", "s3"), ("", "s4"), ("*.b", "s1")],
+    "mqtt": [("a/b", "s1"), ("a/#", "s2"), ("#", "s3"), ("$SYS/#", "s4"), ("+/b", "s1")],
+    "nats": [("a.b", "s1"), ("a.>", "s2"), (">", "s3"), ("*.b", "s1")],
+}
+PROBES = {"amqp": ["a.b", "", "x"], "mqtt": ["a/b", "a", "$SYS/x"], "nats": ["a.b", "a.b.c"]}
+
+
+def _populated(trie_cls: Any, dialect: str) -> Any:
+    trie = trie_cls(dialect)
+    for pattern, sub in SEED_PAIRS[dialect]:
+        trie.subscribe(pattern, sub)
+    return trie
+
+
+def _state(trie: Any, dialect: str) -> tuple[Any, ...]:
+    """Everything observable: the sorted pairs, the size and some lookups."""
+    lookups = tuple(tuple(sorted(trie.lookup(t))) for t in PROBES[dialect])
+    return sorted(iter(trie)), len(trie), lookups
+
+
+def _check_message(exc: BaseException, text: str, problem: str) -> None:
+    message = str(exc)
+    assert problem in message, f"{message!r} does not name the problem ({problem!r})"
+    if text and len(text) < 100:
+        assert repr(text) in message, f"{message!r} does not quote the input {text!r}"
+
+
+@pytest.mark.parametrize(
+    ("dialect", "pattern", "problem"),
+    BAD_PATTERNS,
+    ids=[f"{d}-{p[:12]!r}" for d, p, _ in BAD_PATTERNS],
+)
+def test_bad_pattern(trie_cls: Any, dialect: str, pattern: str, problem: str) -> None:
+    """A pattern invalid in its dialect raises ValueError naming the problem; the trie
+    is unchanged afterwards."""
+    trie = _populated(trie_cls, dialect)
+    before = _state(trie, dialect)
+    calls: list[Callable[[], object]] = [
+        lambda: trie.subscribe(pattern, "new"),
+        lambda: trie.subscribe(pattern, "s1"),
+        lambda: trie.unsubscribe(pattern, "s1"),
+        lambda: trie.subscribers(pattern),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=re.escape(problem)) as info:
+            call()
+        _check_message(info.value, pattern, problem)
+        assert _state(trie, dialect) == before
+
+
+@pytest.mark.parametrize(
+    ("dialect", "topic", "problem"),
+    BAD_TOPICS,
+    ids=[f"{d}-{t[:12]!r}" for d, t, _ in BAD_TOPICS],
+)
+def test_bad_topic(trie_cls: Any, dialect: str, topic: str, problem: str) -> None:
+    """A topic invalid in its dialect raises ValueError naming the problem; the trie is
+    unchanged afterwards."""
+    trie = _populated(trie_cls, dialect)
+    before = _state(trie, dialect)
+    for call in (trie.lookup, trie.match, trie.has_subscribers):
+        with pytest.raises(ValueError, match=re.escape(problem)) as info:
+            call(topic)
+        _check_message(info.value, topic, problem)
+        assert _state(trie, dialect) == before
+
+
+@pytest.mark.parametrize("dialect", ["amqp", "mqtt", "nats"])
+@pytest.mark.parametrize("value", NOT_STR, ids=lambda v: type(v).__name__)
+def test_non_str_is_type_error(trie_cls: Any, dialect: str, value: Any) -> None:
+    """A pattern or topic that is not a str raises TypeError (naming the argument and
+    the type it got); the trie is unchanged afterwards."""
+    trie = _populated(trie_cls, dialect)
+    before = _state(trie, dialect)
+    calls: list[tuple[str, Callable[[], object]]] = [
+        ("pattern", lambda: trie.subscribe(value, "new")),
+        ("pattern", lambda: trie.unsubscribe(value, "s1")),
+        ("pattern", lambda: trie.subscribers(value)),
+        ("topic", lambda: trie.lookup(value)),
+        ("topic", lambda: trie.match(value)),
+        ("topic", lambda: trie.has_subscribers(value)),
+    ]
+    for what, call in calls:
+        with pytest.raises(TypeError, match=rf"{what} must be a str, not {type(value).__name__}"):
+            call()
+        assert _state(trie, dialect) == before
+
+
+@pytest.mark.parametrize("dialect", ["amqp", "mqtt", "nats"])
+@pytest.mark.parametrize("sub", UNHASHABLE, ids=repr)
+def test_unhashable_subscriber_is_type_error(trie_cls: Any, dialect: str, sub: Any) -> None:
+    """Subscribers must be hashable: an unhashable one raises TypeError, both for an
+    existing pattern and for a new one (no half-built path left behind)."""
+    trie = _populated(trie_cls, dialect)
+    before = _state(trie, dialect)
+    sep = "/" if dialect == "mqtt" else "."
+    fresh = sep.join(["new", "path", "here"])
+    existing = SEED_PAIRS[dialect][0][0]
+    for pattern in (fresh, existing):
+        with pytest.raises(TypeError):
+            trie.subscribe(pattern, sub)
+        assert _state(trie, dialect) == before
+        with pytest.raises(TypeError):
+            trie.unsubscribe(pattern, sub)
+        assert _state(trie, dialect) == before
+    assert trie.subscribers(fresh) == []
+
+
+def test_mixed_good_and_bad_calls(trie_cls: Any) -> None:
+    """A failed call between good ones changes nothing: the good ones all take effect."""
+    trie = trie_cls("mqtt")
+    assert trie.subscribe("a/+", 1)
+    with pytest.raises(ValueError, match="last"):
+        trie.subscribe("a/#/b", 1)
+    assert trie.subscribe("a/#", 2)
+    with pytest.raises(ValueError, match="wildcard"):
+        trie.lookup("a/+")
+    with pytest.raises(TypeError, match="unhashable"):
+        trie.subscribe("a/b", [3])
+    assert sorted(trie.lookup("a/b")) == [1, 2]
+    assert sorted(iter(trie)) == [("a/#", 2), ("a/+", 1)]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "text"),
+    [
+        ("amqp", ""),
+        ("amqp", "."),
+        ("amqp", "a..b"),
+        ("amqp", "*.#.*"),
+        ("amqp", "a*b.c#"),
+        ("amqp", "\x00"),
+        ("amqp", "a" * 70000),
+        ("mqtt", "/"),
+        ("mqtt", "$"),
+        ("mqtt", "a" * 65535),
+        ("mqtt", "\u00e9t\u00e9/\U0001f600"),
+        ("nats", "a-b_c.d"),
+        ("nats", "a*"),
+    ],
+    ids=lambda v: repr(v)[:14],
+)
+def test_valid_edge_inputs_accepted(trie_cls: Any, dialect: str, text: str) -> None:
+    """Inputs that look odd but the rules allow are accepted, not rejected."""
+    trie = trie_cls(dialect)
+    assert trie.subscribe(text, 1)
+    assert trie.subscribers(text) == [1]
+    topic_ok = not re.search(r"(^|[./])[*#+>]($|[./])", text) or dialect == "amqp"
+    if topic_ok:
+        assert trie.lookup(text) == [1]
+    assert trie.unsubscribe(text, 1)
+    assert len(trie) == 0
