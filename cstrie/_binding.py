@@ -214,7 +214,8 @@ def ids_call(fn: Any, handle: Any, data: bytes) -> list[int] | int:
         if n < 0:
             return int(n)
         if n <= calls.cap:
-            return ffi.unpack(calls.ids, n)
+            ids: list[int] = ffi.unpack(calls.ids, n)
+            return ids
         calls.grow(n)
 
 
@@ -269,4 +270,5 @@ def dump(handle: Any) -> str:
     n = lib.cst_dump(handle, ffi.NULL, 0)
     buf = ffi.new("char[]", n + 1)
     lib.cst_dump(handle, buf, n + 1)
-    return ffi.string(buf, n).decode("utf-8", "replace")
+    text: bytes = ffi.string(buf, n)
+    return text.decode("utf-8", "replace")

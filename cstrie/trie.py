@@ -45,6 +45,10 @@ from cstrie.registry import Counts, Registry
 
 __all__ = ["Snapshot", "Trie"]
 
+_calls = nb.thread_calls()
+_unpack = nb.ffi.unpack
+_MISSING = object()
+
 
 def _encode(text: object, what: str, dialect: Dialect) -> bytes:
     if type(text) is str:
@@ -78,9 +82,8 @@ class _Reader:
 
     # ---------------------------------------------------------------- lookups
     def _objects(self, ids: list[int]) -> list[Any] | None:
-        objs = self._reg.objects
         try:
-            return [objs[i] for i in ids]
+            return list(map(self._reg.objects.__getitem__, ids))
         except KeyError:
             return None  # an id was freed after the engine answered: ask again
 
@@ -95,23 +98,30 @@ class _Reader:
         [1]
         """
         data = _encode(topic, "topic", self._dialect)
-        calls = nb.thread_calls()
+        calls = _calls
+        h = self._h
         while True:
-            n = calls.lookup(self._h, data, len(data), calls.ids, calls.cap)
-            if n < 0:
-                nb.raise_status(n, self._dialect, "topic", topic)
+            n = calls.lookup(h, data, len(data), calls.ids, calls.cap)
+            if n <= 1:
+                if n < 0:
+                    nb.raise_status(n, self._dialect, "topic", topic)
+                if n == 0:
+                    return []
+                obj = self._reg.objects.get(calls.ids[0], _MISSING)
+                if obj is not _MISSING:
+                    return [obj]
+                continue
             if n > calls.cap:
                 calls.grow(n)
                 continue
-            res = self._objects(nb.ffi.unpack(calls.ids, n))
+            res = self._objects(_unpack(calls.ids, n))
             if res is not None:
                 return res
 
     def has_subscribers(self, topic: str) -> bool:
         """True when at least one pattern matches ``topic`` (stops at the first)."""
         data = _encode(topic, "topic", self._dialect)
-        calls = nb.thread_calls()
-        r = calls.has(self._h, data, len(data))
+        r = _calls.has(self._h, data, len(data))
         if r < 0:
             nb.raise_status(r, self._dialect, "topic", topic)
         return bool(r)
@@ -341,14 +351,14 @@ class Trie(_Reader):
         Raises ``TypeError`` (non-str pattern, unhashable subscriber) or
         ``ValueError`` (pattern invalid in the dialect), leaving the trie as it was.
         """
-        self._dialect.split_pattern(pattern)
         data = _encode(pattern, "pattern", self._dialect)
         reg = self._reg
         with reg.lock_for(subscriber):
             i = reg.id_for(subscriber)
             r = nb.lib.cst_subscribe(self._h, data, len(data), i)
             if r < 0:
-                reg.forget_unused(i, subscriber) if i not in self._counts else None
+                if i not in self._counts:
+                    reg.forget_unused(i, subscriber)
                 nb.raise_status(r, self._dialect, "pattern", pattern)
             if r:
                 reg.added(self._counts, i)
@@ -358,12 +368,17 @@ class Trie(_Reader):
 
     def unsubscribe(self, pattern: str, subscriber: Hashable) -> bool:
         """Remove the pair; True if it was there."""
-        self._dialect.split_pattern(pattern)
         data = _encode(pattern, "pattern", self._dialect)
         reg = self._reg
         with reg.lock_for(subscriber):
             i = reg.existing_id(subscriber)
             if i is None:
+                nb.check(
+                    nb.lib.cst_validate(self._h, data, len(data), 1),
+                    self._dialect,
+                    "pattern",
+                    pattern,
+                )
                 return False
             r = nb.lib.cst_unsubscribe(self._h, data, len(data), i)
             if r < 0:

@@ -1,0 +1,7 @@
+"""``python -m cstrie`` runs the ``cstrie`` command."""
+
+import sys
+
+from cstrie.cli import main
+
+sys.exit(main())

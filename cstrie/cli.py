@@ -1,0 +1,56 @@
+"""The ``cstrie`` command.
+
+Subcommands register themselves through ``add_parser(subparsers)`` functions in
+their own modules, so this file only wires them together:
+
+* ``cstrie demo``   - the README's main job (:mod:`cstrie.demo`)
+* ``cstrie bench``  - the benchmark suite (:mod:`cstrie.bench`)
+
+Exit codes: 0 success, 1 a check or comparison failed, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cstrie",
+        description="Lock-free concurrent subscription trie: topic matching for AMQP, "
+        "MQTT and NATS.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    from cstrie import demo
+
+    demo.add_parser(sub)
+    try:
+        from cstrie import bench
+    except ImportError:  # pragma: no cover - the bench package is optional
+        return parser
+    if hasattr(bench, "add_parser"):
+        bench.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"cstrie {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
