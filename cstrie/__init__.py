@@ -10,14 +10,14 @@ True
 
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect, resolve_dialect
 
-__all__ = ["AMQP", "MQTT", "NATS", "Dialect", "Snapshot", "Trie", "resolve_dialect"]
+__all__ = ["AMQP", "MQTT", "NATS", "Dialect", "Matcher", "Snapshot", "Trie", "resolve_dialect"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
     # The engine is imported lazily so that cstrie.dialect and cstrie.pytrie work
     # (and their tests run) even where the extension is not built.
-    if name in ("Trie", "Snapshot"):
+    if name in ("Trie", "Snapshot", "Matcher"):
         from cstrie import trie
 
         return getattr(trie, name)

@@ -117,16 +117,16 @@ def clear_take(handle: Any) -> Any:
     return ffi.gc(ptr, lib.cst_free)
 
 
-_LOOKUP_SIG = "int64_t(*)(cst_trie *, const char *, size_t, uint64_t *, size_t)"
-_HAS_SIG = "int(*)(cst_trie *, const char *, size_t)"
+LOOKUP_SIG = "int64_t(*)(cst_trie *, const char *, size_t, uint64_t *, size_t)"
+HAS_SIG = "int(*)(cst_trie *, const char *, size_t)"
 
 
 class ThreadCalls(threading.local):
     """Per-thread function pointers and result buffers for the hot paths."""
 
     def __init__(self) -> None:
-        self.lookup = ffi.cast(_LOOKUP_SIG, ffi.addressof(lib, "cst_lookup"))
-        self.has = ffi.cast(_HAS_SIG, ffi.addressof(lib, "cst_has_subscribers"))
+        self.lookup = ffi.cast(LOOKUP_SIG, ffi.addressof(lib, "cst_lookup"))
+        self.has = ffi.cast(HAS_SIG, ffi.addressof(lib, "cst_has_subscribers"))
         self.cap = 256
         self.ids = ffi.new("uint64_t[]", self.cap)
         self.groups = Groups(1024, 256, 64)

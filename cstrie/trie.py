@@ -41,6 +41,7 @@ from typing import Any
 
 from cstrie import _binding as nb
 from cstrie.dialect import Dialect, resolve_dialect
+from cstrie.matcher import Matcher
 from cstrie.registry import Counts, Registry
 
 __all__ = ["Snapshot", "Trie"]
@@ -270,6 +271,12 @@ class _Reader:
     def dump(self) -> str:
         """An indented dump of the engine's nodes (for debugging)."""
         return nb.dump(self._h)
+
+    def matcher(self) -> Matcher:
+        """A :class:`~cstrie.matcher.Matcher` for the calling thread: the same
+        lookups with no shared Python object on the hot path (create one per
+        thread; see docs/free-threading.md)."""
+        return Matcher(self)
 
     def snapshot(self) -> Snapshot:
         """A read-only, O(1) snapshot of the current subscriptions."""

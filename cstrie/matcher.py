@@ -1,0 +1,114 @@
+"""Per-thread matching front-ends: :class:`Matcher`.
+
+On free-threaded CPython every Python object that several threads touch on the
+hot path costs an atomic reference-count update on a shared cache line. A
+``Trie`` is shared by design, and so are its handle, its registry and a module's
+``lib`` functions. A :class:`Matcher` is the same trie seen through objects
+that belong to one thread: its own cdata handle and function pointers, its own
+result buffer, and its own id -> subscriber cache. Create one per thread::
+
+    import threading, cstrie
+
+    trie = cstrie.Trie("mqtt")
+    local = threading.local()
+
+    def on_message(topic):
+        m = getattr(local, "m", None) or setattr(local, "m", trie.matcher()) or local.m
+        return m.lookup(topic)
+
+Answers are the same as ``trie.lookup`` (same engine call, same linearisation
+point). A matcher made from a :class:`~cstrie.Snapshot` matches that snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from cstrie import _binding as nb
+
+if TYPE_CHECKING:
+    from cstrie.trie import _Reader
+
+__all__ = ["Matcher"]
+
+_CACHE_LIMIT = 1 << 16
+
+
+class Matcher:
+    """Read-only, single-thread view of a trie or snapshot for fast lookups.
+
+    Not thread-safe by itself: use one per thread.  Complexity is that of
+    ``Trie.lookup``; ids seen before resolve from a thread-local cache.
+    """
+
+    __slots__ = ("_cache", "_cap", "_dialect", "_h", "_has", "_ids", "_lookup", "_objects",
+                 "_owner", "_reader")
+
+    def __init__(self, reader: _Reader) -> None:
+        self._reader = reader  # keeps the engine handle alive; not used on the hot path
+        self._owner = reader._h
+        self._h = nb.ffi.cast("cst_trie *", reader._h)
+        self._lookup = nb.ffi.cast(nb.LOOKUP_SIG, nb.ffi.addressof(nb.lib, "cst_lookup"))
+        self._has = nb.ffi.cast(nb.HAS_SIG, nb.ffi.addressof(nb.lib, "cst_has_subscribers"))
+        self._cap = 256
+        self._ids = nb.ffi.new("uint64_t[]", self._cap)
+        self._cache: dict[int, Any] = {}
+        self._objects = reader._reg.objects
+        self._dialect = reader._dialect
+
+    def _resolve(self, ids: list[int]) -> list[Any] | None:
+        cache = self._cache
+        out = []
+        for i in ids:
+            obj = cache.get(i, cache)
+            if obj is cache:
+                obj = self._objects.get(i, cache)
+                if obj is cache:
+                    return None  # freed after the engine answered: ask again
+                if len(cache) >= _CACHE_LIMIT:
+                    cache.clear()
+                cache[i] = obj
+            out.append(obj)
+        return out
+
+    def lookup(self, topic: str) -> list[Any]:
+        """Same as :meth:`cstrie.Trie.lookup`."""
+        if type(topic) is not str:
+            return self._reader.lookup(topic)
+        try:
+            data = topic.encode()
+        except UnicodeEncodeError:
+            return self._reader.lookup(topic)
+        while True:
+            n = self._lookup(self._h, data, len(data), self._ids, self._cap)
+            if n < 0:
+                nb.raise_status(n, self._dialect, "topic", topic)
+            if n > self._cap:
+                self._cap = 1 << (n - 1).bit_length()
+                self._ids = nb.ffi.new("uint64_t[]", self._cap)
+                continue
+            res = self._resolve(nb.ffi.unpack(self._ids, n))
+            if res is not None:
+                return res
+
+    def has_subscribers(self, topic: str) -> bool:
+        """Same as :meth:`cstrie.Trie.has_subscribers`."""
+        if type(topic) is not str:
+            return self._reader.has_subscribers(topic)
+        try:
+            data = topic.encode()
+        except UnicodeEncodeError:
+            return self._reader.has_subscribers(topic)
+        r = self._has(self._h, data, len(data))
+        if r < 0:
+            nb.raise_status(r, self._dialect, "topic", topic)
+        return bool(r)
+
+    def match(self, topic: str) -> list[tuple[str, Any]]:
+        """Same as :meth:`cstrie.Trie.match`."""
+        return self._reader.match(topic)
+
+    def lookup_many(self, topics: Iterable[str]) -> list[list[Any]]:
+        """Same as :meth:`cstrie.Trie.lookup_many`."""
+        return self._reader.lookup_many(topics)
