@@ -17,7 +17,7 @@ from cffi import FFI
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "native"
-SOURCES = ["alloc.c", "ebr.c", "subset.c", "words.c", "trie.c", "match.c", "walk.c"]
+SOURCES = ["alloc.c", "ebr.c", "subset.c", "words.c", "trie.c", "match.c", "walk.c", "build.c"]
 
 
 def cdef_from_header(text: str) -> str:

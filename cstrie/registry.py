@@ -20,10 +20,11 @@ Rules (each has a test in ``tests/test_registry.py``):
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import weakref
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 __all__ = ["Counts", "Registry"]
@@ -62,6 +63,18 @@ class Registry:
 
     def lock_for(self, obj: Hashable) -> threading.Lock:
         return self._locks[hash(obj) % _STRIPES]
+
+    @contextlib.contextmanager
+    def all_locks(self) -> Iterator[None]:
+        """Hold every stripe lock (in index order, so it cannot deadlock with
+        single-subscriber updates, which take one)."""
+        for lock in self._locks:
+            lock.acquire()
+        try:
+            yield
+        finally:
+            for lock in reversed(self._locks):
+                lock.release()
 
     # ------------------------------------------------------------------ ids
     def id_for(self, obj: Hashable) -> int:

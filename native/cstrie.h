@@ -83,6 +83,14 @@ int cst_is_readonly(const cst_trie *t);
 /* 1 = the pair was new / was there, 0 = not, < 0 = error. */
 int cst_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
 int cst_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
+/* Subscribe pairs 0..n-1: pattern i is data[offsets[i] .. offsets[i+1]), its
+ * subscriber ids[i].  Stops at the first error: returns how many pairs were
+ * processed before it, *status is CST_OK or that error, *added counts the new
+ * pairs and results[i] (may be NULL) is 1 for a new pair, 0 for a known one.
+ * For bulk loads (one call instead of n). */
+int64_t cst_subscribe_batch(cst_trie *t, const char *data, const int64_t *offsets,
+                            const uint64_t *ids, int64_t n, uint8_t *results,
+                            int64_t *added, int *status);
 
 /* Subscriber ids matching topic, each once.  Returns how many there are; only
  * the first min(cap, result) are written. */
@@ -110,6 +118,16 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
                          int64_t start_row, uint64_t skip, int64_t *out_rows,
                          uint64_t *out_ids, size_t cap, int64_t *next_row,
                          uint64_t *next_skip, int8_t *row_status);
+
+/* A new writable trie holding exactly the pairs (pattern i =
+ * data[offsets[i] .. offsets[i+1]), subscriber ids[i]), built bottom-up with
+ * no path copying.  When max_id > 0 every id must be in 1..max_id (else
+ * CST_EINVAL).  kept (may be NULL) receives 1 for each pair that was not a
+ * duplicate of an earlier one.  NULL on error: *status is the CST_E* code and
+ * *bad_index the first bad pair (or -1). */
+cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offsets,
+                    const uint64_t *ids, int64_t n, uint64_t max_id, uint8_t *kept,
+                    int *status, int64_t *bad_index);
 
 /* O(1): a read-only snapshot, or a writable copy.  NULL when out of memory. */
 cst_trie *cst_snapshot(cst_trie *t, int readonly);

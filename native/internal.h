@@ -82,6 +82,13 @@ void retire(ctx *c, cst_hdr *h);
 mainnode *gcas_read(ctx *c, inode *in);
 inode *root_read(ctx *c);
 int ctx_enter(ctx *c, cst_trie *t);
+uint64_t new_gen(void);
+inode *inode_new(uint64_t gen, mainnode *main);
+cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen);
+lnode *lnode_alloc(uint32_t n);
+snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash, uint32_t nsubs,
+                  uint64_t one, setnode *set, inode *child);
+cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly);
 void ctx_exit(ctx *c);
 
 static inline uint32_t frag(uint64_t h, unsigned lev) { return (uint32_t)(h >> lev) & 31u; }

@@ -317,3 +317,70 @@ size_t set_cursor_next(set_cursor *c, uint64_t *out, size_t cap)
     }
     return k;
 }
+
+/* Bottom-up construction: bucket the ids by hash fragment, level by level. */
+typedef struct keyed {
+    uint64_t id, h;
+} keyed;
+
+static setnode *build_rec(keyed *k, size_t n, int shift)
+{
+    size_t count[32] = {0};
+    for (size_t i = 0; i < n; i++)
+        count[frag(k[i].h, shift)]++;
+    uint32_t dm = 0, nm = 0;
+    for (unsigned f = 0; f < 32; f++) {
+        if (count[f] == 1)
+            dm |= 1u << f;
+        else if (count[f] > 1)
+            nm |= 1u << f;
+    }
+    /* Sort k by fragment (counting sort into a temporary copy). */
+    keyed *tmp = cst_alloc(n * sizeof *tmp);
+    if (tmp == NULL)
+        return NULL;
+    size_t start[32], pos = 0;
+    for (unsigned f = 0; f < 32; f++) {
+        start[f] = pos;
+        pos += count[f];
+    }
+    size_t fill[32];
+    memcpy(fill, start, sizeof fill);
+    for (size_t i = 0; i < n; i++)
+        tmp[fill[frag(k[i].h, shift)]++] = k[i];
+    memcpy(k, tmp, n * sizeof *tmp);
+    cst_dealloc(tmp, n * sizeof *tmp);
+    setnode *node = node_new(dm, nm);
+    if (node == NULL)
+        return NULL;
+    int nd = pc(dm);
+    int di = 0, ni = 0;
+    for (unsigned f = 0; f < 32; f++) {
+        if (count[f] == 1) {
+            node->slot[di++] = k[start[f]].id;
+        } else if (count[f] > 1) {
+            setnode *child = build_rec(k + start[f], count[f], shift + 5);
+            if (child == NULL) {
+                /* release what was built so far */
+                for (int j = 0; j < ni; j++)
+                    set_release((setnode *)(uintptr_t)node->slot[nd + j]);
+                cst_dealloc(node, node_size(dm, nm));
+                return NULL;
+            }
+            node->slot[nd + ni++] = (uint64_t)(uintptr_t)child;
+        }
+    }
+    return node;
+}
+
+setnode *set_build(const uint64_t *ids, size_t n)
+{
+    keyed *k = cst_alloc(n * sizeof *k);
+    if (k == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        k[i] = (keyed){ids[i], mix(ids[i])};
+    setnode *s = build_rec(k, n, 0);
+    cst_dealloc(k, n * sizeof *k);
+    return s;
+}

@@ -32,6 +32,9 @@ int set_insert(setnode *s, uint64_t id, setnode **out);
 int set_remove(setnode *s, uint64_t id, setnode **out, uint64_t *left, uint32_t count);
 /* A new set holding a and b (a != b); NULL when out of memory. */
 setnode *set_pair(uint64_t a, uint64_t b);
+/* A set of n distinct ids (n >= 2) built bottom-up in O(n log32 n); NULL when
+ * out of memory. */
+setnode *set_build(const uint64_t *ids, size_t n);
 /* Write every id to out (which has room for all); returns how many. */
 size_t set_emit(const setnode *s, uint64_t *out);
 /* Drop one reference; frees nodes reaching zero. */

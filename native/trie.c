@@ -55,7 +55,7 @@
 
 static _Atomic uint64_t generation_counter;
 
-static uint64_t new_gen(void)
+uint64_t new_gen(void)
 {
     /* relaxed: generations need only be unique, not ordered with other data. */
     return atomic_fetch_add_explicit(&generation_counter, 1, memory_order_relaxed) + 1;
@@ -201,7 +201,7 @@ static void hdr_init(cst_hdr *h, uint8_t kind)
     h->b1 = h->b2 = h->b3 = 0;
 }
 
-static inode *inode_new(uint64_t gen, mainnode *main)
+inode *inode_new(uint64_t gen, mainnode *main)
 {
     inode *in = cst_alloc(sizeof *in);
     if (in == NULL)
@@ -212,7 +212,7 @@ static inode *inode_new(uint64_t gen, mainnode *main)
     return in;
 }
 
-static cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen)
+cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen)
 {
     cnode *cn = cst_alloc(cnode_size(n));
     if (cn == NULL)
@@ -238,7 +238,7 @@ static tnode *tnode_new(snode *sn)
     return tn;
 }
 
-static lnode *lnode_alloc(uint32_t n)
+lnode *lnode_alloc(uint32_t n)
 {
     lnode *ln = cst_alloc(lnode_size(n));
     if (ln == NULL)
@@ -250,7 +250,7 @@ static lnode *lnode_alloc(uint32_t n)
 }
 
 /* A new S-node for word w; takes over the references of child and set. */
-static snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash,
+snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash,
                          uint32_t nsubs, uint64_t one, setnode *set, inode *child)
 {
     snode *sn = cst_alloc(snode_size(wlen));
@@ -1045,6 +1045,25 @@ int cst_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
     return update(t, pattern, len, sub, 0);
 }
 
+int64_t cst_subscribe_batch(cst_trie *t, const char *data, const int64_t *offsets,
+                            const uint64_t *ids, int64_t n, uint8_t *results,
+                            int64_t *added, int *status)
+{
+    *added = 0;
+    *status = CST_OK;
+    for (int64_t i = 0; i < n; i++) {
+        int r = update(t, data + offsets[i], (size_t)(offsets[i + 1] - offsets[i]), ids[i], 1);
+        if (r < 0) {
+            *status = r;
+            return i;
+        }
+        if (results)
+            results[i] = (uint8_t)r;
+        *added += r;
+    }
+    return n;
+}
+
 /* ------------------------------------------------------------------------
  * Handles, snapshots, clear
  * ---------------------------------------------------------------------- */
@@ -1052,7 +1071,7 @@ int cst_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void engine_init(void) { words_seed_init(); }
 
-static cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly)
+cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly)
 {
     cst_trie *t = cst_alloc(sizeof *t);
     if (t == NULL)
