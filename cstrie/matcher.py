@@ -42,8 +42,18 @@ class Matcher:
     ``Trie.lookup``; ids seen before resolve from a thread-local cache.
     """
 
-    __slots__ = ("_cache", "_cap", "_dialect", "_h", "_has", "_ids", "_lookup", "_objects",
-                 "_owner", "_reader")
+    __slots__ = (
+        "_cache",
+        "_cap",
+        "_dialect",
+        "_h",
+        "_has",
+        "_ids",
+        "_lookup",
+        "_objects",
+        "_owner",
+        "_reader",
+    )
 
     def __init__(self, reader: _Reader) -> None:
         self._reader = reader  # keeps the engine handle alive; not used on the hot path

@@ -35,8 +35,8 @@ Example::
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable, Iterable, Iterator
 from collections import Counter
+from collections.abc import Hashable, Iterable, Iterator
 from itertools import accumulate, compress
 from typing import Any
 
@@ -345,8 +345,9 @@ class Trie(_Reader):
         self._counts = self._reg.new_counts()
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, Hashable]],
-                   dialect: str | Dialect = "amqp") -> Trie:
+    def from_pairs(
+        cls, pairs: Iterable[tuple[str, Hashable]], dialect: str | Dialect = "amqp"
+    ) -> Trie:
         """A new trie holding exactly ``pairs`` (duplicates count once).
 
         Built bottom-up in the engine with no path copying: several times
@@ -362,12 +363,19 @@ class Trie(_Reader):
         index: dict[Hashable, int] = {}
         ids = [index.setdefault(s, len(index) + 1) for s in subs]
         offsets = nb.ffi.new("int64_t[]", [0, *accumulate(len(p) for p in patterns)])
-        return cls.from_buffers(b"".join(patterns), offsets, nb.ffi.new("uint64_t[]", ids),
-                                list(index), d)
+        return cls.from_buffers(
+            b"".join(patterns), offsets, nb.ffi.new("uint64_t[]", ids), list(index), d
+        )
 
     @classmethod
-    def from_buffers(cls, data: Any, offsets: Any, refs: Any, subscribers: list[Any],
-                     dialect: str | Dialect = "amqp") -> Trie:
+    def from_buffers(
+        cls,
+        data: Any,
+        offsets: Any,
+        refs: Any,
+        subscribers: list[Any],
+        dialect: str | Dialect = "amqp",
+    ) -> Trie:
         """Bulk-build from columnar buffers, with no per-pair Python work.
 
         ``data`` holds the UTF-8 patterns back to back; ``offsets`` is an int64
@@ -394,19 +402,21 @@ class Trie(_Reader):
         status = ffi.new("int *")
         bad = ffi.new("int64_t *")
         native = nb.NativeDialect(d)
-        ptr = nb.lib.cst_build(native.ptr, blob, off, ids, n, max(1, len(subscribers)), kept,
-                               status, bad)
+        ptr = nb.lib.cst_build(
+            native.ptr, blob, off, ids, n, max(1, len(subscribers)), kept, status, bad
+        )
         if ptr == ffi.NULL:
             if status[0] == nb.lib.CST_EINVAL:
-                raise ValueError(f"pair {bad[0]} refers to subscriber #{ids[bad[0]]}, "
-                                 f"outside 1..{len(subscribers)}")
+                raise ValueError(
+                    f"pair {bad[0]} refers to subscriber #{ids[bad[0]]}, "
+                    f"outside 1..{len(subscribers)}"
+                )
             text: object = None
             if bad[0] >= 0:
                 k = bad[0]
-                text = ffi.buffer(blob)[off[k]:off[k + 1]].decode("utf-8", "replace")
+                text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
             nb.raise_status(status[0], d, "pattern", text)
-        counts = reg.new_counts(Counts(Counter(compress(ffi.unpack(ids, n),
-                                                        ffi.buffer(kept, n)))))
+        counts = reg.new_counts(Counts(Counter(compress(ffi.unpack(ids, n), ffi.buffer(kept, n)))))
         return cls._make(ffi.gc(ptr, nb.lib.cst_free), d, reg, counts)
 
     @classmethod
@@ -463,16 +473,23 @@ class Trie(_Reader):
             ids = [reg.id_for(sub) for _, sub in items]
             chunk = 65536
             for start in range(0, len(items), chunk):
-                part = encoded[start:start + chunk]
-                pids = ids[start:start + chunk]
+                part = encoded[start : start + chunk]
+                pids = ids[start : start + chunk]
                 n = len(part)
                 offsets = nb.ffi.new("int64_t[]", [0, *accumulate(len(e) for e in part)])
                 results = nb.ffi.new("uint8_t[]", n)
                 added = nb.ffi.new("int64_t *")
                 status = nb.ffi.new("int *")
-                done = nb.lib.cst_subscribe_batch(self._h, b"".join(part), offsets,
-                                                  nb.ffi.new("uint64_t[]", pids), n, results,
-                                                  added, status)
+                done = nb.lib.cst_subscribe_batch(
+                    self._h,
+                    b"".join(part),
+                    offsets,
+                    nb.ffi.new("uint64_t[]", pids),
+                    n,
+                    results,
+                    added,
+                    status,
+                )
                 for k in range(done):
                     if results[k]:
                         reg.added(self._counts, pids[k])

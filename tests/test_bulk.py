@@ -60,12 +60,14 @@ def test_from_buffers_checks_refs_and_offsets() -> None:
     with pytest.raises(ValueError, match="subscriber #2"):
         Trie.from_buffers(b"a.b", off, nb.ffi.new("uint64_t[]", [2]), ["x"])
     with pytest.raises(ValueError, match="offsets"):
-        Trie.from_buffers(b"a.b", nb.ffi.new("int64_t[]", [0]), nb.ffi.new("uint64_t[]", [1]),
-                          ["x"])
+        Trie.from_buffers(
+            b"a.b", nb.ffi.new("int64_t[]", [0]), nb.ffi.new("uint64_t[]", [1]), ["x"]
+        )
     with pytest.raises(ValueError, match="twice"):
         Trie.from_buffers(b"a.b", off, nb.ffi.new("uint64_t[]", [1]), ["x", "x"])
-    t = Trie.from_buffers(b"a.ba.c", nb.ffi.new("int64_t[]", [0, 3, 6]),
-                          nb.ffi.new("uint64_t[]", [1, 2]), ["x", "y"])
+    t = Trie.from_buffers(
+        b"a.ba.c", nb.ffi.new("int64_t[]", [0, 3, 6]), nb.ffi.new("uint64_t[]", [1, 2]), ["x", "y"]
+    )
     assert t.match("a.b") == [("a.b", "x")]
     assert t.match("a.c") == [("a.c", "y")]
 
