@@ -538,6 +538,11 @@ class Trie(_Reader):
                     if i in self._counts:
                         reg.removed(self._counts, i, obj)
 
+    def compact(self) -> None:
+        """Remove structural leftovers (tombs) that a cleanup could not remove
+        because memory ran out.  Never needed for correct answers.  O(n)."""
+        nb.check(nb.lib.cst_compact(self._h))
+
     def copy(self) -> Trie:
         """An independent writable trie with the same subscriptions (O(1) engine)."""
         with self._reg._meta:

@@ -132,6 +132,9 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
 /* O(1): a read-only snapshot, or a writable copy.  NULL when out of memory. */
 cst_trie *cst_snapshot(cst_trie *t, int readonly);
 int cst_clear(cst_trie *t);
+/* Remove every tomb left by a cleanup that could not allocate (never needed for
+ * correct answers; tombs are empty).  O(n). */
+int cst_compact(cst_trie *t);
 /* Empty t and return a read-only snapshot of exactly what was removed. */
 cst_trie *cst_clear_take(cst_trie *t);
 /* Number of (pattern, subscriber) pairs: exact, from a consistent snapshot. */

@@ -32,11 +32,14 @@
  *    that section then sees every unlink that preceded the scan.  This gives
  *    the StoreLoad ordering without a stand-alone fence (which
  *    ThreadSanitizer would not model).
- * 5. Limbo lists are touched only by their owner, except after the owner
- *    thread ended: a thread-exit destructor moves them to the orphan list
- *    (under orphan_lock) and marks the record free for reuse.  An idle thread
- *    is outside any section (state 0) and never blocks invariant 2; a finished
- *    thread's record is free (in_use 0) and is skipped.
+ * 5. A record's limbo list is guarded by its own spin lock: the owner takes
+ *    it to append (uncontended in the common case), and any thread that
+ *    reclaims takes it with a try-lock to detach the chunks that are ready,
+ *    releasing them after dropping the lock.  So garbage retired by a thread
+ *    that has gone idle, or has ended (its record is free, in_use 0, and keeps
+ *    its limbo until reused), is freed by the others: no thread stalls
+ *    reclamation, and an idle one is outside any section (state 0) and never
+ *    blocks invariant 2.
  * 6. Records are never freed (a scanner may be reading one); they are reused.
  *
  * Limbo bookkeeping uses the system allocator directly, not the injectable
@@ -67,7 +70,7 @@ typedef struct limbo_chunk {
 
 typedef struct limbo_list {
     limbo_chunk *head;     /* newest chunk first */
-    int64_t count;
+    _Atomic int64_t count; /* written under the lock, read anywhere */
 } limbo_list;
 
 struct ebr_record {
@@ -76,6 +79,7 @@ struct ebr_record {
     struct ebr_record *next;       /* global list, append-only (invariant 6) */
     unsigned index;
     unsigned since_scan;
+    atomic_flag limbo_lock;        /* invariant 5 */
     limbo_list limbo;
     char pad[64];
 };
@@ -83,9 +87,6 @@ struct ebr_record {
 static _Atomic uint64_t global_epoch = 1;
 static _Atomic(ebr_record *) records;
 static _Atomic unsigned record_count;
-static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
-static limbo_list orphans;
-static _Atomic int64_t orphan_count;
 static pthread_key_t tls_key;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static _Thread_local ebr_record *tls_record;
@@ -100,36 +101,56 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-/* Move every chunk of `from` onto `to` (both owned by the caller). */
-static void limbo_splice(limbo_list *to, limbo_list *from)
+static void limbo_lock(ebr_record *r)
 {
-    limbo_chunk *c = from->head;
-    while (c != NULL) {
-        limbo_chunk *next = c->next;
-        c->next = to->head;
-        to->head = c;
-        c = next;
-    }
-    to->count += from->count;
-    from->head = NULL;
-    from->count = 0;
+    /* acquire: the list as the last holder left it is visible. */
+    while (atomic_flag_test_and_set_explicit(&r->limbo_lock, memory_order_acquire))
+        ;
 }
 
-/* Release the entries of every chunk whose tag + 2 <= epoch. */
-static void limbo_collect(limbo_list *l, uint64_t epoch)
+static int limbo_trylock(ebr_record *r)
 {
+    /* acquire: as limbo_lock. */
+    return !atomic_flag_test_and_set_explicit(&r->limbo_lock, memory_order_acquire);
+}
+
+static void limbo_unlock(ebr_record *r)
+{
+    /* release: our changes to the list are visible to the next holder. */
+    atomic_flag_clear_explicit(&r->limbo_lock, memory_order_release);
+}
+
+/* Detach (under the lock) the chunks whose tag + 2 <= epoch. */
+static limbo_chunk *limbo_take_ready(limbo_list *l, uint64_t epoch)
+{
+    limbo_chunk *ready = NULL;
     limbo_chunk **link = &l->head;
+    int64_t n = 0;
     while (*link != NULL) {
         limbo_chunk *c = *link;
         if (c->tag + 2 <= epoch) {
             *link = c->next;
-            for (unsigned i = 0; i < c->n; i++)
-                c->e[i].release(c->e[i].obj);
-            l->count -= c->n;
-            free(c);
+            c->next = ready;
+            ready = c;
+            n += c->n;
         } else {
             link = &c->next;
         }
+    }
+    if (n)
+        atomic_fetch_sub_explicit(&l->count, n, memory_order_relaxed);
+    return ready;
+}
+
+/* Run the release functions of detached chunks (no lock held). */
+static void release_chain(limbo_chunk *c)
+{
+    while (c != NULL) {
+        limbo_chunk *next = c->next;
+        for (unsigned i = 0; i < c->n; i++)
+            c->e[i].release(c->e[i].obj);
+        free(c);
+        c = next;
     }
 }
 
@@ -138,12 +159,9 @@ static void thread_exit_destructor(void *arg)
     ebr_record *rec = arg;
     if (rec == NULL)
         return;
-    pthread_mutex_lock(&orphan_lock);
-    limbo_splice(&orphans, &rec->limbo);
-    atomic_store_explicit(&orphan_count, orphans.count, memory_order_relaxed);
-    pthread_mutex_unlock(&orphan_lock);
+    /* The limbo stays with the record; other threads reclaim it (inv. 5). */
     atomic_store_explicit(&rec->state, 0, memory_order_release);
-    /* release: the limbo hand-over above happens-before a new owner's claim. */
+    /* release: this thread's last limbo changes precede a new owner's claim. */
     atomic_store_explicit(&rec->in_use, 0, memory_order_release);
     tls_record = NULL;
 }
@@ -173,6 +191,8 @@ static ebr_record *register_thread(void)
             return NULL;
         atomic_init(&rec->state, 0);
         atomic_init(&rec->in_use, 1);
+        atomic_flag_clear(&rec->limbo_lock);
+        atomic_init(&rec->limbo.count, 0);
         rec->index = atomic_fetch_add_explicit(&record_count, 1, memory_order_relaxed);
         ebr_record *head = atomic_load_explicit(&records, memory_order_relaxed);
         do {
@@ -221,22 +241,25 @@ static uint64_t try_advance(void)
     return g;
 }
 
-static void collect_orphans(uint64_t epoch)
+/* Free what every record (live, idle or ended) has ready (invariant 5). */
+static void collect_all(uint64_t epoch, int wait)
 {
-    if (atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0)
-        return;
-    if (pthread_mutex_trylock(&orphan_lock) != 0)
-        return;
-    limbo_collect(&orphans, epoch);
-    atomic_store_explicit(&orphan_count, orphans.count, memory_order_relaxed);
-    pthread_mutex_unlock(&orphan_lock);
+    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
+        if (atomic_load_explicit(&r->limbo.count, memory_order_relaxed) == 0)
+            continue;
+        if (wait)
+            limbo_lock(r);
+        else if (!limbo_trylock(r))
+            continue;
+        limbo_chunk *ready = limbo_take_ready(&r->limbo, epoch);
+        limbo_unlock(r);
+        release_chain(ready);
+    }
 }
 
-static void reclaim(ebr_record *rec)
+static void reclaim(void)
 {
-    uint64_t epoch = try_advance();
-    limbo_collect(&rec->limbo, epoch);
-    collect_orphans(epoch);
+    collect_all(try_advance(), 0);
 }
 
 void ebr_exit(ebr_record *rec)
@@ -246,7 +269,7 @@ void ebr_exit(ebr_record *rec)
     atomic_store_explicit(&rec->state, 0, memory_order_release);
     if (rec->since_scan >= RETIRE_SCAN_EVERY) {
         rec->since_scan = 0;
-        reclaim(rec);
+        reclaim();
     }
 }
 
@@ -254,6 +277,7 @@ void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release)
 {
     /* seq_cst: the tag is read after the unlink CAS (invariant 3). */
     uint64_t tag = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+    limbo_lock(rec);
     limbo_chunk *c = rec->limbo.head;
     if (c == NULL || c->n == LIMBO_CHUNK) {
         c = xmalloc(sizeof *c);
@@ -267,7 +291,8 @@ void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release)
     c->e[c->n].obj = obj;
     c->e[c->n].release = release;
     c->n++;
-    rec->limbo.count++;
+    atomic_fetch_add_explicit(&rec->limbo.count, 1, memory_order_relaxed);
+    limbo_unlock(rec);
     rec->since_scan++;
 }
 
@@ -275,28 +300,19 @@ unsigned ebr_record_index(const ebr_record *rec) { return rec->index; }
 
 int64_t ebr_barrier(void)
 {
-    ebr_record *rec = tls_record;
     for (int round = 0; round < 8; round++) {
-        uint64_t epoch = try_advance();
-        if (rec != NULL)
-            limbo_collect(&rec->limbo, epoch);
-        pthread_mutex_lock(&orphan_lock);
-        limbo_collect(&orphans, epoch);
-        atomic_store_explicit(&orphan_count, orphans.count, memory_order_relaxed);
-        pthread_mutex_unlock(&orphan_lock);
-        if ((rec == NULL || rec->limbo.count == 0) &&
-            atomic_load_explicit(&orphan_count, memory_order_relaxed) == 0)
+        collect_all(try_advance(), 1);
+        if (ebr_pending() == 0)
             return 0;
     }
-    return (rec ? rec->limbo.count : 0) + atomic_load_explicit(&orphan_count, memory_order_relaxed);
+    return ebr_pending();
 }
 
 int64_t ebr_pending(void)
 {
-    int64_t n = atomic_load_explicit(&orphan_count, memory_order_relaxed);
-    ebr_record *own = tls_record;
-    if (own != NULL)
-        n += own->limbo.count;
+    int64_t n = 0;
+    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next)
+        n += atomic_load_explicit(&r->limbo.count, memory_order_relaxed);
     return n;
 }
 

@@ -28,12 +28,12 @@ unsigned ebr_record_index(const ebr_record *rec);
 
 /*
  * Test/maintenance helper, called OUTSIDE any section: advance the epoch and
- * free everything this thread and finished threads retired, as far as other
- * threads' open sections allow.  Returns the number of objects still pending
- * in this thread's and the orphan lists.
+ * free everything any thread (running, idle or finished) retired, as far as
+ * other threads' open sections allow.  Returns the number of objects still
+ * pending over all records.
  */
 int64_t ebr_barrier(void);
-/* Objects retired and not yet released, over all records and orphans
+/* Objects retired and not yet released, over all records
  * (approximate while other threads run). */
 int64_t ebr_pending(void);
 /* The global epoch (for tests and the tree dump). */

@@ -321,7 +321,8 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
         if (scratch_reserve((void **)&sc->ids, &sc->idcap, sn->nsubs, sizeof(uint64_t)) < 0)
             return CST_ENOMEM;
         set_emit(sn->subs.set, sc->ids);
-        memcpy(out, sc->ids, cap * sizeof(uint64_t));
+        if (cap)
+            memcpy(out, sc->ids, cap * sizeof(uint64_t));
         return sn->nsubs;
     }
     size_t total = 0;

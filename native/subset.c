@@ -384,3 +384,16 @@ setnode *set_build(const uint64_t *ids, size_t n)
     cst_dealloc(k, n * sizeof *k);
     return s;
 }
+
+int set_cursor_done(set_cursor *c)
+{
+    while (c->depth > 0) {
+        int d = c->depth - 1;
+        const setnode *n = c->node[d];
+        uint32_t total = (uint32_t)(pc(n->datamap) + pc(n->nodemap));
+        if (c->pos[d] < total)
+            return 0;
+        c->depth--;
+    }
+    return 1;
+}

@@ -53,5 +53,7 @@ typedef struct set_cursor {
 void set_cursor_init(set_cursor *c, const setnode *s);
 /* Up to cap ids into out; returns how many (0 = done). */
 size_t set_cursor_next(set_cursor *c, uint64_t *out, size_t cap);
+/* True when the cursor has no id left (it advances past finished nodes). */
+int set_cursor_done(set_cursor *c);
 
 #endif

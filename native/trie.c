@@ -714,7 +714,34 @@ static void clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t st
                 return;
             nm = to_contracted(&cur->m, lev, is_trie_root);
         } else if (m->h.kind == K_LNODE) {
-            return; /* L-node entries have no I-node branches */
+            /* The words of an L-node can have entombed next levels too. */
+            lnode *ln = (lnode *)m;
+            lnode *cur = NULL;
+            for (uint32_t i = ln->n; i-- > 0;) {
+                cst_hdr *repl = NULL;
+                int r = resurrect(c, &ln->sn[i]->h, &repl);
+                if (r == 0)
+                    continue;
+                if (r < 0) {
+                    if (cur)
+                        node_release(&cur->m.h);
+                    return;
+                }
+                lnode *next = ln_with(cur ? cur : ln, i, (snode *)repl);
+                if (next == NULL) {
+                    if (repl)
+                        node_release(repl);
+                    if (cur)
+                        node_release(&cur->m.h);
+                    return;
+                }
+                if (cur)
+                    node_release(&cur->m.h);
+                cur = next;
+            }
+            if (cur == NULL)
+                return;
+            nm = to_contracted(&cur->m, lev, is_trie_root);
         } else {
             return;
         }
@@ -1264,6 +1291,131 @@ int cst_clear(cst_trie *t)
     }
     ctx_exit(&c);
     return r;
+}
+
+/* ------------------------------------------------------------------------
+ * Compaction: clean every tomb of the current generation, bottom-up.  Tombs
+ * are always semantically empty; they normally disappear at once, but a
+ * cleanup that ran out of memory (or lost to a snapshot) leaves one until a
+ * write passes by.  This walk removes them all.
+ * ---------------------------------------------------------------------- */
+
+/* 1 if a T-node is reachable from main node m (read-only walk). */
+static int has_tomb(ctx *c, mainnode *m)
+{
+    if (m->h.kind == K_TNODE)
+        return 1;
+    uint32_t n = m->h.kind == K_CNODE ? ((cnode *)m)->n : ((lnode *)m)->n;
+    for (uint32_t i = 0; i < n; i++) {
+        cst_hdr *b = m->h.kind == K_CNODE ? ((cnode *)m)->array[i] : &((lnode *)m)->sn[i]->h;
+        inode *ch = b->kind == K_INODE ? (inode *)b : ((snode *)b)->child;
+        if (ch != NULL && has_tomb(c, gcas_read(c, ch)))
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * Compact below `in` (of the current generation gen).  A child I-node of an
+ * older generation (the trie was snapshotted since) is renewed into gen
+ * before it is changed, as any write would; only paths that lead to a tomb
+ * are renewed.
+ */
+static void compact_in(ctx *c, inode *in, unsigned lev, int is_root, uint64_t gen)
+{
+    for (int attempt = 0; attempt < 16; attempt++) {
+        mainnode *m = gcas_read(c, in);
+        if (m->h.kind == K_TNODE)
+            return;
+        int is_c = m->h.kind == K_CNODE;
+        uint32_t n = is_c ? ((cnode *)m)->n : ((lnode *)m)->n;
+        mainnode *renewed = NULL;
+        int failed = 0;
+        for (uint32_t i = 0; i < n && renewed == NULL && !failed; i++) {
+            cst_hdr *b = is_c ? ((cnode *)m)->array[i] : &((lnode *)m)->sn[i]->h;
+            int is_in = b->kind == K_INODE;
+            inode *ch = is_in ? (inode *)b : ((snode *)b)->child;
+            if (ch == NULL)
+                continue;
+            mainnode *cm = gcas_read(c, ch);
+            if (cm->h.kind == K_TNODE || !has_tomb(c, cm))
+                continue; /* a tombed child is clean()'s job, below */
+            unsigned clev = is_in ? lev + 5 : 0;
+            if (ch->gen == gen) {
+                compact_in(c, ch, clev, 0, gen);
+                continue;
+            }
+            /* renew this branch into gen, then look again */
+            inode *cp = inode_copy(c, ch, gen);
+            if (cp == NULL) {
+                failed = 1;
+                break;
+            }
+            cst_hdr *nb = &cp->h;
+            if (!is_in) {
+                snode *sn = (snode *)b;
+                snode_retain_parts(sn, 1, 0);
+                snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one,
+                                        sn->nsubs >= 2 ? sn->subs.set : NULL, cp);
+                if (nsn == NULL) {
+                    if (sn->nsubs >= 2)
+                        set_release(sn->subs.set);
+                    node_release(&cp->h);
+                    failed = 1;
+                    break;
+                }
+                nb = &nsn->h;
+            }
+            if (is_c) {
+                cnode *cn = (cnode *)m;
+                unsigned key;
+                int is_spec = i >= (uint32_t)popc(cn->bitmap);
+                if (is_spec) {
+                    unsigned k2 = i - (uint32_t)popc(cn->bitmap);
+                    for (key = 0; key < SPEC_SLOTS; key++)
+                        if ((cn->m.h.b2 & (1u << key)) &&
+                            popc(cn->m.h.b2 & ((1u << key) - 1)) == (int)k2)
+                            break;
+                } else {
+                    for (key = 0; key < 32; key++)
+                        if ((cn->bitmap & (1u << key)) &&
+                            popc(cn->bitmap & ((1u << key) - 1)) == (int)i)
+                            break;
+                }
+                cnode *ncn = cn_with(cn, gen, is_spec, key, nb);
+                renewed = ncn ? &ncn->m : NULL;
+            } else {
+                lnode *nl = ln_with((lnode *)m, i, (snode *)nb);
+                renewed = nl ? &nl->m : NULL;
+            }
+            if (renewed == NULL) {
+                node_release(nb);
+                failed = 1;
+            }
+        }
+        if (failed)
+            return;
+        if (renewed != NULL) {
+            if (!gcas(c, in, m, renewed) && rdcss_read_root(c, 0)->gen != gen)
+                return;
+            continue;
+        }
+        clean(c, in, lev, is_root, gen);
+        return;
+    }
+}
+
+int cst_compact(cst_trie *t)
+{
+    if (t->readonly)
+        return CST_EREADONLY;
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    inode *root = root_read(&c);
+    compact_in(&c, root, 0, 1, root->gen);
+    ctx_exit(&c);
+    return CST_OK;
 }
 
 /* ------------------------------------------------------------------------

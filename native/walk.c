@@ -294,7 +294,7 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
                 finished = 1;
             } else {
                 got = set_cursor_next(&it->sc, out->ids + ids, out->ids_cap - ids);
-                finished = it->sc.depth == 0;
+                finished = set_cursor_done(&it->sc);
             }
             ids += got;
             out->pat_end[out->ngroups] = (int64_t)pat;

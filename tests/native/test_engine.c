@@ -1,0 +1,2159 @@
+/*
+ * test_engine.c - unit tests of the cstrie C engine (native/).
+ *
+ * Plain C, no framework: CHECK(expr) counts a pass or prints file:line and the
+ * failing expression.  The program ends with the line "N passed, M failed" and
+ * exits non-zero when M > 0.  Every test frees what it creates; the last test
+ * proves that, after cst_reclaim(), the engine's live allocation count is back
+ * to where it started.
+ *
+ * Tests that can hang on an engine bug (forced hash collisions) run in a forked
+ * child guarded by a progress watchdog, so a livelock is reported as a failure
+ * instead of stalling CI.
+ *
+ * Build: see stress/Makefile (gcc -std=c11 -D_GNU_SOURCE -I native ...).
+ */
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cstrie.h"
+
+/* ------------------------------------------------------------------------
+ * Tiny harness
+ * ---------------------------------------------------------------------- */
+
+static long g_pass, g_fail;
+
+#define CHECK(e)                                                                  \
+    do {                                                                          \
+        if (e) {                                                                  \
+            g_pass++;                                                             \
+        } else {                                                                  \
+            g_fail++;                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #e); \
+        }                                                                         \
+    } while (0)
+
+/* CHECK_EQ: integers, printing both values on failure. */
+#define CHECK_EQ(a, b)                                                             \
+    do {                                                                           \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                      \
+        if (va_ == vb_) {                                                          \
+            g_pass++;                                                              \
+        } else {                                                                   \
+            g_fail++;                                                              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n",      \
+                    __FILE__, __LINE__, #a, #b, va_, vb_);                         \
+        }                                                                          \
+    } while (0)
+
+/* cst_check(t, strict) == 0, printing the checker's message on failure. */
+#define CHECK_TRIE(t, strict)                                                        \
+    do {                                                                             \
+        char msg_[256];                                                              \
+        int rc_ = cst_check((t), (strict), msg_, sizeof msg_);                       \
+        if (rc_ == 0) {                                                              \
+            g_pass++;                                                                \
+        } else {                                                                     \
+            g_fail++;                                                                \
+            fprintf(stderr, "%s:%d: cst_check(%s, strict=%d) = %d: %s\n", __FILE__,   \
+                    __LINE__, #t, (strict), rc_, msg_);                              \
+        }                                                                            \
+    } while (0)
+
+#define STRICT(t) CHECK_TRIE(t, 1)
+#define S(lit) (lit), (sizeof(lit) - 1)
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (p == NULL) {
+        fputs("test_engine: out of memory (system allocator)\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+static void *xrealloc(void *p, size_t sz)
+{
+    p = realloc(p, sz ? sz : 1);
+    if (p == NULL) {
+        fputs("test_engine: out of memory (system allocator)\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Progress counter read by the watchdog of isolated (forked) tests. */
+static _Atomic long g_progress;
+#define PROGRESS() atomic_fetch_add_explicit(&g_progress, 1, memory_order_relaxed)
+
+/* ------------------------------------------------------------------------
+ * Dialects
+ * ---------------------------------------------------------------------- */
+
+static const cst_dialect amqp = {".", 1, "*", 1, "#", 1, /*multi_min*/ 0, /*multi_last_only*/ 0,
+                                 /*strict*/ 0, /*topic_wildcards*/ 1, /*empty_topic*/ 1,
+                                 /*empty_words*/ 1, /*dollar*/ 0, /*forbid_nul*/ 0,
+                                 /*max_bytes*/ 0};
+static const cst_dialect mqtt = {"/", 1, "+", 1, "#", 1, 0, 1, 1, 0, 0, 1, 1, 1, 65535};
+
+/* ------------------------------------------------------------------------
+ * Brute-force reference matcher (dynamic programming over words; no trie).
+ * ---------------------------------------------------------------------- */
+
+typedef struct sv {
+    const char *p;
+    size_t n;
+} sv;
+
+/* Split s on sep; the empty string is zero words when zero_empty. */
+static size_t split_words(const char *s, size_t len, const cst_dialect *d, sv **out,
+                          int zero_empty)
+{
+    size_t cap = 8, n = 0;
+    sv *w = xcalloc(cap, sizeof *w);
+    if (len == 0 && zero_empty) {
+        *out = w;
+        return 0;
+    }
+    size_t start = 0;
+    for (;;) {
+        size_t end = start;
+        while (end < len && !(end + d->sep_len <= len && memcmp(s + end, d->sep, d->sep_len) == 0))
+            end++;
+        if (n == cap) {
+            cap *= 2;
+            w = xrealloc(w, cap * sizeof *w);
+        }
+        w[n++] = (sv){s + start, end - start};
+        if (end >= len)
+            break;
+        start = end + d->sep_len;
+    }
+    *out = w;
+    return n;
+}
+
+static int sv_is(sv w, const char *tok, size_t tlen)
+{
+    return tok != NULL && w.n == tlen && memcmp(w.p, tok, tlen) == 0;
+}
+
+/* Does pattern match topic under d (AMQP or MQTT rules as in DESIGN.md)? */
+static int ref_match(const cst_dialect *d, const char *pat, size_t plen, const char *top,
+                     size_t tlen)
+{
+    sv *p, *t;
+    size_t m = split_words(pat, plen, d, &p, d->empty_topic);
+    size_t n = split_words(top, tlen, d, &t, d->empty_topic);
+    /* dp[i][j]: p[i..] matches t[j..] */
+    unsigned char *dp = xcalloc((m + 1) * (n + 1), 1);
+#define DP(i, j) dp[(size_t)(i) * (n + 1) + (size_t)(j)]
+    DP(m, n) = 1;
+    for (size_t ii = m; ii-- > 0;) {
+        for (size_t jj = n + 1; jj-- > 0;) {
+            int r;
+            if (sv_is(p[ii], d->multi, d->multi_len))
+                r = DP(ii + 1, jj) || (jj < n && DP(ii, jj + 1));
+            else if (sv_is(p[ii], d->single, d->single_len))
+                r = jj < n && DP(ii + 1, jj + 1);
+            else
+                r = jj < n && p[ii].n == t[jj].n && memcmp(p[ii].p, t[jj].p, t[jj].n) == 0 &&
+                    DP(ii + 1, jj + 1);
+            DP(ii, jj) = (unsigned char)r;
+        }
+    }
+    int res = DP(0, 0);
+#undef DP
+    if (res && d->dollar_rule && n > 0 && t[0].n > 0 && t[0].p[0] == '$' && m > 0 &&
+        (sv_is(p[0], d->multi, d->multi_len) || sv_is(p[0], d->single, d->single_len)))
+        res = 0;
+    free(p);
+    free(t);
+    free(dp);
+    return res;
+}
+
+/* ------------------------------------------------------------------------
+ * Helpers over the engine
+ * ---------------------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorted lookup result; returns count or < 0.  *out is malloc'ed. */
+static int64_t lookup_sorted(cst_trie *t, const char *topic, size_t len, uint64_t **out)
+{
+    size_t cap = 16;
+    uint64_t *buf = xcalloc(cap, sizeof *buf);
+    int64_t n;
+    for (;;) {
+        n = cst_lookup(t, topic, len, buf, cap);
+        if (n < 0 || (size_t)n <= cap)
+            break;
+        cap = (size_t)n;
+        buf = xrealloc(buf, cap * sizeof *buf);
+    }
+    if (n > 0)
+        qsort(buf, (size_t)n, sizeof *buf, cmp_u64);
+    *out = buf;
+    return n;
+}
+
+static int sorted_has_dups(const uint64_t *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i] == v[i - 1])
+            return 1;
+    return 0;
+}
+
+/* A (pattern, id) pair and sorted pair lists. */
+typedef struct pair {
+    char *pat;
+    size_t plen;
+    uint64_t id;
+} pair;
+
+typedef struct pairs {
+    pair *v;
+    size_t n, cap;
+    int err;                   /* < 0: the iteration failed */
+    long calls;                /* cst_iter_next calls that returned groups */
+} pairs;
+
+static void pairs_add(pairs *ps, const char *p, size_t plen, uint64_t id)
+{
+    if (ps->n == ps->cap) {
+        ps->cap = ps->cap ? ps->cap * 2 : 64;
+        ps->v = xrealloc(ps->v, ps->cap * sizeof *ps->v);
+    }
+    char *c = xcalloc(plen + 1, 1);
+    memcpy(c, p, plen);
+    ps->v[ps->n++] = (pair){c, plen, id};
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const pair *x = a, *y = b;
+    size_t m = x->plen < y->plen ? x->plen : y->plen;
+    int c = memcmp(x->pat, y->pat, m);
+    if (c)
+        return c;
+    if (x->plen != y->plen)
+        return x->plen < y->plen ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void pairs_sort(pairs *ps)
+{
+    if (ps->n)
+        qsort(ps->v, ps->n, sizeof *ps->v, pair_cmp);
+}
+
+static void pairs_free(pairs *ps)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        free(ps->v[i].pat);
+    free(ps->v);
+    memset(ps, 0, sizeof *ps);
+}
+
+static int pairs_equal(const pairs *a, const pairs *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (pair_cmp(&a->v[i], &b->v[i]) != 0)
+            return 0;
+    return 1;
+}
+
+static int pairs_has_dups(const pairs *ps)
+{
+    for (size_t i = 1; i < ps->n; i++)
+        if (pair_cmp(&ps->v[i], &ps->v[i - 1]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Group buffers for cst_match / cst_iter_next. */
+typedef struct gbuf {
+    cst_groups g;
+} gbuf;
+
+static void gbuf_init(gbuf *b, size_t pat_cap, size_t ids_cap, size_t groups_cap)
+{
+    memset(b, 0, sizeof *b);
+    b->g.pat = xcalloc(pat_cap, 1);
+    b->g.pat_cap = pat_cap;
+    b->g.ids = xcalloc(ids_cap, sizeof(uint64_t));
+    b->g.ids_cap = ids_cap;
+    b->g.pat_end = xcalloc(groups_cap, sizeof(int64_t));
+    b->g.ids_end = xcalloc(groups_cap, sizeof(int64_t));
+    b->g.groups_cap = groups_cap;
+}
+
+static void gbuf_grow(gbuf *b, size_t pat_cap, size_t ids_cap, size_t groups_cap)
+{
+    if (pat_cap > b->g.pat_cap) {
+        b->g.pat = xrealloc(b->g.pat, pat_cap);
+        b->g.pat_cap = pat_cap;
+    }
+    if (ids_cap > b->g.ids_cap) {
+        b->g.ids = xrealloc(b->g.ids, ids_cap * sizeof(uint64_t));
+        b->g.ids_cap = ids_cap;
+    }
+    if (groups_cap > b->g.groups_cap) {
+        b->g.pat_end = xrealloc(b->g.pat_end, groups_cap * sizeof(int64_t));
+        b->g.ids_end = xrealloc(b->g.ids_end, groups_cap * sizeof(int64_t));
+        b->g.groups_cap = groups_cap;
+    }
+}
+
+static void gbuf_free(gbuf *b)
+{
+    free(b->g.pat);
+    free(b->g.ids);
+    free(b->g.pat_end);
+    free(b->g.ids_end);
+}
+
+/* Append every (pattern, id) of the groups in g to ps; counts empty groups. */
+static void groups_to_pairs(const cst_groups *g, size_t ngroups, pairs *ps, long *empty_groups)
+{
+    int64_t p0 = 0, i0 = 0;
+    for (size_t k = 0; k < ngroups; k++) {
+        int64_t p1 = g->pat_end[k], i1 = g->ids_end[k];
+        if (i1 == i0 && empty_groups)
+            (*empty_groups)++;
+        for (int64_t i = i0; i < i1; i++)
+            pairs_add(ps, g->pat + p0, (size_t)(p1 - p0), g->ids[i]);
+        p0 = p1;
+        i0 = i1;
+    }
+}
+
+static long g_iter_empty_groups; /* partial groups with no ids (reported, not failed) */
+
+/* Every (pattern, id) of t through cst_iter_*, with the given buffer sizes
+ * (grown on CST_ETRUNC as the need_* fields ask), sorted. */
+static pairs content_bufs(cst_trie *t, size_t pat_cap, size_t ids_cap, size_t groups_cap)
+{
+    pairs ps = {0};
+    cst_iter *it = cst_iter_new(t);
+    if (it == NULL) {
+        ps.err = CST_ENOMEM;
+        return ps;
+    }
+    gbuf b;
+    gbuf_init(&b, pat_cap, ids_cap, groups_cap);
+    for (;;) {
+        int r = cst_iter_next(it, &b.g);
+        if (r == CST_ETRUNC) {
+            if (b.g.need_pat <= b.g.pat_cap && b.g.need_ids <= b.g.ids_cap &&
+                b.g.need_groups <= b.g.groups_cap) {
+                ps.err = -100; /* ETRUNC without a bigger need: would loop forever */
+                break;
+            }
+            gbuf_grow(&b, b.g.need_pat, b.g.need_ids, b.g.need_groups);
+            continue;
+        }
+        if (r < 0) {
+            ps.err = r;
+            break;
+        }
+        if (r == 0)
+            break;
+        ps.calls++;
+        groups_to_pairs(&b.g, (size_t)r, &ps, &g_iter_empty_groups);
+    }
+    gbuf_free(&b);
+    cst_iter_free(it);
+    pairs_sort(&ps);
+    return ps;
+}
+
+static pairs content(cst_trie *t) { return content_bufs(t, 4096, 4096, 256); }
+
+static int64_t live_after_reclaim(void)
+{
+    cst_reclaim();
+    return cst_live_allocations();
+}
+
+/* Nothing leaked since `start` (the caller freed every trie it made). */
+#define CHECK_NO_LEAK(start)                                   \
+    do {                                                       \
+        CHECK_EQ(cst_reclaim(), 0);                            \
+        CHECK_EQ(cst_live_allocations(), (start));             \
+    } while (0)
+
+static int sub(cst_trie *t, const char *p, uint64_t id) { return cst_subscribe(t, p, strlen(p), id); }
+static int unsub(cst_trie *t, const char *p, uint64_t id)
+{
+    return cst_unsubscribe(t, p, strlen(p), id);
+}
+/* Count-only queries pass a valid buffer with capacity 0 (NULL is covered by
+ * test_count_only_null_buffer, which runs isolated). */
+static uint64_t g_nobuf[1];
+#define NOBUF g_nobuf, 0
+
+static int64_t nlook(cst_trie *t, const char *topic)
+{
+    return cst_lookup(t, topic, strlen(topic), NOBUF);
+}
+
+/* Lookup of topic gives exactly the ids listed (terminated by UINT64_MAX). */
+static int lookup_is(cst_trie *t, const char *topic, const uint64_t *want)
+{
+    uint64_t *got;
+    int64_t n = lookup_sorted(t, topic, strlen(topic), &got);
+    size_t wn = 0;
+    while (want[wn] != UINT64_MAX)
+        wn++;
+    uint64_t *w = xcalloc(wn, sizeof *w);
+    memcpy(w, want, wn * sizeof *w);
+    qsort(w, wn, sizeof *w, cmp_u64);
+    int ok = n == (int64_t)wn && (wn == 0 || memcmp(got, w, wn * sizeof *w) == 0);
+    if (!ok) {
+        fprintf(stderr, "  lookup(%s) = [", topic);
+        for (int64_t i = 0; i < n; i++)
+            fprintf(stderr, "%s%" PRIu64, i ? "," : "", got[i]);
+        fprintf(stderr, "] (n=%" PRId64 "), want [", n);
+        for (size_t i = 0; i < wn; i++)
+            fprintf(stderr, "%s%" PRIu64, i ? "," : "", w[i]);
+        fprintf(stderr, "]\n");
+    }
+    free(got);
+    free(w);
+    return ok;
+}
+#define END UINT64_MAX
+#define LOOKUP_IS(t, topic, ...)                                   \
+    do {                                                           \
+        static const uint64_t want_[] = {__VA_ARGS__};             \
+        CHECK(lookup_is((t), (topic), want_));                     \
+    } while (0)
+
+/* ------------------------------------------------------------------------
+ * 1. subscribe / unsubscribe return values
+ * ---------------------------------------------------------------------- */
+
+static void test_subscribe_unsubscribe(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = cst_new(&amqp);
+    CHECK(t != NULL);
+    CHECK_EQ(cst_is_readonly(t), 0);
+    CHECK_EQ(sub(t, "a.b", 1), 1);       /* new */
+    CHECK_EQ(sub(t, "a.b", 1), 0);       /* existing */
+    CHECK_EQ(sub(t, "a.b", 2), 1);       /* new id, same pattern: a set of 2 */
+    CHECK_EQ(sub(t, "a.b", 3), 1);
+    CHECK_EQ(sub(t, "a.b", 2), 0);
+    CHECK_EQ(sub(t, "a", 1), 1);         /* prefix of an existing pattern */
+    CHECK_EQ(sub(t, "a.b.c", 1), 1);     /* extension of an existing pattern */
+    CHECK_EQ(sub(t, "", 9), 1);          /* the zero-word pattern */
+    CHECK_EQ(sub(t, "", 9), 0);
+    CHECK_EQ(sub(t, "a..b", 4), 1);      /* empty middle word */
+    CHECK_EQ(sub(t, "a.*", 0), 1);       /* id 0 */
+    CHECK_EQ(sub(t, "a.*", UINT64_MAX), 1);
+    CHECK_EQ(sub(t, "#", 5), 1);
+    CHECK_EQ(sub(t, "*", 5), 1);
+    STRICT(t);
+    CHECK_EQ(cst_len(t), 11);
+
+    CHECK_EQ(unsub(t, "a.b", 7), 0);     /* absent id */
+    CHECK_EQ(unsub(t, "x.y", 1), 0);     /* absent pattern */
+    CHECK_EQ(unsub(t, "a.b.c.d", 1), 0); /* absent, below an existing pattern */
+    CHECK_EQ(unsub(t, "a.c", 1), 0);
+    CHECK_EQ(unsub(t, "a.b", 2), 1);
+    CHECK_EQ(unsub(t, "a.b", 2), 0);
+    CHECK_EQ(unsub(t, "a.b", 1), 1);
+    CHECK_EQ(unsub(t, "a.b", 3), 1);     /* a.b now has no subscribers but a child */
+    CHECK_EQ(unsub(t, "a.b", 3), 0);
+    STRICT(t);
+    CHECK_EQ(unsub(t, "a.b.c", 1), 1);   /* prunes a.b */
+    STRICT(t);
+    CHECK_EQ(unsub(t, "", 9), 1);
+    CHECK_EQ(unsub(t, "", 9), 0);
+    CHECK_EQ(unsub(t, "a..b", 4), 1);
+    CHECK_EQ(unsub(t, "a.*", 0), 1);
+    CHECK_EQ(unsub(t, "a.*", UINT64_MAX), 1);
+    CHECK_EQ(unsub(t, "#", 5), 1);
+    CHECK_EQ(unsub(t, "*", 5), 1);
+    CHECK_EQ(cst_len(t), 1);
+    CHECK_EQ(unsub(t, "a", 1), 1);
+    CHECK_EQ(cst_len(t), 0);
+    STRICT(t);
+
+    /* Deep pattern: subscribe and remove leaves a clean, empty trie. */
+    CHECK_EQ(sub(t, "a.b.c.d.e.f.g.h", 1), 1);
+    CHECK_EQ(unsub(t, "a.b.c.d.e.f.g.h", 1), 1);
+    STRICT(t);
+    cst_stats st;
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK_EQ(st.pairs, 0);
+    CHECK_EQ(st.patterns, 0);
+
+    /* Invalid patterns in MQTT: the right codes, nothing changes. */
+    cst_trie *m = cst_new(&mqtt);
+    CHECK_EQ(cst_subscribe(m, S("a/#/b"), 1), CST_EMULTIPOS);
+    CHECK_EQ(cst_subscribe(m, S("a/b#"), 1), CST_EWILDWORD);
+    CHECK_EQ(cst_subscribe(m, S("a+/b"), 1), CST_EWILDWORD);
+    CHECK_EQ(cst_subscribe(m, S(""), 1), CST_EEMPTY);
+    CHECK_EQ(cst_subscribe(m, S("a/\0b"), 1), CST_ENUL);
+    CHECK_EQ(cst_unsubscribe(m, S("a/#/b"), 1), CST_EMULTIPOS);
+    CHECK_EQ(cst_unsubscribe(m, S(""), 1), CST_EEMPTY);
+    char *longp = xcalloc(65537, 1);
+    memset(longp, 'x', 65536);
+    CHECK_EQ(cst_subscribe(m, longp, 65536, 1), CST_ETOOLONG);
+    CHECK_EQ(cst_subscribe(m, longp, 65535, 1), 1);
+    CHECK_EQ(cst_unsubscribe(m, longp, 65535, 1), 1);
+    free(longp);
+    CHECK_EQ(cst_subscribe(m, S("a/+/#"), 1), 1);
+    CHECK_EQ(cst_subscribe(m, S("+"), 1), 1);
+    CHECK_EQ(cst_subscribe(m, S("#"), 1), 1);
+    CHECK_EQ(cst_subscribe(m, S("/"), 2), 1);
+    CHECK_EQ(cst_len(m), 4);
+    CHECK_EQ(cst_validate(m, S("a/+/#"), 1), 3);
+    CHECK_EQ(cst_validate(m, S("a/+"), 0), CST_EWILDTOPIC);
+    CHECK_EQ(cst_validate(m, S("/"), 0), 2);
+    STRICT(m);
+    CHECK_EQ(cst_new(NULL) == NULL, 1);
+    cst_free(m);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 2. AMQP lookups against the reference matcher
+ * ---------------------------------------------------------------------- */
+
+static const char *amqp_patterns[] = {
+    "#", "#.a", "a.#", "a.#.b", "#.#", "*", "*.*", "a.*", "a.*.c", "", "a", "a.b", "a.b.c",
+    "*.#", "#.*", "a.#.#.b", "#.b.#", "a..b", "*.b", "a.*.#", "#.a.#", ".", "a.", ".a", "x.y",
+    "*.*.*", "#.*.c", "a.#.c.#",
+};
+static const char *amqp_topics[] = {
+    "", "a", "b", "a.b", "a.x.b", "a.x.y.b", "a.b.c", "a.x.c", "b.a", ".", "a.", ".a",
+    "a..b", "x.y", "x.y.z", "a.b.b", "a.c.b.c", "c", "#", "*", "a.#", "b.b.b.b", "a.a.a",
+};
+
+static void test_amqp_lookup(void)
+{
+    int64_t start = live_after_reclaim();
+    size_t np = sizeof amqp_patterns / sizeof *amqp_patterns;
+    size_t nt = sizeof amqp_topics / sizeof *amqp_topics;
+    cst_trie *t = cst_new(&amqp);
+    for (size_t i = 0; i < np; i++)
+        CHECK_EQ(sub(t, amqp_patterns[i], i + 100), 1);
+    STRICT(t);
+    for (size_t k = 0; k < nt; k++) {
+        const char *top = amqp_topics[k];
+        uint64_t want[64];
+        size_t wn = 0;
+        for (size_t i = 0; i < np; i++)
+            if (ref_match(&amqp, amqp_patterns[i], strlen(amqp_patterns[i]), top, strlen(top)))
+                want[wn++] = i + 100;
+        want[wn] = END;
+        if (!lookup_is(t, top, want)) {
+            g_fail++;
+            fprintf(stderr, "%s:%d: AMQP lookup of '%s' differs from the reference\n", __FILE__,
+                    __LINE__, top);
+        } else {
+            g_pass++;
+        }
+        CHECK_EQ(cst_has_subscribers(t, top, strlen(top)), wn > 0);
+    }
+    /* One pattern per trie: lookup, has_subscribers and match agree with the
+     * reference for every (pattern, topic). */
+    gbuf b;
+    gbuf_init(&b, 256, 16, 8);
+    for (size_t i = 0; i < np; i++) {
+        cst_trie *one = cst_new(&amqp);
+        const char *p = amqp_patterns[i];
+        CHECK_EQ(sub(one, p, 7), 1);
+        for (size_t k = 0; k < nt; k++) {
+            const char *top = amqp_topics[k];
+            int want = ref_match(&amqp, p, strlen(p), top, strlen(top));
+            uint64_t id = 0;
+            int64_t n = cst_lookup(one, top, strlen(top), &id, 1);
+            int h = cst_has_subscribers(one, top, strlen(top));
+            int g = cst_match(one, top, strlen(top), &b.g);
+            int ok = n == want && (!want || id == 7) && h == want && g == want &&
+                     (!want || (b.g.pat_end[0] == (int64_t)strlen(p) &&
+                                memcmp(b.g.pat, p, strlen(p)) == 0 && b.g.ids_end[0] == 1 &&
+                                b.g.ids[0] == 7));
+            if (ok) {
+                g_pass++;
+            } else {
+                g_fail++;
+                fprintf(stderr,
+                        "%s:%d: AMQP pattern '%s' topic '%s': want %d, lookup %" PRId64
+                        " has %d match %d\n",
+                        __FILE__, __LINE__, p, top, want, n, h, g);
+            }
+        }
+        cst_free(one);
+    }
+    gbuf_free(&b);
+
+    /* The rules named in the brief, spelled out. */
+    cst_trie *r = cst_new(&amqp);
+    sub(r, "#.x", 1);      /* # zero words at the start */
+    sub(r, "x.#.y", 2);    /* # zero words in the middle */
+    sub(r, "x.#", 3);      /* # zero words at the end */
+    sub(r, "*", 4);        /* exactly one word */
+    sub(r, "", 5);         /* the zero-word pattern */
+    sub(r, "#", 6);
+    LOOKUP_IS(r, "x", 1, 3, 4, 6, END);
+    LOOKUP_IS(r, "x.y", 2, 3, 6, END);
+    LOOKUP_IS(r, "q.x", 1, 6, END);
+    LOOKUP_IS(r, "x.q.q.y", 2, 3, 6, END);
+    LOOKUP_IS(r, "", 5, 6, END);        /* empty topic = zero words: "" and "#" */
+    LOOKUP_IS(r, ".", 6, END);           /* two empty words */
+    LOOKUP_IS(r, "y", 4, 6, END);
+    CHECK_EQ(cst_validate(r, S(""), 0), 0);
+    CHECK_EQ(cst_validate(r, S("."), 0), 2);
+    CHECK_EQ(cst_validate(r, S("a.*.#"), 1), 3);
+    STRICT(r);
+    cst_free(r);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 3. MQTT lookups, the $ rule and invalid topics
+ * ---------------------------------------------------------------------- */
+
+static const char *mqtt_patterns[] = {
+    "#", "+", "+/+", "a/#", "a/+", "$SYS/#", "$SYS/+", "+/b", "/", "a//b", "+/#", "a/b",
+    "a", "a/+/#", "+/+/#", "$SYS", "/#", "+/", "a/b/#", "$x/b", "b/$x", "b/+",
+};
+static const char *mqtt_topics[] = {
+    "a", "a/b", "$SYS/x", "$SYS", "a/", "/", "a//b", "$x/b", "b/$x", "a/b/c", "b", "//",
+    "$SYS/x/y", "x$/b", "a/$b", "$", "$/a",
+};
+
+static void test_mqtt_lookup(void)
+{
+    int64_t start = live_after_reclaim();
+    size_t np = sizeof mqtt_patterns / sizeof *mqtt_patterns;
+    size_t nt = sizeof mqtt_topics / sizeof *mqtt_topics;
+    cst_trie *t = cst_new(&mqtt);
+    for (size_t i = 0; i < np; i++)
+        CHECK_EQ(sub(t, mqtt_patterns[i], i + 100), 1);
+    STRICT(t);
+    for (size_t k = 0; k < nt; k++) {
+        const char *top = mqtt_topics[k];
+        uint64_t want[64];
+        size_t wn = 0;
+        for (size_t i = 0; i < np; i++)
+            if (ref_match(&mqtt, mqtt_patterns[i], strlen(mqtt_patterns[i]), top, strlen(top)))
+                want[wn++] = i + 100;
+        want[wn] = END;
+        if (!lookup_is(t, top, want)) {
+            g_fail++;
+            fprintf(stderr, "%s:%d: MQTT lookup of '%s' differs from the reference\n", __FILE__,
+                    __LINE__, top);
+        } else {
+            g_pass++;
+        }
+        CHECK_EQ(cst_has_subscribers(t, top, strlen(top)), wn > 0);
+    }
+    /* Spelled out: the $ rule and '#' matching the parent. */
+    cst_trie *r = cst_new(&mqtt);
+    sub(r, "#", 1);
+    sub(r, "+/x", 2);
+    sub(r, "$SYS/#", 3);
+    sub(r, "a/#", 4);
+    sub(r, "+", 5);
+    sub(r, "a/+", 6);
+    LOOKUP_IS(r, "$SYS/x", 3, END);      /* wildcard-first filters never see $ topics */
+    LOOKUP_IS(r, "$SYS", 3, END);        /* "$SYS/#" matches its parent */
+    LOOKUP_IS(r, "a", 1, 4, 5, END);     /* "a/#" matches "a"; "a/+" does not */
+    LOOKUP_IS(r, "a/x", 1, 2, 4, 6, END);
+    LOOKUP_IS(r, "a/", 1, 4, 6, END);    /* "+" matches an empty level */
+    LOOKUP_IS(r, "b/$x", 1, END);        /* only the first level matters for $ */
+    CHECK_EQ(cst_has_subscribers(r, S("$other")), 0);
+    CHECK_EQ(cst_has_subscribers(r, S("other")), 1);
+
+    /* Invalid topics: the right code from every reader. */
+    struct {
+        const char *s;
+        size_t len;
+        int code;
+    } bad[] = {
+        {"", 0, CST_EEMPTY},        {"a/+", 3, CST_EWILDTOPIC}, {"a/#", 3, CST_EWILDTOPIC},
+        {"+", 1, CST_EWILDTOPIC},   {"a+b", 3, CST_EWILDTOPIC}, {"a/b#", 4, CST_EWILDTOPIC},
+        {"a\0b", 3, CST_ENUL},
+    };
+    gbuf b;
+    gbuf_init(&b, 64, 8, 4);
+    uint64_t out[4];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_EQ(cst_lookup(r, bad[i].s, bad[i].len, out, 4), bad[i].code);
+        CHECK_EQ(cst_has_subscribers(r, bad[i].s, bad[i].len), bad[i].code);
+        CHECK_EQ(cst_match(r, bad[i].s, bad[i].len, &b.g), bad[i].code);
+        CHECK_EQ(cst_validate(r, bad[i].s, bad[i].len, 0), bad[i].code);
+    }
+    char *big = xcalloc(65537, 1);
+    memset(big, 'a', 65536);
+    CHECK_EQ(cst_lookup(r, big, 65536, out, 4), CST_ETOOLONG);
+    CHECK_EQ(cst_lookup(r, big, 65535, out, 4), 2); /* "#" and "+" */
+    free(big);
+    gbuf_free(&b);
+    STRICT(r);
+    cst_free(r);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 4. has_subscribers
+ * ---------------------------------------------------------------------- */
+
+static void test_has_subscribers(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = cst_new(&amqp);
+    CHECK_EQ(cst_has_subscribers(t, S("a")), 0);
+    CHECK_EQ(cst_has_subscribers(t, S("")), 0);
+    sub(t, "a.*.c", 1);
+    CHECK_EQ(cst_has_subscribers(t, S("a.b.c")), 1);
+    CHECK_EQ(cst_has_subscribers(t, S("a.b")), 0);
+    CHECK_EQ(cst_has_subscribers(t, S("a.b.c.d")), 0);
+    sub(t, "#.d", 2);
+    CHECK_EQ(cst_has_subscribers(t, S("a.b.c.d")), 1);
+    CHECK_EQ(cst_has_subscribers(t, S("d")), 1);
+    CHECK_EQ(cst_has_subscribers(t, S("")), 0);
+    sub(t, "", 3);
+    CHECK_EQ(cst_has_subscribers(t, S("")), 1);
+    unsub(t, "a.*.c", 1);
+    CHECK_EQ(cst_has_subscribers(t, S("a.b.c")), 0);
+    /* Readers work on a read-only snapshot too. */
+    cst_trie *s = cst_snapshot(t, 1);
+    CHECK_EQ(cst_has_subscribers(s, S("x.d")), 1);
+    cst_stats st;
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK(st.lookups >= 8);
+    CHECK_EQ(st.pairs, 2);
+    STRICT(t);
+    STRICT(s);
+    cst_free(s);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 5. cst_match groups and truncation
+ * ---------------------------------------------------------------------- */
+
+static void test_match_groups(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = cst_new(&amqp);
+    sub(t, "a.b.c", 1);
+    sub(t, "a.*.c", 2);
+    sub(t, "a.*.c", 3);
+    sub(t, "#", 4);
+    sub(t, "#.c", 5);
+    sub(t, "#.c", 6);
+    sub(t, "#.c", 1); /* id 1 in two groups: match reports it in both */
+    sub(t, "x.y", 9);
+
+    /* Expected groups for "a.b.c" (order unspecified). */
+    pairs want = {0};
+    pairs_add(&want, S("a.b.c"), 1);
+    pairs_add(&want, S("a.*.c"), 2);
+    pairs_add(&want, S("a.*.c"), 3);
+    pairs_add(&want, S("#"), 4);
+    pairs_add(&want, S("#.c"), 5);
+    pairs_add(&want, S("#.c"), 6);
+    pairs_add(&want, S("#.c"), 1);
+    pairs_sort(&want);
+
+    gbuf b;
+    gbuf_init(&b, 1, 1, 1);
+    int r = cst_match(t, S("a.b.c"), &b.g);
+    CHECK_EQ(r, CST_ETRUNC);
+    CHECK_EQ(b.g.need_groups, 4);
+    CHECK_EQ(b.g.need_ids, 7);
+    CHECK_EQ(b.g.need_pat, strlen("a.b.c") + strlen("a.*.c") + strlen("#") + strlen("#.c"));
+    /* Only the pattern buffer too small. */
+    gbuf_grow(&b, 4, 64, 64);
+    CHECK_EQ(cst_match(t, S("a.b.c"), &b.g), CST_ETRUNC);
+    CHECK_EQ(b.g.need_pat, 14);
+    gbuf_grow(&b, b.g.need_pat, b.g.need_ids, b.g.need_groups);
+    r = cst_match(t, S("a.b.c"), &b.g);
+    CHECK_EQ(r, 4);
+    CHECK_EQ(b.g.ngroups, 4);
+    pairs got = {0};
+    groups_to_pairs(&b.g, (size_t)(r > 0 ? r : 0), &got, NULL);
+    pairs_sort(&got);
+    CHECK(pairs_equal(&got, &want));
+    /* Exactly-sized buffers succeed as well. */
+    gbuf c;
+    gbuf_init(&c, 14, 7, 4);
+    CHECK_EQ(cst_match(t, S("a.b.c"), &c.g), 4);
+    /* No matches: zero groups, even with empty buffers. */
+    gbuf z;
+    gbuf_init(&z, 0, 0, 0);
+    CHECK_EQ(cst_match(t, S(""), &z.g), CST_ETRUNC); /* "#" matches; no room */
+    CHECK_EQ(z.g.need_groups, 1);
+    CHECK_EQ(z.g.need_pat, 1);
+    CHECK_EQ(z.g.need_ids, 1);
+    CHECK_EQ(cst_match(t, S("q.q"), &z.g), CST_ETRUNC);
+    unsub(t, "#", 4);
+    CHECK_EQ(cst_match(t, S("q.q"), &z.g), 0);
+    CHECK_EQ(z.g.need_groups, 0);
+    pairs_free(&got);
+    pairs_free(&want);
+    gbuf_free(&b);
+    gbuf_free(&c);
+    gbuf_free(&z);
+    STRICT(t);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 6. cst_subscribers (exact pattern)
+ * ---------------------------------------------------------------------- */
+
+static void test_subscribers(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = cst_new(&amqp);
+    for (uint64_t i = 0; i < 1000; i++)
+        sub(t, "a.*", i * 3);
+    sub(t, "a.b", 5000);
+    sub(t, "", 6000);
+    sub(t, "#", 7000);
+    uint64_t *out = xcalloc(1000, sizeof *out);
+    CHECK_EQ(cst_subscribers(t, S("a.*"), out, 1000), 1000);
+    qsort(out, 1000, sizeof *out, cmp_u64);
+    int ok = 1;
+    for (uint64_t i = 0; i < 1000; i++)
+        ok &= out[i] == i * 3;
+    CHECK(ok);
+    memset(out, 0xff, 1000 * sizeof *out);
+    CHECK_EQ(cst_subscribers(t, S("a.*"), out, 10), 1000); /* count; 10 written */
+    ok = 1;
+    for (int i = 0; i < 10; i++)
+        ok &= out[i] % 3 == 0 && out[i] < 3000;
+    CHECK(ok);
+    CHECK_EQ(out[10], UINT64_MAX);
+    CHECK_EQ(cst_subscribers(t, S("a.b"), out, 1000), 1);
+    CHECK_EQ(out[0], 5000);
+    CHECK_EQ(cst_subscribers(t, S("a.c"), out, 1000), 0);   /* exact, not matching */
+    CHECK_EQ(cst_subscribers(t, S("a"), out, 1000), 0);     /* inner node, no subscribers */
+    CHECK_EQ(cst_subscribers(t, S("a.b.c"), out, 1000), 0);
+    CHECK_EQ(cst_subscribers(t, S(""), out, 1000), 1);
+    CHECK_EQ(out[0], 6000);
+    CHECK_EQ(cst_subscribers(t, S("#"), out, 1000), 1);
+    CHECK_EQ(out[0], 7000);
+    CHECK_EQ(cst_subscribers(t, S("a.*"), NOBUF), 1000);
+    cst_trie *m = cst_new(&mqtt);
+    CHECK_EQ(cst_subscribers(m, S("a/#/b"), out, 10), CST_EMULTIPOS);
+    CHECK_EQ(cst_subscribers(m, S(""), out, 10), CST_EEMPTY);
+    cst_free(m);
+    free(out);
+    STRICT(t);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 7. cst_lookup_batch
+ * ---------------------------------------------------------------------- */
+
+typedef struct batch_pair {
+    int64_t row;
+    uint64_t id;
+} batch_pair;
+
+static int bp_cmp(const void *a, const void *b)
+{
+    const batch_pair *x = a, *y = b;
+    if (x->row != y->row)
+        return x->row < y->row ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Run a whole batch through cst_lookup_batch with capacity cap; returns the
+ * sorted (row, id) pairs and fills status.  Checks the protocol on the way. */
+static batch_pair *run_batch(cst_trie *t, const char *data, const void *offs, int off64,
+                             const uint8_t *valid, int64_t voff, int64_t nrows, size_t cap,
+                             int8_t *status, size_t *npairs, long *ncalls)
+{
+    size_t n = 0, ncap = 64;
+    batch_pair *res = xcalloc(ncap, sizeof *res);
+    int64_t *rows = xcalloc(cap, sizeof *rows);
+    uint64_t *ids = xcalloc(cap, sizeof *ids);
+    int64_t row = 0;
+    uint64_t skip = 0;
+    long calls = 0;
+    while (row < nrows) {
+        int64_t next_row = -1;
+        uint64_t next_skip = 99;
+        int64_t got = cst_lookup_batch(t, data, offs, off64, valid, voff, nrows, row, skip, rows,
+                                       ids, cap, &next_row, &next_skip, status);
+        calls++;
+        if (got < 0 || (size_t)got > cap || next_row < row || next_row > nrows ||
+            (next_row == row && next_skip <= skip && got == 0) || calls > 100000) {
+            g_fail++;
+            fprintf(stderr,
+                    "%s:%d: lookup_batch protocol: got %" PRId64 " row %" PRId64 "->%" PRId64
+                    " skip %" PRIu64 "->%" PRIu64 "\n",
+                    __FILE__, __LINE__, got, row, next_row, skip, next_skip);
+            break;
+        }
+        for (int64_t i = 0; i < got; i++) {
+            if (n == ncap) {
+                ncap *= 2;
+                res = xrealloc(res, ncap * sizeof *res);
+            }
+            res[n++] = (batch_pair){rows[i], ids[i]};
+            if (rows[i] < row || rows[i] > next_row) {
+                g_fail++;
+                fprintf(stderr, "%s:%d: lookup_batch row %" PRId64 " outside [%" PRId64
+                                ", %" PRId64 "]\n", __FILE__, __LINE__, rows[i], row, next_row);
+            }
+        }
+        row = next_row;
+        skip = next_skip;
+    }
+    free(rows);
+    free(ids);
+    if (n)
+        qsort(res, n, sizeof *res, bp_cmp);
+    *npairs = n;
+    *ncalls = calls;
+    return res;
+}
+
+static void test_lookup_batch(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = cst_new(&mqtt);
+    /* "big/x" matches 40 ids through "big/#" and "big/+" and "#". */
+    for (uint64_t i = 0; i < 20; i++) {
+        sub(t, "big/#", 1000 + i);
+        sub(t, "big/+", 2000 + i);
+    }
+    sub(t, "big/+", 1000); /* duplicate across patterns: delivered once */
+    sub(t, "#", 7);
+    sub(t, "a/b", 1);
+    sub(t, "a/+", 2);
+    sub(t, "+/b", 3);
+    sub(t, "$SYS/#", 4);
+
+    const char *topics[] = {"a/b", NULL, "big/x", "", "a/+", "$SYS/q", NULL, "a/c",
+                            "zzz", "big/x", "a/b", NULL};
+    int64_t nrows = (int64_t)(sizeof topics / sizeof *topics);
+    /* Arrow layout: data, offsets (32 and 64 bit), validity with a bit offset of 3. */
+    char data[256];
+    int32_t off32[16];
+    int64_t off64[16];
+    uint8_t valid[4] = {0, 0, 0, 0};
+    const int64_t voff = 3;
+    size_t pos = 0;
+    for (int64_t r = 0; r < nrows; r++) {
+        off32[r] = (int32_t)pos;
+        off64[r] = (int64_t)pos;
+        if (topics[r]) {
+            memcpy(data + pos, topics[r], strlen(topics[r]));
+            pos += strlen(topics[r]);
+            valid[(r + voff) >> 3] |= (uint8_t)(1u << ((r + voff) & 7));
+        }
+    }
+    off32[nrows] = (int32_t)pos;
+    off64[nrows] = (int64_t)pos;
+    /* Junk in the bits before the offset must be ignored. */
+    valid[0] |= 0x5;
+
+    /* Expected pairs from per-row lookups. */
+    size_t en = 0;
+    batch_pair expect[512];
+    for (int64_t r = 0; r < nrows; r++) {
+        if (!topics[r])
+            continue;
+        uint64_t *ids;
+        int64_t n = lookup_sorted(t, topics[r], strlen(topics[r]), &ids);
+        for (int64_t i = 0; i < n; i++)
+            expect[en++] = (batch_pair){r, ids[i]};
+        free(ids);
+    }
+    qsort(expect, en, sizeof *expect, bp_cmp);
+    CHECK(en > 90);
+
+    size_t caps[] = {1000, 3, 1, 40, 41, 7};
+    for (int use64 = 0; use64 < 2; use64++) {
+        for (size_t ci = 0; ci < sizeof caps / sizeof *caps; ci++) {
+            int8_t status[16];
+            memset(status, 99, sizeof status);
+            size_t n;
+            long calls;
+            batch_pair *got =
+                run_batch(t, data, use64 ? (const void *)off64 : (const void *)off32, use64,
+                          valid, voff, nrows, caps[ci], status, &n, &calls);
+            int same = n == en && memcmp(got, expect, n * sizeof *got) == 0;
+            if (!same)
+                fprintf(stderr, "  batch cap=%zu off64=%d: %zu pairs, want %zu\n", caps[ci],
+                        use64, n, en);
+            CHECK(same);
+            /* Each (row, id) once. */
+            int dup = 0;
+            for (size_t i = 1; i < n; i++)
+                dup |= bp_cmp(&got[i], &got[i - 1]) == 0;
+            CHECK(!dup);
+            if (caps[ci] < 40)
+                CHECK(calls > 1);
+            CHECK_EQ(status[0], 0);
+            CHECK_EQ(status[1], 1);              /* null */
+            CHECK_EQ(status[2], 0);
+            CHECK_EQ(status[3], CST_EEMPTY);     /* invalid rows: their code */
+            CHECK_EQ(status[4], CST_EWILDTOPIC);
+            CHECK_EQ(status[5], 0);
+            CHECK_EQ(status[6], 1);
+            CHECK_EQ(status[11], 1);
+            free(got);
+        }
+    }
+    /* Without validity and status, starting in the middle. */
+    int64_t rows[64];
+    uint64_t ids[64];
+    int64_t next_row;
+    uint64_t next_skip;
+    const char d2[] = "a/bzzz";
+    int32_t o2[] = {0, 3, 6};
+    int64_t got = cst_lookup_batch(t, d2, o2, 0, NULL, 0, 2, 1, 0, rows, ids, 64, &next_row,
+                                   &next_skip, NULL);
+    CHECK_EQ(got, 1); /* only "zzz" -> "#" */
+    CHECK_EQ(rows[0], 1);
+    CHECK_EQ(ids[0], 7);
+    CHECK_EQ(next_row, 2);
+    CHECK_EQ(next_skip, 0);
+    /* A chunked row delivered from a frozen snapshot is stable. */
+    cst_trie *s = cst_snapshot(t, 1);
+    int8_t status[16];
+    size_t n;
+    long calls;
+    batch_pair *g2 = run_batch(s, data, off64, 1, valid, voff, nrows, 2, status, &n, &calls);
+    CHECK(n == en && memcmp(g2, expect, n * sizeof *g2) == 0);
+    free(g2);
+    cst_free(s);
+    STRICT(t);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 8. Snapshots and copies
+ * ---------------------------------------------------------------------- */
+
+static void fill_small(cst_trie *t, uint64_t base)
+{
+    const char *ps[] = {"a.b.c", "a.*", "#", "x.y.z.w", "a", "", "q.#.r", "m.n"};
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) {
+        sub(t, ps[i], base + i);
+        sub(t, ps[i], base + 100 + i);
+    }
+}
+
+static void test_snapshots(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = cst_new(&amqp);
+    fill_small(t, 0);
+    pairs before = content(t);
+    CHECK_EQ(before.n, 16);
+
+    cst_trie *ro = cst_snapshot(t, 1);
+    CHECK(ro != NULL);
+    CHECK_EQ(cst_is_readonly(ro), 1);
+    /* Later writes to t do not show in ro. */
+    CHECK_EQ(sub(t, "a.b.c", 77), 1);
+    CHECK_EQ(unsub(t, "x.y.z.w", 3), 1);
+    CHECK_EQ(unsub(t, "x.y.z.w", 103), 1);
+    CHECK_EQ(sub(t, "new.path.here", 1), 1);
+    CHECK_EQ(cst_clear(t), 0);
+    CHECK_EQ(sub(t, "after.clear", 1), 1);
+    pairs ro_now = content(ro);
+    CHECK(pairs_equal(&ro_now, &before));
+    CHECK_EQ(cst_len(ro), 16);
+    CHECK_EQ(cst_len(t), 1);
+    LOOKUP_IS(ro, "x.y.z.w", 2, 3, 102, 103, END);
+    LOOKUP_IS(t, "x.y.z.w", END);
+    STRICT(ro);
+    STRICT(t);
+
+    /* A read-only snapshot refuses writes. */
+    CHECK_EQ(sub(ro, "a", 1), CST_EREADONLY);
+    CHECK_EQ(unsub(ro, "a", 4), CST_EREADONLY);
+    CHECK_EQ(cst_clear(ro), CST_EREADONLY);
+    CHECK(cst_clear_take(ro) == NULL);
+    CHECK_EQ(cst_len(ro), 16);
+
+    /* Snapshot of a snapshot: read-only shares; a writable copy is free. */
+    cst_trie *ro2 = cst_snapshot(ro, 1);
+    cst_trie *cp = cst_snapshot(ro, 0);
+    CHECK(ro2 != NULL && cp != NULL);
+    CHECK_EQ(cst_is_readonly(ro2), 1);
+    CHECK_EQ(cst_is_readonly(cp), 0);
+    pairs p2 = content(ro2), p3 = content(cp);
+    CHECK(pairs_equal(&p2, &before));
+    CHECK(pairs_equal(&p3, &before));
+    CHECK_EQ(sub(cp, "copy.only", 5), 1);
+    CHECK_EQ(unsub(cp, "a.*", 1), 1);
+    CHECK_EQ(cst_clear(cp) == 0 && sub(cp, "z", 1) == 1, 1);
+    CHECK_EQ(cst_len(cp), 1);
+    CHECK_EQ(cst_len(ro), 16);
+    CHECK_EQ(cst_len(ro2), 16);
+    STRICT(cp);
+    STRICT(ro2);
+
+    /* A writable copy of a live trie is independent both ways. */
+    cst_trie *u = cst_new(&amqp);
+    fill_small(u, 0);
+    cst_trie *w = cst_snapshot(u, 0);
+    CHECK(w != NULL);
+    CHECK_EQ(cst_is_readonly(w), 0);
+    CHECK_EQ(sub(w, "only.in.copy", 1), 1);
+    CHECK_EQ(unsub(w, "a.b.c", 0), 1);
+    CHECK_EQ(sub(u, "only.in.orig", 1), 1);
+    CHECK_EQ(unsub(u, "m.n", 7), 1);
+    LOOKUP_IS(w, "only.in.copy", 1, 2, 102, END);   /* 2, 102: "#" */
+    LOOKUP_IS(u, "only.in.copy", 2, 102, END);
+    LOOKUP_IS(u, "only.in.orig", 1, 2, 102, END);
+    LOOKUP_IS(w, "only.in.orig", 2, 102, END);
+    LOOKUP_IS(w, "a.b.c", 2, 100, 102, END);
+    LOOKUP_IS(u, "a.b.c", 0, 2, 100, 102, END);
+    LOOKUP_IS(w, "m.n", 2, 7, 102, 107, END);
+    LOOKUP_IS(u, "m.n", 2, 102, 107, END);
+    CHECK_EQ(cst_len(u), 16);
+    CHECK_EQ(cst_len(w), 16);
+    /* Copy of a copy, snapshot of a copy. */
+    cst_trie *w2 = cst_snapshot(w, 0);
+    cst_trie *wr = cst_snapshot(w, 1);
+    CHECK_EQ(sub(w2, "w2", 1), 1);
+    CHECK_EQ(sub(w, "w", 1), 1);
+    CHECK_EQ(cst_len(w2), 17);
+    CHECK_EQ(cst_len(w), 17);
+    CHECK_EQ(cst_len(wr), 16);
+    CHECK_EQ(cst_has_subscribers(w2, S("w")), 1); /* "#" */
+    CHECK_EQ(cst_subscribers(w2, S("w"), NOBUF), 0);
+    CHECK_EQ(cst_subscribers(w, S("w"), NOBUF), 1);
+    CHECK_EQ(cst_subscribers(w2, S("w2"), NOBUF), 1);
+    STRICT(u);
+    STRICT(w);
+    STRICT(w2);
+    STRICT(wr);
+
+    /* Free the original first: snapshots keep their nodes. */
+    cst_free(t);
+    cst_free(u);
+    cst_reclaim();
+    pairs p4 = content(ro);
+    CHECK(pairs_equal(&p4, &before));
+    STRICT(ro);
+    cst_free(ro);
+    cst_free(ro2);
+    cst_free(cp);
+    cst_free(w);
+    cst_free(w2);
+    cst_free(wr);
+    pairs_free(&before);
+    pairs_free(&ro_now);
+    pairs_free(&p2);
+    pairs_free(&p3);
+    pairs_free(&p4);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 9. clear and clear_take
+ * ---------------------------------------------------------------------- */
+
+static void test_clear(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = cst_new(&amqp);
+    CHECK_EQ(cst_clear(t), 0); /* empty */
+    fill_small(t, 0);
+    CHECK_EQ(cst_clear(t), 0);
+    CHECK_EQ(cst_len(t), 0);
+    LOOKUP_IS(t, "a.b.c", END);
+    STRICT(t);
+    pairs empty = content(t);
+    CHECK_EQ(empty.n, 0);
+
+    fill_small(t, 10);
+    pairs before = content(t);
+    cst_trie *taken = cst_clear_take(t);
+    CHECK(taken != NULL);
+    if (taken) {
+        CHECK_EQ(cst_is_readonly(taken), 1);
+        pairs got = content(taken);
+        CHECK(pairs_equal(&got, &before));
+        CHECK_EQ(cst_len(taken), (int64_t)before.n);
+        STRICT(taken);
+        pairs_free(&got);
+    }
+    CHECK_EQ(cst_len(t), 0);
+    /* The trie is usable, and the taken snapshot unaffected. */
+    CHECK_EQ(sub(t, "a.b.c", 10), 1);
+    CHECK_EQ(sub(t, "fresh", 1), 1);
+    CHECK_EQ(cst_len(t), 2);
+    if (taken) {
+        CHECK_EQ(cst_len(taken), (int64_t)before.n);
+        CHECK_EQ(cst_subscribers(taken, S("fresh"), NOBUF), 0);
+    }
+    /* clear_take of an empty trie: an empty snapshot. */
+    cst_trie *e = cst_new(&amqp);
+    cst_trie *te = cst_clear_take(e);
+    CHECK(te != NULL);
+    if (te)
+        CHECK_EQ(cst_len(te), 0);
+    STRICT(t);
+    cst_free(te);
+    cst_free(e);
+    cst_free(taken);
+    cst_free(t);
+    pairs_free(&before);
+    pairs_free(&empty);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 10. cst_len and iteration against a model, with small buffers
+ * ---------------------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    /* splitmix64 */
+    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+static void random_pattern(uint64_t *rng, char *buf, size_t cap, int wild)
+{
+    static const char *words[] = {"a", "b", "c", "dd", "eee", "", "f", "gg"};
+    int n = (int)(rng_next(rng) % 5); /* 0 words = the zero-word pattern */
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const char *w;
+        uint64_t r = rng_next(rng) % 12;
+        if (wild && r == 10)
+            w = "*";
+        else if (wild && r == 11)
+            w = "#";
+        else
+            w = words[r % 8];
+        int l = snprintf(buf + len, cap - len, "%s%s", i ? "." : "", w);
+        if (l < 0 || (size_t)l >= cap - len) {
+            buf[len] = 0;
+            break;
+        }
+        len += (size_t)l;
+    }
+}
+
+static void test_len_and_iteration(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = cst_new(&amqp);
+    /* Model: a hash set of (pattern, id) through a sorted pairs rebuild. */
+    enum { NPAT = 300, NIDS = 6 };
+    char pats[NPAT][48];
+    uint64_t rng = 12345;
+    for (int i = 0; i < NPAT; i++)
+        random_pattern(&rng, pats[i], sizeof pats[i], 1);
+    unsigned char *model = xcalloc(NPAT * NIDS, 1);
+    int64_t counter = 0;
+    for (int step = 0; step < 20000; step++) {
+        int p = (int)(rng_next(&rng) % NPAT), id = (int)(rng_next(&rng) % NIDS);
+        int ins = rng_next(&rng) % 3 != 0;
+        /* Same pattern text may be drawn twice: the model is keyed by text. */
+        int k = p;
+        for (int q = 0; q < p; q++)
+            if (strcmp(pats[q], pats[p]) == 0) {
+                k = q;
+                break;
+            }
+        int r = ins ? sub(t, pats[k], (uint64_t)id) : unsub(t, pats[k], (uint64_t)id);
+        unsigned char *m = &model[k * NIDS + id];
+        int want = ins ? !*m : *m;
+        if (r != want) {
+            g_fail++;
+            fprintf(stderr, "%s:%d: %s('%s', %d) = %d, model says %d\n", __FILE__, __LINE__,
+                    ins ? "subscribe" : "unsubscribe", pats[k], id, r, want);
+        }
+        if (r == 1) {
+            *m = (unsigned char)ins;
+            counter += ins ? 1 : -1;
+        }
+        if (step % 2000 == 0) {
+            CHECK_EQ(cst_len(t), counter);
+            STRICT(t);
+        }
+    }
+    CHECK_EQ(cst_len(t), counter);
+    STRICT(t);
+    pairs want = {0};
+    for (int i = 0; i < NPAT; i++)
+        for (int id = 0; id < NIDS; id++)
+            if (model[i * NIDS + id])
+                pairs_add(&want, pats[i], strlen(pats[i]), (uint64_t)id);
+    pairs_sort(&want);
+    CHECK_EQ(want.n, counter);
+    /* Iteration with many buffer shapes, growing on CST_ETRUNC. */
+    size_t shapes[][3] = {{4096, 4096, 256}, {1, 1, 1}, {0, 0, 0}, {16, 2, 1},
+                          {64, 3, 5},        {8, 100, 2}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        pairs got = content_bufs(t, shapes[s][0], shapes[s][1], shapes[s][2]);
+        CHECK_EQ(got.err, 0);
+        CHECK(!pairs_has_dups(&got));
+        CHECK(pairs_equal(&got, &want));
+        pairs_free(&got);
+    }
+    /* Stats agree with len. */
+    cst_stats st;
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK_EQ(st.pairs, counter);
+    /* The dump works and reports its full length. */
+    size_t dl = cst_dump(t, NULL, 0);
+    char *dump = xcalloc(dl + 1, 1);
+    CHECK_EQ(cst_dump(t, dump, dl + 1), dl);
+    CHECK(strncmp(dump, "I gen=", 6) == 0);
+    free(dump);
+    /* An iterator sees the trie as of its creation. */
+    cst_iter *it = cst_iter_new(t);
+    CHECK_EQ(cst_clear(t), 0);
+    gbuf b;
+    gbuf_init(&b, 4096, 4096, 256);
+    pairs got = {0};
+    int r;
+    while ((r = cst_iter_next(it, &b.g)) > 0)
+        groups_to_pairs(&b.g, (size_t)r, &got, NULL);
+    CHECK_EQ(r, 0);
+    CHECK_EQ(cst_iter_next(it, &b.g), 0); /* stays at the end */
+    pairs_sort(&got);
+    CHECK(pairs_equal(&got, &want));
+    cst_iter_free(it);
+    gbuf_free(&b);
+    pairs_free(&got);
+    pairs_free(&want);
+    free(model);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 11. 100,000 subscribers of one pattern
+ * ---------------------------------------------------------------------- */
+
+static void test_big_subscriber_set(void)
+{
+    int64_t start = live_after_reclaim();
+    enum { N = 100000 };
+    cst_trie *t = cst_new(&amqp);
+    int bad = 0;
+    for (uint64_t i = 0; i < N; i++)
+        bad += sub(t, "news.#", i * 7 + 1) != 1;
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(sub(t, "news.#", 8), 0); /* 1*7+1 */
+    sub(t, "other", 1);
+    STRICT(t);
+    CHECK_EQ(cst_len(t), N + 1);
+    uint64_t *ids;
+    int64_t n = lookup_sorted(t, S("news.sports.x"), &ids);
+    CHECK_EQ(n, N);
+    CHECK(n > 0 && !sorted_has_dups(ids, (size_t)n));
+    int ok = n == N;
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = ids[i] == (uint64_t)i * 7 + 1;
+    CHECK(ok);
+    free(ids);
+    CHECK_EQ(cst_subscribers(t, S("news.#"), NOBUF), N);
+    CHECK_EQ(cst_has_subscribers(t, S("news")), 1);
+    /* Iteration over the set with small buffers: split over many calls. */
+    pairs got = content_bufs(t, 64, 1000, 4);
+    CHECK_EQ(got.err, 0);
+    CHECK_EQ(got.n, N + 1);
+    CHECK(got.calls >= N / 1000);
+    CHECK(!pairs_has_dups(&got));
+    ok = got.n == N + 1;
+    for (size_t i = 0; ok && i < N; i++)
+        ok = got.v[i].plen == 6 && memcmp(got.v[i].pat, "news.#", 6) == 0 &&
+             got.v[i].id == (uint64_t)i * 7 + 1;
+    CHECK(ok);
+    pairs_free(&got);
+    /* A snapshot keeps the whole set while the live trie loses it. */
+    cst_trie *s = cst_snapshot(t, 1);
+    bad = 0;
+    for (uint64_t i = 0; i < N; i++)
+        bad += unsub(t, "news.#", i * 7 + 1) != 1;
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(nlook(t, "news.x"), 0);
+    CHECK_EQ(cst_len(t), 1);
+    CHECK_EQ(cst_len(s), N + 1);
+    CHECK_EQ(nlook(s, "news.x"), N);
+    STRICT(t);
+    STRICT(s);
+    cst_free(s);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 12. Wide levels: 100,000 words under one node (and at the root)
+ * ---------------------------------------------------------------------- */
+
+static void test_wide_level(void)
+{
+    int64_t start = live_after_reclaim();
+    enum { N = 100000 };
+    cst_trie *t = cst_new(&amqp);
+    char buf[64];
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        int l = snprintf(buf, sizeof buf, "w.k%d", i);
+        bad += cst_subscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+    }
+    for (int i = 0; i < N; i += 10) {
+        int l = snprintf(buf, sizeof buf, "r%d", i); /* wide root level too */
+        bad += cst_subscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+    }
+    CHECK_EQ(bad, 0);
+    STRICT(t);
+    CHECK_EQ(cst_len(t), N + N / 10);
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+        int l = snprintf(buf, sizeof buf, "w.k%d", i);
+        uint64_t out[2];
+        int64_t n = cst_lookup(t, buf, (size_t)l, out, 2);
+        bad += !(n == 1 && out[0] == (uint64_t)i);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(nlook(t, "w.nope"), 0);
+    CHECK_EQ(nlook(t, "r50"), 1);
+    pairs got = content_bufs(t, 256, 64, 100);
+    CHECK_EQ(got.n, N + N / 10);
+    CHECK(!pairs_has_dups(&got));
+    pairs_free(&got);
+    cst_stats st;
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK(st.inodes > 1000); /* hash-array-mapped, not one flat node */
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+        int l = snprintf(buf, sizeof buf, "w.k%d", i);
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+    }
+    CHECK_EQ(bad, 0);
+    STRICT(t);
+    for (int i = 0; i < N; i += 10) {
+        int l = snprintf(buf, sizeof buf, "r%d", i);
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(cst_len(t), 0);
+    STRICT(t);
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK_EQ(st.cnodes, 1);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 13. Forced hash collisions (L-nodes)
+ * ---------------------------------------------------------------------- */
+
+/* Single-level words only: collision lists of S-nodes without child levels. */
+static void collisions_flat(uint64_t mask, int nwords)
+{
+    int64_t start = live_after_reclaim();
+    cst_debug_set_hash_mask(mask);
+    cst_trie *t = cst_new(&amqp);
+    char buf[32];
+    int bad = 0;
+    for (int i = 0; i < nwords; i++) {
+        int l = snprintf(buf, sizeof buf, "c%d", i);
+        bad += cst_subscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        bad += cst_subscribe(t, buf, (size_t)l, (uint64_t)i + 100000) != 1;
+    }
+    CHECK_EQ(bad, 0);
+    STRICT(t);
+    cst_stats st;
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK(st.lnodes >= 1);
+    CHECK_EQ(cst_len(t), 2 * nwords);
+    bad = 0;
+    for (int i = 0; i < nwords; i++) {
+        int l = snprintf(buf, sizeof buf, "c%d", i);
+        uint64_t out[4];
+        int64_t n = cst_lookup(t, buf, (size_t)l, out, 4);
+        bad += !(n == 2 && ((out[0] == (uint64_t)i && out[1] == (uint64_t)i + 100000) ||
+                            (out[1] == (uint64_t)i && out[0] == (uint64_t)i + 100000)));
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(nlook(t, "c-none"), 0);
+    cst_trie *s = cst_snapshot(t, 1);
+    bad = 0;
+    for (int i = 0; i < nwords; i += 2) {
+        int l = snprintf(buf, sizeof buf, "c%d", i);
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i + 100000) != 1;
+    }
+    CHECK_EQ(bad, 0);
+    STRICT(t);
+    CHECK_EQ(cst_len(t), nwords);
+    CHECK_EQ(cst_len(s), 2 * nwords);
+    for (int i = 1; i < nwords; i += 2) {
+        int l = snprintf(buf, sizeof buf, "c%d", i);
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i + 100000) != 1;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(cst_len(t), 0);
+    STRICT(t);
+    STRICT(s);
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK_EQ(st.cnodes, 1);
+    cst_free(s);
+    cst_free(t);
+    cst_debug_set_hash_mask(~UINT64_C(0));
+    CHECK_NO_LEAK(start);
+}
+
+/* Multi-level patterns whose first words collide: S-nodes with child topic
+ * levels inside L-nodes, then removals that empty those levels.  Run in a
+ * watchdog-guarded child (see run_isolated): the engine may livelock here. */
+static uint64_t g_coll_mask;
+
+static void collisions_deep(void)
+{
+    cst_debug_set_hash_mask(g_coll_mask);
+    enum { NW = 60 };
+    cst_trie *t = cst_new(&amqp);
+    char buf[64];
+    int bad = 0;
+    /* Insert: colliding words, each with its own subscriber and a sub-level. */
+    for (int i = 0; i < NW; i++) {
+        int l = snprintf(buf, sizeof buf, "c%d.x.y", i);
+        bad += cst_subscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        l = snprintf(buf, sizeof buf, "c%d", i);
+        bad += cst_subscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        PROGRESS();
+    }
+    CHECK_EQ(bad, 0);
+    STRICT(t);
+    cst_stats st;
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK(st.lnodes >= 1);
+    for (int i = 0; i < NW; i++) {
+        int l = snprintf(buf, sizeof buf, "c%d.x.y", i);
+        uint64_t out[2];
+        bad += !(cst_lookup(t, buf, (size_t)l, out, 2) == 1 && out[0] == (uint64_t)i);
+        l = snprintf(buf, sizeof buf, "c%d.x", i);
+        bad += cst_lookup(t, buf, (size_t)l, out, 2) != 0;
+        PROGRESS();
+    }
+    CHECK_EQ(bad, 0);
+    /* Remove the sub-levels: each c%d keeps its subscriber, its child level
+     * becomes empty and must be pruned. */
+    for (int i = 0; i < NW; i++) {
+        int l = snprintf(buf, sizeof buf, "c%d.x.y", i);
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        PROGRESS();
+    }
+    CHECK_EQ(bad, 0);
+    STRICT(t);
+    CHECK_EQ(cst_len(t), NW);
+    PROGRESS();
+    /* Re-grow the emptied levels (livelocks if an entombed level is left
+     * under an S-node of an L-node), then remove everything. */
+    for (int i = 0; i < NW; i++) {
+        int l = snprintf(buf, sizeof buf, "c%d.q", i);
+        bad += cst_subscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        PROGRESS();
+    }
+    CHECK_EQ(bad, 0);
+    for (int i = 0; i < NW; i++) {
+        int l = snprintf(buf, sizeof buf, "c%d.q", i);
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        l = snprintf(buf, sizeof buf, "c%d", i);
+        bad += cst_unsubscribe(t, buf, (size_t)l, (uint64_t)i) != 1;
+        PROGRESS();
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(cst_len(t), 0);
+    STRICT(t);
+    cst_free(t);
+    cst_debug_set_hash_mask(~UINT64_C(0));
+}
+
+/* The smallest reproducer of the case above (every word collides). */
+static void collisions_minimal(void)
+{
+    cst_debug_set_hash_mask(0);
+    cst_trie *t = cst_new(&amqp);
+    CHECK_EQ(sub(t, "a.x", 1), 1);
+    CHECK_EQ(sub(t, "b.y", 2), 1);
+    CHECK_EQ(unsub(t, "a.x", 1), 1);
+    PROGRESS();
+    STRICT(t);          /* fails: "entombed topic level left in a quiescent trie" */
+    CHECK_EQ(sub(t, "a.z", 3), 1); /* livelocks: update() restarts forever */
+    PROGRESS();
+    LOOKUP_IS(t, "a.z", 3, END);
+    cst_free(t);
+    cst_debug_set_hash_mask(~UINT64_C(0));
+}
+
+static void *watchdog(void *arg)
+{
+    int limit = *(int *)arg;
+    long last = -1;
+    int still = 0;
+    for (;;) {
+        sleep(1);
+        long p = atomic_load_explicit(&g_progress, memory_order_relaxed);
+        still = p == last ? still + 1 : 0;
+        last = p;
+        if (still >= limit) {
+            fprintf(stderr, "test_engine: no progress for %d s: livelock/hang in the engine\n",
+                    limit);
+            _exit(3);
+        }
+    }
+    return NULL;
+}
+
+/* Run fn in a forked child with a progress watchdog: a hang or crash is a
+ * reported failure.  The child's pass/fail counts come back through a pipe. */
+static void run_isolated(const char *name, void (*fn)(void), int stall_limit_s)
+{
+    fflush(stdout);
+    fflush(stderr);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        g_fail++;
+        return;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        g_fail++;
+        return;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        g_pass = g_fail = 0;
+        static int limit;
+        limit = stall_limit_s;
+        pthread_t th;
+        pthread_create(&th, NULL, watchdog, &limit);
+        pthread_detach(th);
+        fn();
+        long v[2] = {g_pass, g_fail};
+        ssize_t w = write(fds[1], v, sizeof v);
+        (void)w;
+        fflush(stderr);
+        _exit(0);
+    }
+    close(fds[1]);
+    long v[2] = {0, 0};
+    ssize_t got = 0;
+    while (got < (ssize_t)sizeof v) {
+        ssize_t r = read(fds[0], (char *)v + got, sizeof v - (size_t)got);
+        if (r <= 0)
+            break;
+        got += r;
+    }
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (got == (ssize_t)sizeof v && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        g_pass += v[0];
+        g_fail += v[1];
+    } else {
+        g_fail++;
+        fprintf(stderr, "%s:%d: isolated test '%s' did not finish (%s %d%s)\n", __FILE__,
+                __LINE__, name, WIFSIGNALED(status) ? "killed by signal" : "exit code",
+                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+                WIFEXITED(status) && WEXITSTATUS(status) == 3
+                    ? ": the watchdog saw no progress, the engine hangs"
+                    : WIFEXITED(status) && WEXITSTATUS(status) == 1
+                          ? ": a sanitizer report (see above)"
+                          : "");
+    }
+}
+
+/* Count-only calls with out == NULL and cap == 0 ("how many?"): the result
+ * must be the count, with nothing written and no undefined behaviour (run
+ * isolated: under UBSan a report aborts the child only). */
+static void count_only_null_buffer(void)
+{
+    cst_trie *t = cst_new(&amqp);
+    sub(t, "a.b", 1);
+    sub(t, "a.b", 2);
+    sub(t, "a.*", 3);
+    CHECK_EQ(cst_subscribers(t, S("a.b"), NULL, 0), 2); /* one set of two ids */
+    CHECK_EQ(cst_lookup(t, S("a.x"), NULL, 0), 1);
+    unsub(t, "a.*", 3);
+    CHECK_EQ(cst_lookup(t, S("a.b"), NULL, 0), 2);      /* one group with a set */
+    cst_free(t);
+}
+
+static void test_count_only_null_buffer(void)
+{
+    int64_t start = live_after_reclaim();
+    run_isolated("count_only_null_buffer", count_only_null_buffer, 10);
+    CHECK_NO_LEAK(start);
+}
+
+static void test_collisions(void)
+{
+    collisions_flat(0, 400);  /* one L-node holds every word */
+    collisions_flat(0x3, 800); /* four L-nodes */
+    run_isolated("collisions_minimal", collisions_minimal, 3);
+    g_coll_mask = 0x3;
+    run_isolated("collisions_deep mask 0x3", collisions_deep, 3);
+    cst_debug_set_hash_mask(~UINT64_C(0));
+}
+
+/* ------------------------------------------------------------------------
+ * 14. Many-level wildcards against 40-word keys (no exponential blow-up)
+ * ---------------------------------------------------------------------- */
+
+static void test_multi_wildcards(void)
+{
+    int64_t start = live_after_reclaim();
+    const char *pats[] = {
+        "#.#.#.#.#.a", "#.a.#.a.#.a.#", "a.#.#.#.#.#.b", "#.*.#.*.#", "*.#.*.#.*.#.*",
+        "#.#.#.#.#.#.#.#.#.#.b", "#.b.#.b.#.b.#.b.#.b.#.b.#", "#.a.b.#", "#", "*.*.#.c",
+        "#.#.#.#.#.#.#.#.#.#.#.#.#.#.#.#.#.#.#.#.c",
+    };
+    size_t np = sizeof pats / sizeof *pats;
+    cst_trie *t = cst_new(&amqp);
+    for (size_t i = 0; i < np; i++)
+        CHECK_EQ(sub(t, pats[i], i), 1);
+    STRICT(t);
+    uint64_t rng = 99;
+    char topic[256];
+    double t0 = now_s();
+    int mism = 0;
+    gbuf b;
+    gbuf_init(&b, 4096, 64, 64);
+    for (int k = 0; k < 300; k++) {
+        /* 40 words over {a, b} (sometimes all 'a' and a final 'b' or 'c'). */
+        size_t len = 0;
+        int mode = k % 3;
+        for (int i = 0; i < 40; i++) {
+            char c = mode == 0 ? (rng_next(&rng) & 1 ? 'a' : 'b') : 'a';
+            if (i == 39 && mode == 1)
+                c = 'b';
+            if (i == 39 && mode == 2)
+                c = 'c';
+            if (i)
+                topic[len++] = '.';
+            topic[len++] = c;
+        }
+        topic[len] = 0;
+        uint64_t want[32];
+        size_t wn = 0;
+        for (size_t i = 0; i < np; i++)
+            if (ref_match(&amqp, pats[i], strlen(pats[i]), topic, len))
+                want[wn++] = i;
+        want[wn] = END;
+        mism += !lookup_is(t, topic, want);
+        mism += cst_has_subscribers(t, topic, len) != (wn > 0);
+        int g = cst_match(t, topic, len, &b.g);
+        mism += g != (int)wn;
+        /* match groups: each matching pattern once */
+        if (g > 0) {
+            pairs got = {0};
+            groups_to_pairs(&b.g, (size_t)g, &got, NULL);
+            pairs_sort(&got);
+            mism += pairs_has_dups(&got);
+            for (size_t i = 0; i < got.n; i++) {
+                size_t id = (size_t)got.v[i].id;
+                mism += id >= np || strlen(pats[id]) != got.v[i].plen ||
+                        memcmp(pats[id], got.v[i].pat, got.v[i].plen) != 0;
+            }
+            pairs_free(&got);
+        }
+    }
+    gbuf_free(&b);
+    CHECK_EQ(mism, 0);
+    double dt = now_s() - t0;
+    printf("  multi-wildcards: 300 keys of 40 words x %zu patterns in %.3f s\n", np, dt);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 15. Out-of-memory injection
+ * ---------------------------------------------------------------------- */
+
+static void populate(cst_trie *t)
+{
+    char buf[64];
+    for (int i = 0; i < 200; i++) {
+        int l = snprintf(buf, sizeof buf, "p%d.q%d.r%d", i % 17, i % 5, i);
+        cst_subscribe(t, buf, (size_t)l, (uint64_t)i);
+    }
+    for (uint64_t i = 0; i < 50; i++)
+        sub(t, "big.set.#", i);
+    sub(t, "two.ids", 1);
+    sub(t, "two.ids", 2);
+    sub(t, "one.id", 1);
+    sub(t, "deep.only.path.here", 5);
+    sub(t, "", 3);
+    sub(t, "p1.*", 4);
+}
+
+typedef struct oom_op {
+    const char *name;
+    int kind;                  /* 0 sub, 1 unsub, 2 ro snapshot, 3 copy, 4 clear, 5 clear_take, 6 len, 7 iter */
+    const char *pat;
+    uint64_t id;
+} oom_op;
+
+/* Apply op with an allocation budget of k; returns the status (1/0 for
+ * updates, CST_OK, or CST_ENOMEM; snapshots: 1 when non-NULL) and frees
+ * whatever the op returned. */
+static int oom_apply(cst_trie *t, const oom_op *op, int64_t k, pairs *snap_content)
+{
+    cst_fail_allocations_after(k);
+    int r = 0;
+    cst_trie *s = NULL;
+    cst_iter *it = NULL;
+    int64_t len = 0;
+    switch (op->kind) {
+    case 0: r = sub(t, op->pat, op->id); break;
+    case 1: r = unsub(t, op->pat, op->id); break;
+    case 2: s = cst_snapshot(t, 1); r = s ? 1 : CST_ENOMEM; break;
+    case 3: s = cst_snapshot(t, 0); r = s ? 1 : CST_ENOMEM; break;
+    case 4: r = cst_clear(t); break;
+    case 5: s = cst_clear_take(t); r = s ? 1 : CST_ENOMEM; break;
+    case 6: len = cst_len(t); r = len < 0 ? (int)len : 1; break;
+    case 7: it = cst_iter_new(t); r = it ? 1 : CST_ENOMEM; break;
+    default: break;
+    }
+    cst_fail_allocations_after(-1);
+    if (s) {
+        *snap_content = content(s);
+        STRICT(s);
+        if (op->kind == 3) {
+            /* the copy is writable and independent */
+            CHECK_EQ(sub(s, "copy.write", 1), 1);
+        }
+        cst_free(s);
+    }
+    if (it)
+        cst_iter_free(it);
+    return r;
+}
+
+static void test_oom(void)
+{
+    int64_t start = live_after_reclaim();
+    static const oom_op ops[] = {
+        {"subscribe new 4-word pattern", 0, "p3.q3.new.leaf", 77},
+        {"subscribe new 4-word root word", 0, "zz.yy.xx.ww", 78},
+        {"subscribe into a 50-id set", 0, "big.set.#", 1000},
+        {"subscribe second id (pair set)", 0, "one.id", 2},
+        {"subscribe existing", 0, "two.ids", 1},
+        {"subscribe zero-word pattern", 0, "", 4},
+        {"unsubscribe deep sole pattern", 1, "deep.only.path.here", 5},
+        {"unsubscribe from a 50-id set", 1, "big.set.#", 7},
+        {"unsubscribe from a 2-id set", 1, "two.ids", 2},
+        {"unsubscribe leaf of a chain", 1, "p3.q3.r3", 3},
+        {"unsubscribe absent", 1, "p3.q3.nope", 3},
+        {"read-only snapshot", 2, NULL, 0},
+        {"writable copy", 3, NULL, 0},
+        {"len", 6, NULL, 0},
+        {"iterator", 7, NULL, 0},
+        {"clear", 4, NULL, 0},
+        {"clear_take", 5, NULL, 0},
+    };
+    size_t nops = sizeof ops / sizeof *ops;
+    /* Each op twice: on a fresh trie, and on one with a live read-only
+     * snapshot (so updates must also renew the path, allocating more). */
+    for (int with_snap = 0; with_snap < 2; with_snap++) {
+        for (size_t o = 0; o < nops; o++) {
+            const oom_op *op = &ops[o];
+            cst_trie *t = cst_new(&amqp);
+            populate(t);
+            cst_trie *keep = with_snap ? cst_snapshot(t, 1) : NULL;
+            pairs keep_before = keep ? content(keep) : (pairs){0};
+            pairs before = content(t);
+            int64_t k;
+            int r = CST_ENOMEM;
+            int failures = 0;
+            for (k = 0; k < 10000; k++) {
+                pairs sc = {0};
+                r = oom_apply(t, op, k, &sc);
+                pairs after = content(t);
+                if (r == CST_ENOMEM) {
+                    failures++;
+                    int same = pairs_equal(&after, &before);
+                    if (!same)
+                        fprintf(stderr, "  OOM '%s' k=%" PRId64 ": trie changed\n", op->name, k);
+                    CHECK(same);
+                    CHECK_TRIE(t, 1);
+                    pairs_free(&after);
+                    pairs_free(&sc);
+                    continue;
+                }
+                /* Success: the expected effect, a sound structure. */
+                CHECK(r >= 0);
+                switch (op->kind) {
+                case 0:
+                case 1:
+                    CHECK_EQ(r, strcmp(op->name, "subscribe existing") == 0 ||
+                                        strcmp(op->name, "unsubscribe absent") == 0
+                                    ? 0
+                                    : 1);
+                    CHECK_EQ((int64_t)after.n,
+                             (int64_t)before.n + (op->kind == 0 ? r : -r));
+                    break;
+                case 2:
+                case 3:
+                case 6:
+                case 7:
+                    CHECK(pairs_equal(&after, &before));
+                    if (op->kind == 2 || op->kind == 3)
+                        CHECK(pairs_equal(&sc, &before));
+                    break;
+                case 4:
+                    CHECK_EQ(after.n, 0);
+                    break;
+                case 5:
+                    CHECK_EQ(after.n, 0);
+                    CHECK(pairs_equal(&sc, &before));
+                    break;
+                default:
+                    break;
+                }
+                char msg[256];
+                /* A cleanup that ran out of memory may leave a tomb: the
+                 * structure is sound, and cst_compact removes it. */
+                CHECK_EQ(cst_check(t, 0, msg, sizeof msg), 0);
+                CHECK_EQ(cst_compact(t), CST_OK);
+                int cr = cst_check(t, 1, msg, sizeof msg);
+                if (cr != 0) {
+                    g_fail++;
+                    fprintf(stderr,
+                            "%s:%d: after OOM op '%s'%s succeeded with budget k=%" PRId64
+                            ": cst_check strict: %s\n",
+                            __FILE__, __LINE__, op->name, with_snap ? " (live snapshot)" : "",
+                            k, msg);
+                } else {
+                    g_pass++;
+                }
+                pairs_free(&after);
+                pairs_free(&sc);
+                break;
+            }
+            CHECK(r != CST_ENOMEM);
+            /* Allocation-free ops may succeed at once; the rest must fail first. */
+            if (strcmp(op->name, "subscribe existing") != 0 &&
+                strcmp(op->name, "unsubscribe absent") != 0)
+                CHECK(failures > 0);
+            if (keep) {
+                pairs ka = content(keep);
+                CHECK(pairs_equal(&ka, &keep_before));
+                STRICT(keep);
+                pairs_free(&ka);
+            }
+            pairs_free(&keep_before);
+            pairs_free(&before);
+            cst_free(keep);
+            cst_free(t);
+        }
+    }
+    /* cst_new under OOM: NULL, no leak. */
+    for (int64_t k = 0; k < 100; k++) {
+        cst_fail_allocations_after(k);
+        cst_trie *t = cst_new(&amqp);
+        cst_fail_allocations_after(-1);
+        if (t) {
+            CHECK(k > 0);
+            cst_free(t);
+            break;
+        }
+    }
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * 16. An idle thread's garbage
+ *
+ * A thread takes a snapshot of a populated trie; the trie then changes
+ * completely; the thread frees its snapshot and goes idle (a Python worker
+ * thread that exported a snapshot and now waits for work).  The snapshot was
+ * the last holder of the old version, so the whole old version is garbage.
+ * Another thread's cst_reclaim() must be able to free it: an idle thread
+ * must not keep memory alive indefinitely.
+ * ---------------------------------------------------------------------- */
+
+typedef struct idle_ctl {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stage;
+    cst_trie *t;
+} idle_ctl;
+
+static void idle_wait(idle_ctl *c, int stage)
+{
+    pthread_mutex_lock(&c->mu);
+    while (c->stage < stage)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void idle_go(idle_ctl *c, int stage)
+{
+    pthread_mutex_lock(&c->mu);
+    c->stage = stage;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void *idle_snapshot_thread(void *arg)
+{
+    idle_ctl *c = arg;
+    cst_trie *snap = cst_snapshot(c->t, 1);
+    idle_go(c, 1);
+    idle_wait(c, 2);
+    cst_free(snap); /* the last reference to the old version */
+    idle_go(c, 3);
+    idle_wait(c, 4); /* idle */
+    return NULL;
+}
+
+static void test_idle_thread_garbage(void)
+{
+    int64_t start = live_after_reclaim();
+    enum { N = 5000 };
+    idle_ctl c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, cst_new(&amqp)};
+    char buf[32];
+    for (int i = 0; i < N; i++) {
+        int l = snprintf(buf, sizeof buf, "k%d.x", i);
+        cst_subscribe(c.t, buf, (size_t)l, 1);
+    }
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, idle_snapshot_thread, &c), 0);
+    idle_wait(&c, 1);
+    for (int i = 0; i < N; i++) {
+        int l = snprintf(buf, sizeof buf, "k%d.x", i);
+        cst_unsubscribe(c.t, buf, (size_t)l, 1);
+    }
+    idle_go(&c, 2);
+    idle_wait(&c, 3);
+    /* The other thread is idle now; reclaim from here. */
+    int64_t pending = cst_reclaim();
+    int64_t live = cst_live_allocations() - start;
+    cst_stats st;
+    CHECK_EQ(cst_stats_get(c.t, &st), 0);
+    int64_t nodes = st.inodes + st.cnodes + st.snodes + st.tnodes + st.lnodes + st.setnodes;
+    if (live > nodes + 2 + 64) {
+        g_fail++;
+        fprintf(stderr,
+                "%s:%d: an idle thread keeps freed memory alive: %" PRId64
+                " live allocations for a trie of %" PRId64 " nodes (cst_reclaim() = %" PRId64
+                " pending) until that thread runs again or exits\n",
+                __FILE__, __LINE__, live, nodes, pending);
+    } else {
+        g_pass++;
+    }
+    idle_go(&c, 4);
+    pthread_join(th, NULL);
+    CHECK(live_after_reclaim() - start <= nodes + 2 + 64); /* released at thread exit */
+    cst_free(c.t);
+    CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * main
+ * ---------------------------------------------------------------------- */
+
+typedef struct test {
+    const char *name;
+    void (*fn)(void);
+} test;
+
+int main(int argc, char **argv)
+{
+    static const test tests[] = {
+        {"subscribe_unsubscribe", test_subscribe_unsubscribe},
+        {"amqp_lookup", test_amqp_lookup},
+        {"mqtt_lookup", test_mqtt_lookup},
+        {"has_subscribers", test_has_subscribers},
+        {"match_groups", test_match_groups},
+        {"subscribers", test_subscribers},
+        {"count_only_null_buffer", test_count_only_null_buffer},
+        {"lookup_batch", test_lookup_batch},
+        {"snapshots", test_snapshots},
+        {"clear", test_clear},
+        {"len_and_iteration", test_len_and_iteration},
+        {"big_subscriber_set", test_big_subscriber_set},
+        {"wide_level", test_wide_level},
+        {"collisions", test_collisions},
+        {"multi_wildcards", test_multi_wildcards},
+        {"oom", test_oom},
+        {"idle_thread_garbage", test_idle_thread_garbage}, /* last: starts a thread */
+    };
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int64_t start = cst_live_allocations();
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+        if (argc > 1) {
+            int wanted = 0;
+            for (int a = 1; a < argc; a++)
+                wanted |= strcmp(argv[a], tests[i].name) == 0;
+            if (!wanted)
+                continue;
+        }
+        long f0 = g_fail;
+        double t0 = now_s();
+        tests[i].fn();
+        printf("%-24s %s (%.2f s)\n", tests[i].name, g_fail == f0 ? "ok" : "FAILED",
+               now_s() - t0);
+    }
+    /* Leaks: every trie and snapshot is freed. */
+    CHECK_EQ(cst_reclaim(), 0);
+    CHECK_EQ(cst_live_allocations(), start);
+    if (g_iter_empty_groups)
+        printf("note: cst_iter_next returned %ld partial group(s) with no ids\n",
+               g_iter_empty_groups);
+    printf("%ld passed, %ld failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
