@@ -10,7 +10,17 @@ True
 
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect, resolve_dialect
 
-__all__ = ["AMQP", "MQTT", "NATS", "Dialect", "Matcher", "Snapshot", "Trie", "resolve_dialect"]
+__all__ = [
+    "AMQP",
+    "MQTT",
+    "NATS",
+    "Dialect",
+    "Matcher",
+    "Snapshot",
+    "Trie",
+    "load",
+    "resolve_dialect",
+]
 __version__ = "0.1.0"
 
 
@@ -21,4 +31,8 @@ def __getattr__(name: str) -> object:
         from cstrie import trie
 
         return getattr(trie, name)
+    if name == "load":
+        from cstrie.export import load
+
+        return load
     raise AttributeError(f"module 'cstrie' has no attribute {name!r}")

@@ -12,6 +12,7 @@ every thread is a contended reference count (see docs/free-threading.md).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from cstrie._native import ffi, lib
@@ -53,6 +54,18 @@ def raise_status(
     if status == lib.CST_EINVAL:
         raise ValueError("cstrie engine: invalid argument")
     raise RuntimeError(f"cstrie engine: unexpected status {status}")
+
+
+MAX_ATTEMPTS = 64
+"""How often a read retries when an id was freed between the engine's answer and
+the id -> object mapping (each retry is a fresh, later linearisation)."""
+
+
+def unmapped_id_error() -> RuntimeError:
+    return RuntimeError(
+        "cstrie: the engine keeps returning a subscriber id with no object; the "
+        "subscriber registry lost track of it (please report this as a bug)"
+    )
 
 
 def check(status: int, dialect: Dialect | None = None, what: str = "", text: object = None) -> int:
@@ -219,13 +232,19 @@ def ids_call(fn: Any, handle: Any, data: bytes) -> list[int] | int:
         calls.grow(n)
 
 
-def iterate(handle: Any, chunk: int = 65536) -> Any:
-    """Yield (pattern bytes, ids) groups of a consistent snapshot of handle."""
+def iterate(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, list[int]]]:
+    """(pattern bytes, ids) groups of a consistent snapshot of handle.
+
+    The snapshot and the buffers are taken now (a MemoryError is raised here,
+    not during the iteration)."""
     it = lib.cst_iter_new(handle)
     if it == ffi.NULL:
         raise MemoryError("cstrie engine: out of memory starting an iteration")
     it = ffi.gc(it, lib.cst_iter_free)
-    g = Groups(chunk * 4, chunk, chunk // 4)
+    return _iter_groups(it, Groups(chunk * 4, chunk, chunk // 4))
+
+
+def _iter_groups(it: Any, g: Groups) -> Iterator[tuple[bytes, list[int]]]:
     while True:
         r = lib.cst_iter_next(it, g.s)
         if r == lib.CST_ETRUNC:

@@ -9,6 +9,7 @@ On a free-threaded interpreter (``Py_GIL_DISABLED``) the module is built with
 
 from __future__ import annotations
 
+import platform
 import re
 import sysconfig
 from pathlib import Path
@@ -46,7 +47,10 @@ ffibuilder.set_source(
     include_dirs=[str(NATIVE.relative_to(ROOT))],
     define_macros=[("_GNU_SOURCE", None)]
     + ([("_CFFI_NO_LIMITED_API", None)] if FREE_THREADED else []),
-    extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra"],
+    # -mpopcnt: the hash tries index their bitmaps with popcount; without it gcc
+    # calls a library routine (every x86-64 CPU of the last 15 years has it).
+    extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra"]
+    + (["-mpopcnt"] if platform.machine() in ("x86_64", "AMD64") else []),
     libraries=["pthread"],
     py_limited_api=False if FREE_THREADED else None,
 )

@@ -4,6 +4,12 @@ Subcommands register themselves through ``add_parser(subparsers)`` functions in
 their own modules, so this file only wires them together:
 
 * ``cstrie demo``   - the README's main job (:mod:`cstrie.demo`)
+* ``cstrie export`` - convert a subscription file to jsonl/parquet/binary
+* ``cstrie load``   - verify an export, summarise it or convert it back
+* ``cstrie tree``   - the subscription tree as text, JSON, DOT, PNG or SVG
+* ``cstrie stats``  - statistics of a subscription file
+* ``cstrie match``  - match topics from a file or stdin, JSON Lines out
+  (these five: :mod:`cstrie.commands`, one module each)
 * ``cstrie bench``  - the benchmark suite (:mod:`cstrie.bench`)
 
 Exit codes: 0 success, 1 a check or comparison failed, 2 bad usage or input.
@@ -31,6 +37,18 @@ def build_parser() -> argparse.ArgumentParser:
     from cstrie import demo
 
     demo.add_parser(sub)
+    try:
+        from cstrie import commands
+    except ImportError:  # pragma: no cover - a build that left the subpackage out
+        pass
+    else:
+        commands.add_parsers(sub)
+        try:
+            from cstrie.commands import spark_match_cmd
+        except ImportError:  # pragma: no cover - installed without the spark command
+            pass
+        else:
+            spark_match_cmd.add_parser(sub)
     try:
         from cstrie import bench
     except ImportError:  # pragma: no cover - the bench package is optional

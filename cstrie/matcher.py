@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cstrie import _binding as nb
+from cstrie._binding import MAX_ATTEMPTS
 
 if TYPE_CHECKING:
     from cstrie.trie import _Reader
@@ -90,7 +91,7 @@ class Matcher:
             data = topic.encode()
         except UnicodeEncodeError:
             return self._reader.lookup(topic)
-        while True:
+        for _attempt in range(MAX_ATTEMPTS):
             n = self._lookup(self._h, data, len(data), self._ids, self._cap)
             if n < 0:
                 nb.raise_status(n, self._dialect, "topic", topic)
@@ -101,6 +102,7 @@ class Matcher:
             res = self._resolve(nb.ffi.unpack(self._ids, n))
             if res is not None:
                 return res
+        raise nb.unmapped_id_error()
 
     def has_subscribers(self, topic: str) -> bool:
         """Same as :meth:`cstrie.Trie.has_subscribers`."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import weakref
 from collections.abc import Hashable, Iterator
 from typing import Any
 
@@ -33,9 +32,13 @@ _STRIPES = 64
 
 
 class Counts(dict[int, int]):
-    """Per-handle pair counts by id (a dict subclass so it can be weakly referenced)."""
+    """Per-handle pair counts by id."""
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("serial",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.serial = -1
 
 
 class Registry:
@@ -50,16 +53,40 @@ class Registry:
         self._seq = 0
         self._pins: dict[int, int] = {}
         self._died: dict[int, int] = {}
-        self._handles: weakref.WeakValueDictionary[int, Counts] = weakref.WeakValueDictionary()
+        self._handles: dict[int, Counts] = {}
         self._handle_serial = itertools.count()
 
     # --------------------------------------------------------------- handles
     def new_counts(self, source: Counts | None = None) -> Counts:
-        """Counts for a new writable handle (a copy starts with its source's)."""
+        """Counts for a new writable handle (a copy starts with its source's).
+
+        The owner must call :meth:`drop_handle` with ``counts.serial`` when it
+        is collected (``Trie`` registers a ``weakref.finalize`` for that).
+        """
         counts = Counts(source) if source else Counts()
         with self._meta:
-            self._handles[next(self._handle_serial)] = counts
+            counts.serial = next(self._handle_serial)
+            self._handles[counts.serial] = counts
         return counts
+
+    def discard_handle(self, serial: int) -> None:
+        """Forget counts that never belonged to a live handle (a failed copy).
+        Frees nothing: a copy's counts only repeat its source's."""
+        with self._meta:
+            self._handles.pop(serial, None)
+
+    def drop_handle(self, serial: int) -> None:
+        """A writable handle is gone: free the ids that only it held (rule 3)."""
+        with self._meta:
+            counts = self._handles.pop(serial, None)
+        if not counts:
+            return
+        for i in list(counts):
+            obj = self.objects.get(i)
+            if obj is None:
+                continue
+            with self.lock_for(obj):
+                self._maybe_dead(i, obj)
 
     def lock_for(self, obj: Hashable) -> threading.Lock:
         return self._locks[hash(obj) % _STRIPES]
@@ -107,6 +134,16 @@ class Registry:
         self._maybe_dead(i, obj)
 
     def _maybe_dead(self, i: int, obj: Hashable) -> None:
+        # Fast path: one writable handle and no open snapshot.  Safe without
+        # _meta: a snapshot pins before it takes the engine snapshot (which
+        # then cannot hold the pair just removed), and a copy holds every
+        # stripe lock, ours included, while it is made.
+        if not self._pins:
+            handles = list(self._handles.values())
+            if len(handles) <= 1:
+                if not any(i in c for c in handles):
+                    self._free(i, obj)
+                return
         with self._meta:
             if any(i in c for c in self._handles.values()):
                 return

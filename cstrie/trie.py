@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from itertools import accumulate, compress
 from typing import Any
 
 from cstrie import _binding as nb
+from cstrie._binding import MAX_ATTEMPTS
 from cstrie.dialect import Dialect, resolve_dialect
 from cstrie.matcher import Matcher
 from cstrie.registry import Counts, Registry
@@ -102,7 +103,7 @@ class _Reader:
         data = _encode(topic, "topic", self._dialect)
         calls = _calls
         h = self._h
-        while True:
+        for _attempt in range(MAX_ATTEMPTS):
             n = calls.lookup(h, data, len(data), calls.ids, calls.cap)
             if n <= 1:
                 if n < 0:
@@ -119,6 +120,7 @@ class _Reader:
             res = self._objects(_unpack(calls.ids, n))
             if res is not None:
                 return res
+        raise nb.unmapped_id_error()
 
     def has_subscribers(self, topic: str) -> bool:
         """True when at least one pattern matches ``topic`` (stops at the first)."""
@@ -131,7 +133,7 @@ class _Reader:
     def match(self, topic: str) -> list[tuple[str, Any]]:
         """The matching (pattern, subscriber) pairs for ``topic``."""
         data = _encode(topic, "topic", self._dialect)
-        while True:
+        for _attempt in range(MAX_ATTEMPTS):
             groups = nb.match_groups(self._h, data)
             if isinstance(groups, int):
                 nb.raise_status(groups, self._dialect, "topic", topic)
@@ -144,6 +146,7 @@ class _Reader:
             except KeyError:
                 continue
             return out
+        raise nb.unmapped_id_error()
 
     def lookup_many(self, topics: Iterable[str]) -> list[list[Any]]:
         """``[self.lookup(t) for t in topics]`` in one engine call per chunk."""
@@ -200,13 +203,14 @@ class _Reader:
         """The subscribers of exactly ``pattern`` (wildcards taken literally as
         pattern words, not expanded)."""
         data = _encode(pattern, "pattern", self._dialect)
-        while True:
+        for _attempt in range(MAX_ATTEMPTS):
             ids = nb.ids_call(nb.lib.cst_subscribers, self._h, data)
             if isinstance(ids, int):
                 nb.raise_status(ids, self._dialect, "pattern", pattern)
             res = self._objects(ids)
             if res is not None:
                 return res
+        raise nb.unmapped_id_error()
 
     # ------------------------------------------------------------ whole trie
     def _groups(self) -> Iterator[tuple[str, list[Any]]]:
@@ -245,7 +249,7 @@ class _Reader:
         return {
             "subscriptions": s["pairs"],
             "patterns": s["patterns"],
-            "subscribers": len(self._reg),
+            "subscribers": self._distinct_subscribers(),
             "nodes": s["inodes"] + s["cnodes"] + s["snodes"] + s["tnodes"] + s["lnodes"],
             "inodes": s["inodes"],
             "cnodes": s["cnodes"],
@@ -258,6 +262,33 @@ class _Reader:
             "generation": s["generation"],
             "engine_bytes": int(nb.lib.cst_live_bytes()),
         }
+
+    def _distinct_subscribers(self) -> int:
+        return len({i for _, ids in nb.iterate(self._h) for i in ids})
+
+    # ---------------------------------------------------------------- export
+    def export(
+        self,
+        dest: Any,
+        format: str | None = None,
+        *,
+        encode: Callable[[Any], str | int | bytes] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Write a consistent snapshot of the subscriptions to ``dest`` (a path or a
+        binary file) as JSON Lines, Parquet or the compact binary form; the format
+        defaults from the suffix.  See :func:`cstrie.export.export` and
+        docs/export.md.  Returns the number of pairs written."""
+        from cstrie.export import export
+
+        return export(self, dest, format, encode, progress=progress)
+
+    def tree(self, max_depth: int | None = None, *, subscribers: bool = True) -> dict[str, Any]:
+        """The subscriptions as nested dicts (word -> children, with counts and
+        subscribers at each node), from one snapshot.  See :func:`cstrie.tree.tree`."""
+        from cstrie.tree import tree
+
+        return tree(self, max_depth, subscribers=subscribers)
 
     # ---------------------------------------------------------------- debug
     def check_invariants(self, strict: bool = True) -> None:
@@ -281,7 +312,13 @@ class _Reader:
 
     def snapshot(self) -> Snapshot:
         """A read-only, O(1) snapshot of the current subscriptions."""
-        return Snapshot._make(nb.snapshot(self._h, True), self._dialect, self._reg)
+        token = self._reg.pin()  # before the engine snapshot: see registry rule 3
+        try:
+            handle = nb.snapshot(self._h, True)
+        except BaseException:
+            self._reg.unpin(token)
+            raise
+        return Snapshot._make(handle, self._dialect, self._reg, token)
 
 
 class Snapshot(_Reader):
@@ -297,12 +334,12 @@ class Snapshot(_Reader):
         raise TypeError("take a Snapshot with Trie.snapshot()")
 
     @classmethod
-    def _make(cls, handle: Any, dialect: Dialect, reg: Registry) -> Snapshot:
+    def _make(cls, handle: Any, dialect: Dialect, reg: Registry, token: int) -> Snapshot:
         self = object.__new__(cls)
         self._h = handle
         self._dialect = dialect
         self._reg = reg
-        weakref.finalize(self, reg.unpin, reg.pin())
+        weakref.finalize(self, reg.unpin, token)
         return self
 
     def copy(self) -> Trie:
@@ -343,6 +380,7 @@ class Trie(_Reader):
         self._h = nb.new_trie(self._dialect)
         self._reg = Registry()
         self._counts = self._reg.new_counts()
+        weakref.finalize(self, self._reg.drop_handle, self._counts.serial)
 
     @classmethod
     def from_pairs(
@@ -407,10 +445,14 @@ class Trie(_Reader):
         )
         if ptr == ffi.NULL:
             if status[0] == nb.lib.CST_EINVAL:
-                raise ValueError(
-                    f"pair {bad[0]} refers to subscriber #{ids[bad[0]]}, "
-                    f"outside 1..{len(subscribers)}"
-                )
+                k = bad[0]
+                if off[k + 1] < off[k]:
+                    raise ValueError(f"pair {k}: offsets decrease ({off[k]} > {off[k + 1]})")
+                if not 1 <= ids[k] <= len(subscribers):
+                    raise ValueError(
+                        f"pair {k} refers to subscriber #{ids[k]}, outside 1..{len(subscribers)}"
+                    )
+                raise ValueError(f"pair {k}: pattern is not valid UTF-8")
             text: object = None
             if bad[0] >= 0:
                 k = bad[0]
@@ -426,6 +468,7 @@ class Trie(_Reader):
         self._dialect = dialect
         self._reg = reg
         self._counts = counts
+        weakref.finalize(self, reg.drop_handle, counts.serial)
         return self
 
     def subscribe(self, pattern: str, subscriber: Hashable) -> bool:
@@ -527,9 +570,14 @@ class Trie(_Reader):
 
     def clear(self) -> None:
         """Remove every subscription (atomically: one snapshot's worth)."""
-        cleared = nb.clear_take(self._h)
+        # Everything that can fail is done before the engine empties the trie.
+        while True:
+            cleared = nb.snapshot(self._h, True)
+            groups = nb.iterate(cleared)
+            if nb.check(nb.lib.cst_clear_if(self._h, cleared)):
+                break
         reg = self._reg
-        for _, ids in nb.iterate(cleared):
+        for _, ids in groups:
             for i in ids:
                 obj = reg.objects.get(i)
                 if obj is None:
@@ -538,6 +586,9 @@ class Trie(_Reader):
                     if i in self._counts:
                         reg.removed(self._counts, i, obj)
 
+    def _distinct_subscribers(self) -> int:
+        return len(self._counts)
+
     def compact(self) -> None:
         """Remove structural leftovers (tombs) that a cleanup could not remove
         because memory ran out.  Never needed for correct answers.  O(n)."""
@@ -545,10 +596,15 @@ class Trie(_Reader):
 
     def copy(self) -> Trie:
         """An independent writable trie with the same subscriptions (O(1) engine)."""
-        with self._reg._meta:
-            counts = Counts(self._counts)
-        handle = nb.snapshot(self._h, False)
-        return Trie._make(handle, self._dialect, self._reg, self._reg.new_counts(counts))
+        reg = self._reg
+        with reg.all_locks():  # no update of this family between the two
+            counts = reg.new_counts(self._counts)
+            try:
+                handle = nb.snapshot(self._h, False)
+            except BaseException:
+                reg.discard_handle(counts.serial)  # we hold every stripe lock here
+                raise
+        return Trie._make(handle, self._dialect, reg, counts)
 
     def __copy__(self) -> Trie:
         return self.copy()

@@ -84,6 +84,42 @@ static int intern_words(const word *w, size_t nw, uint32_t *uid)
     return 0;
 }
 
+/* Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
+static int utf8_valid(const char *p, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        unsigned min;
+        if ((c & 0xe0) == 0xc0) {
+            k = 1, min = 0x80, c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            k = 2, min = 0x800, c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            k = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return 0;
+        }
+        if (i + k >= n)
+            return 0; /* truncated sequence */
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80)
+                return 0;
+            c = (c << 6) | (s[i + j] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+            return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
 static mainnode *build_level(builder *b, size_t lo, size_t hi, uint32_t k);
 
 /* A C-node at hash level lev over literal S-nodes sn[0..m) (references taken
@@ -303,6 +339,12 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
         goto out;
     }
     for (int64_t i = 0; i < n; i++) {
+        if (offsets[i + 1] < offsets[i] ||
+            !utf8_valid(data + offsets[i], (size_t)(offsets[i + 1] - offsets[i]))) {
+            *status = CST_EINVAL;
+            *bad_index = i;
+            goto out;
+        }
         if (max_id && (ids[i] == 0 || ids[i] > max_id)) {
             *status = CST_EINVAL;
             *bad_index = i;

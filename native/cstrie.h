@@ -121,7 +121,8 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
 
 /* A new writable trie holding exactly the pairs (pattern i =
  * data[offsets[i] .. offsets[i+1]), subscriber ids[i]), built bottom-up with
- * no path copying.  When max_id > 0 every id must be in 1..max_id (else
+ * no path copying.  Offsets must not decrease and every pattern must be
+ * valid UTF-8, and when max_id > 0 every id must be in 1..max_id (else
  * CST_EINVAL).  kept (may be NULL) receives 1 for each pair that was not a
  * duplicate of an earlier one.  NULL on error: *status is the CST_E* code and
  * *bad_index the first bad pair (or -1). */
@@ -135,6 +136,9 @@ int cst_clear(cst_trie *t);
 /* Remove every tomb left by a cleanup that could not allocate (never needed for
  * correct answers; tombs are empty).  O(n). */
 int cst_compact(cst_trie *t);
+/* Empty t if its contents are still exactly those of snapshot `expected`
+ * (taken from t): 1 = emptied, 0 = t changed since (nothing done), < 0 error. */
+int cst_clear_if(cst_trie *t, cst_trie *expected);
 /* Empty t and return a read-only snapshot of exactly what was removed. */
 cst_trie *cst_clear_take(cst_trie *t);
 /* Number of (pattern, subscriber) pairs: exact, from a consistent snapshot. */

@@ -277,6 +277,15 @@ static void match_level(mctx *x, inode *in, size_t i, int memo_on, int is_top)
         match_node(x, ss, i + 1, memo_on);
 }
 
+/* Count one lookup served by this handle (a striped counter, so threads do
+ * not share a cache line); called once per answer actually delivered. */
+static void count_lookup(ctx *c)
+{
+    atomic_fetch_add_explicit(
+        &c->t->lookups[(ebr_record_index(c->rec) % LOOKUP_STRIPES) * STRIPE_WORDS], 1,
+        memory_order_relaxed);
+}
+
 /* Parse the topic and run the walk over the trie; x must be zeroed but for
  * first_only/out.  Returns 0 or a CST_E* code. */
 static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
@@ -296,9 +305,6 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
     x->memo = d->multi != NULL && !d->multi_last_only;
     sc->stamp++;
     sc->memoused = 0;
-    atomic_fetch_add_explicit(
-        &c->t->lookups[(ebr_record_index(c->rec) % LOOKUP_STRIPES) * STRIPE_WORDS], 1,
-        memory_order_relaxed);
     match_level(x, root_read(c), 0, 0, 1);
     return x->oom ? CST_ENOMEM : 0;
 }
@@ -377,6 +383,8 @@ int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, si
     int64_t r = walk_topic(&x, &c, topic, len);
     if (r == 0)
         r = collect_ids(&x, out, cap);
+    if (r >= 0 && (size_t)r <= cap)
+        count_lookup(&c); /* a caller whose buffer was too small asks again */
     ctx_exit(&c);
     return r;
 }
@@ -389,6 +397,8 @@ int cst_has_subscribers(cst_trie *t, const char *topic, size_t len)
     mctx x = {0};
     x.first_only = 1;
     int r = walk_topic(&x, &c, topic, len);
+    if (r == 0)
+        count_lookup(&c);
     ctx_exit(&c);
     return r < 0 ? r : x.found;
 }
@@ -402,6 +412,8 @@ int cst_match(cst_trie *t, const char *topic, size_t len, cst_groups *out)
     x.out = out;
     out->ngroups = out->need_pat = out->need_ids = out->need_groups = 0;
     int r = walk_topic(&x, &c, topic, len);
+    if (r == 0 && !x.trunc)
+        count_lookup(&c);
     ctx_exit(&c);
     if (r < 0)
         return r;
@@ -499,6 +511,8 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
         }
         mctx x = {0};
         int st = walk_topic(&x, &c, data + a, (size_t)(b - a));
+        if (st == 0 && skip == 0)
+            count_lookup(&c);
         if (st == CST_ENOMEM) {
             ctx_exit(&c);
             *next_row = r;

@@ -675,7 +675,7 @@ static int resurrect(ctx *c, cst_hdr *b, cst_hdr **repl)
  * dead words, contract).  Best effort and lock-free: it retries only while
  * `in` is still of the trie's current generation.
  */
-static void clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t startgen)
+static int clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t startgen)
 {
     for (int attempt = 0; attempt < 64; attempt++) {
         mainnode *m = gcas_read(c, in);
@@ -699,19 +699,21 @@ static void clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t st
                 if (r == 0)
                     continue;
                 if (r < 0)
-                    goto oom;
+                    return 0;
                 cnode *next = cn_with(cur ? cur : cn, startgen, is_spec, key, repl);
                 if (next == NULL) {
                     if (repl)
                         node_release(repl);
-                    goto oom;
+                    if (cur)
+                        node_release(&cur->m.h);
+                    return 0;
                 }
                 if (cur)
                     node_release(&cur->m.h);
                 cur = next;
             }
             if (cur == NULL)
-                return;
+                return 1;
             nm = to_contracted(&cur->m, lev, is_trie_root);
         } else if (m->h.kind == K_LNODE) {
             /* The words of an L-node can have entombed next levels too. */
@@ -725,7 +727,7 @@ static void clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t st
                 if (r < 0) {
                     if (cur)
                         node_release(&cur->m.h);
-                    return;
+                    return 0;
                 }
                 lnode *next = ln_with(cur ? cur : ln, i, (snode *)repl);
                 if (next == NULL) {
@@ -733,28 +735,26 @@ static void clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t st
                         node_release(repl);
                     if (cur)
                         node_release(&cur->m.h);
-                    return;
+                    return 0;
                 }
                 if (cur)
                     node_release(&cur->m.h);
                 cur = next;
             }
             if (cur == NULL)
-                return;
+                return 1;
             nm = to_contracted(&cur->m, lev, is_trie_root);
         } else {
-            return;
+            return 1;
         }
         if (nm == NULL)
-            return;
+            return 0;
         if (gcas(c, in, m, nm))
-            return;
+            return 1;
         if (rdcss_read_root(c, 0)->gen != startgen)
-            return;
-        continue;
-    oom:
-        return;
+            return 0;
     }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -768,6 +768,8 @@ typedef struct upd {
     uint64_t id;
     uint64_t startgen;
     int insert;                /* 1 subscribe, 0 unsubscribe */
+    int touch;                 /* walk the path only: renew it and clean tombs */
+    int dirty;                 /* a cleanup gave up: a tomb may be left behind */
 } upd;
 
 /* Where a word's S-node sits inside a main node. */
@@ -803,6 +805,8 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
 {
     uint64_t gen = u->startgen;
     if (k == u->last) {
+        if (u->touch)
+            return 0;
         int present = sn->nsubs == 1 ? sn->subs.one == u->id
                                      : (sn->nsubs >= 2 && set_contains(sn->subs.set, u->id));
         if (u->insert) {
@@ -922,8 +926,9 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
     }
     /* case 4d: descend into the next topic level */
     int r = update_level(u, ch, k + 1, 0, in, lev, in_is_root);
-    if (r == 1 && !u->insert && gcas_read(u->c, ch)->h.kind == K_TNODE)
-        clean(u->c, in, lev, in_is_root, gen);
+    if (r == 1 && !u->insert && gcas_read(u->c, ch)->h.kind == K_TNODE &&
+        !clean(u->c, in, lev, in_is_root, gen))
+        u->dirty = 1;
     return r;
 }
 
@@ -968,8 +973,9 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             if (sub->gen == gen) {
                 /* case 2: descend one hash level */
                 int r = update_level(u, sub, k, lev + 5, in, lev, in_is_root);
-                if (r == 1 && !u->insert && gcas_read(u->c, sub)->h.kind == K_TNODE)
-                    clean(u->c, in, lev, in_is_root, gen);
+                if (r == 1 && !u->insert && gcas_read(u->c, sub)->h.kind == K_TNODE &&
+                    !clean(u->c, in, lev, in_is_root, gen))
+                    u->dirty = 1;
                 return r;
             }
             /* case 2b: renew the branch into our generation, then retry */
@@ -1051,13 +1057,27 @@ static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, in
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
-    upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert};
+    upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert, 0, 0};
     int r;
     do {
         inode *root = root_read(&c);
         u.startgen = root->gen;
         r = update_level(&u, root, 0, 0, NULL, 0, 0);
     } while (r == RESTART);
+    if (u.dirty) {
+        /* A cleanup gave up (a snapshot moved the generation, or memory ran
+         * out): walk the same path again in the current generation, which
+         * renews it and cleans every tomb on it (case 5), changing nothing
+         * else.  Bounded: a failure here leaves the tomb to the next writer
+         * or to cst_compact. */
+        u.touch = 1;
+        for (int attempt = 0; attempt < 64; attempt++) {
+            inode *root = root_read(&c);
+            u.startgen = root->gen;
+            if (update_level(&u, root, 0, 0, NULL, 0, 0) != RESTART)
+                break;
+        }
+    }
     ctx_exit(&c);
     return r;
 }
@@ -1268,6 +1288,26 @@ cst_trie *cst_clear_take(cst_trie *t)
             return snap;
         cst_free(snap);
     }
+}
+
+int cst_clear_if(cst_trie *t, cst_trie *expected)
+{
+    if (t->readonly)
+        return CST_EREADONLY;
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    inode *root = root_read(&c);
+    mainnode *m = gcas_read(&c, root);
+    inode *eroot = (inode *)atomic_load_explicit(&expected->root, memory_order_seq_cst);
+    int r = 0;
+    if (!(atomic_load_explicit(&expected->root, memory_order_seq_cst) & ROOT_DESC_BIT) &&
+        gcas_read(&c, eroot) == m) {
+        cnode *cn = cn_empty(0, root->gen);
+        r = cn == NULL ? CST_ENOMEM : gcas(&c, root, m, &cn->m);
+    }
+    ctx_exit(&c);
+    return r;
 }
 
 int cst_clear(cst_trie *t)

@@ -45,6 +45,8 @@ static int contains(const char *hay, size_t hlen, const char *needle, size_t nle
 {
     if (needle == NULL || nlen == 0 || nlen > hlen)
         return 0;
+    if (nlen == 1)
+        return memchr(hay, needle[0], hlen) != NULL;
     for (size_t i = 0; i + nlen <= hlen; i++)
         if (memcmp(hay + i, needle, nlen) == 0)
             return 1;
@@ -77,9 +79,14 @@ int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern
     size_t n = 0;
     size_t start = 0;
     for (;;) {
-        size_t end = start;
-        while (end < len && !(end + d->sep_len <= len && memcmp(s + end, d->sep, d->sep_len) == 0))
-            end++;
+        size_t end;
+        if (d->sep_len == 1) {
+            const char *q = memchr(s + start, d->sep[0], len - start);
+            end = q ? (size_t)(q - s) : len;
+        } else {
+            const char *q = memmem(s + start, len - start, d->sep, d->sep_len);
+            end = q ? (size_t)(q - s) : len;
+        }
         if (scratch_reserve((void **)&sc->w, &sc->wcap, n + 1, sizeof(word)) < 0)
             return CST_ENOMEM;
         const char *p = s + start;

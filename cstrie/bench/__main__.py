@@ -1,0 +1,7 @@
+"""``python -m cstrie.bench`` is ``cstrie bench``."""
+
+import sys
+
+from cstrie.bench import main
+
+sys.exit(main())

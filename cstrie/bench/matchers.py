@@ -1,0 +1,268 @@
+"""Matchers the suite can put side by side, behind one small interface.
+
+A :class:`Matcher` is built from (filter, value) pairs and answers "which values
+match this topic?" for a whole list of topics through :meth:`Matcher.batch`,
+which returns a zero-argument callable doing one pass over the topics: that is
+what the timing helpers time.  Each kind registers in :data:`MATCHERS`; a later
+scenario adds its own matchers (regex, other libraries) by adding entries here.
+
+Built in:
+
+* ``cstrie``          - :meth:`cstrie.Trie.lookup`, one call per topic (the API);
+* ``cstrie-many``     - :meth:`cstrie.Trie.lookup_many`, one call for the batch;
+* ``cstrie-engine``   - the bare cffi call into the engine on pre-encoded bytes,
+                        without the Python wrapper (a *diagnostic*: it tells how
+                        much of ``cstrie``'s time is the engine itself);
+* ``cstrie-engine-empty`` / ``cstrie-parse`` - diagnostics: the same engine call on
+                        an empty trie (its fixed cost), and ``cst_validate`` alone
+                        (splitting and hashing the topic); ``cstrie-nullcall``:
+                        a trivial engine call (the cost of a cffi call itself);
+* ``pytrie``          - :class:`cstrie.pytrie.PyTrie` (pure Python, one lock);
+* ``paho``            - ``paho.mqtt.matcher.MQTTMatcher`` (pure Python, MQTT only,
+                        one value per filter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cstrie.bench.base import MissingDependency
+
+__all__ = ["MATCHERS", "Matcher", "MatcherKind", "make"]
+
+
+class Matcher:
+    """Base class: subclasses fill :meth:`add` and :meth:`batch`."""
+
+    name = "?"
+
+    def add(self, pattern: str, value: Any) -> None:
+        raise NotImplementedError
+
+    def add_all(self, pairs: Iterable[tuple[str, Any]]) -> None:
+        for pattern, value in pairs:
+            self.add(pattern, value)
+
+    def lookup(self, topic: str) -> list[Any]:
+        """The values matching one topic (for correctness checks, not timing)."""
+        raise NotImplementedError
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        """A callable that looks up every topic once (what gets timed)."""
+        lookup = self.lookup
+
+        def run() -> None:
+            for t in topics:
+                lookup(t)
+
+        return run
+
+
+class CstrieMatcher(Matcher):
+    name = "cstrie"
+
+    def __init__(self, dialect: str) -> None:
+        from cstrie.trie import Trie
+
+        self.trie = Trie(dialect)
+
+    def add(self, pattern: str, value: Any) -> None:
+        self.trie.subscribe(pattern, value)
+
+    def lookup(self, topic: str) -> list[Any]:
+        return self.trie.lookup(topic)
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        lookup = self.trie.lookup
+
+        def run() -> None:
+            for t in topics:
+                lookup(t)
+
+        return run
+
+
+class CstrieManyMatcher(CstrieMatcher):
+    name = "cstrie-many"
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        many = self.trie.lookup_many
+        listed = list(topics)
+        return lambda: many(listed)
+
+
+class CstrieEngineMatcher(CstrieMatcher):
+    """The engine call alone: encode once up front, no id -> object mapping."""
+
+    name = "cstrie-engine"
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        from cstrie import _binding as nb
+
+        calls = nb.thread_calls()
+        fn, h, ids, cap = calls.lookup, self.trie._h, calls.ids, calls.cap
+        encoded = [t.encode() for t in topics]
+
+        def run() -> None:
+            for d in encoded:
+                fn(h, d, len(d), ids, cap)
+
+        return run
+
+
+class CstrieEmptyMatcher(CstrieEngineMatcher):
+    """Diagnostic: the engine call on an *empty* trie: the fixed cost of one call
+    (cffi, topic parsing, epoch enter/exit) without any walk.  Ignores ``add``."""
+
+    name = "cstrie-engine-empty"
+
+    def add(self, pattern: str, value: Any) -> None:
+        pass
+
+    def lookup(self, topic: str) -> list[Any]:
+        raise NotImplementedError("a diagnostic, not a matcher")
+
+
+class CstrieParseMatcher(CstrieEmptyMatcher):
+    """Diagnostic: ``cst_validate`` only: one cffi call that splits, checks and
+    hashes the topic's words, as every lookup does first."""
+
+    name = "cstrie-parse"
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        from cstrie import _binding as nb
+
+        fn, h = nb.lib.cst_validate, self.trie._h
+        encoded = [t.encode() for t in topics]
+
+        def run() -> None:
+            for d in encoded:
+                fn(h, d, len(d), 0)
+
+        return run
+
+
+class CstrieNullCallMatcher(CstrieEmptyMatcher):
+    """Diagnostic: a trivial engine call (``cst_is_readonly``) per topic: what a
+    cffi call costs by itself."""
+
+    name = "cstrie-nullcall"
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        from cstrie import _binding as nb
+
+        fn, h = nb.lib.cst_is_readonly, self.trie._h
+        encoded = [t.encode() for t in topics]
+
+        def run() -> None:
+            for _ in encoded:
+                fn(h)
+
+        return run
+
+
+class PyTrieMatcher(Matcher):
+    name = "pytrie"
+
+    def __init__(self, dialect: str) -> None:
+        from cstrie.pytrie import PyTrie
+
+        self.trie = PyTrie(dialect)
+
+    def add(self, pattern: str, value: Any) -> None:
+        self.trie.subscribe(pattern, value)
+
+    def lookup(self, topic: str) -> list[Any]:
+        return self.trie.lookup(topic)
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        lookup = self.trie.lookup
+
+        def run() -> None:
+            for t in topics:
+                lookup(t)
+
+        return run
+
+
+class PahoMatcher(Matcher):
+    """paho-mqtt's trie: one value per filter, so values are filter indexes."""
+
+    name = "paho"
+
+    def __init__(self, dialect: str) -> None:
+        if dialect != "mqtt":
+            raise ValueError("paho's MQTTMatcher only speaks MQTT")
+        try:
+            from paho.mqtt.matcher import MQTTMatcher
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise MissingDependency(
+                "paho-mqtt is not installed (pip install paho-mqtt, or cstrie[bench])"
+            ) from exc
+        factory: Any = MQTTMatcher  # an untyped library
+        self.m: Any = factory()
+
+    def add(self, pattern: str, value: Any) -> None:
+        self.m[pattern] = value
+
+    def lookup(self, topic: str) -> list[Any]:
+        return list(self.m.iter_match(topic))
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        it = self.m.iter_match
+
+        def run() -> None:
+            for t in topics:
+                list(it(t))
+
+        return run
+
+
+@dataclass(frozen=True)
+class MatcherKind:
+    name: str
+    factory: Callable[[str], Matcher]
+    description: str
+    diagnostic: bool = False
+
+
+MATCHERS: dict[str, MatcherKind] = {
+    k.name: k
+    for k in (
+        MatcherKind("paho", PahoMatcher, "paho-mqtt MQTTMatcher, list(iter_match(topic))"),
+        MatcherKind("pytrie", PyTrieMatcher, "cstrie.pytrie.PyTrie.lookup (pure Python)"),
+        MatcherKind("cstrie", CstrieMatcher, "cstrie.Trie.lookup"),
+        MatcherKind("cstrie-many", CstrieManyMatcher, "cstrie.Trie.lookup_many (one call)"),
+        MatcherKind(
+            "cstrie-engine",
+            CstrieEngineMatcher,
+            "bare engine call on pre-encoded bytes (diagnostic, not an API)",
+            diagnostic=True,
+        ),
+        MatcherKind(
+            "cstrie-engine-empty",
+            CstrieEmptyMatcher,
+            "bare engine call on an empty trie: fixed cost per call (diagnostic)",
+            diagnostic=True,
+        ),
+        MatcherKind(
+            "cstrie-nullcall",
+            CstrieNullCallMatcher,
+            "cst_is_readonly: a trivial cffi call (diagnostic)",
+            diagnostic=True,
+        ),
+        MatcherKind(
+            "cstrie-parse",
+            CstrieParseMatcher,
+            "cst_validate: parse + hash the topic only (diagnostic)",
+            diagnostic=True,
+        ),
+    )
+}
+
+
+def make(name: str, dialect: str) -> Matcher:
+    """A new, empty matcher of the registered kind ``name``."""
+    return MATCHERS[name].factory(dialect)

@@ -1,0 +1,156 @@
+"""The ``cstrie`` subcommands that work on subscription files.
+
+One module per subcommand (``export``, ``load``, ``tree``, ``stats``,
+``match``), each with ``add_parser(subparsers)``; :func:`add_parsers` registers
+them all.  Shared here: reading a subscription file and the common options.
+
+A *subscription file* is either an export (JSON Lines, Parquet or binary; told
+by suffix, then by its first bytes) or a text file of ``PATTERN<TAB>SUBSCRIBER``
+lines (subscribers are strings; the dialect comes from ``--dialect``).  ``-``
+reads standard input.
+
+Exit codes (for scripts): 0 success; 1 the command ran but something failed
+(``match``: some topics were invalid; ``tree``: Graphviz could not draw);
+2 bad usage or unreadable, corrupt or invalid input (nothing was written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from typing import IO, Any
+
+from cstrie.dialect import Dialect, resolve_dialect
+
+__all__ = ["add_common", "add_parsers", "read_subscriptions"]
+
+TEXT_SUFFIXES = (".tsv", ".txt", ".tab")
+
+
+def add_parsers(sub: Any) -> None:
+    from cstrie.commands import export_cmd, load_cmd, match_cmd, stats_cmd, tree_cmd
+
+    for module in (export_cmd, load_cmd, tree_cmd, stats_cmd, match_cmd):
+        module.add_parser(sub)
+
+
+def add_common(p: argparse.ArgumentParser, progress: bool = True) -> None:
+    """--dialect, --input-format and (optionally) --progress/--no-progress."""
+    p.add_argument(
+        "--dialect",
+        help="dialect of a text (TSV) subscription file: amqp (default), mqtt or nats; "
+        "export files carry their own",
+    )
+    p.add_argument(
+        "--input-format",
+        choices=("auto", "jsonl", "parquet", "binary", "tsv"),
+        default="auto",
+        help="format of the subscription file (default: from the suffix or first bytes)",
+    )
+    if progress:
+        p.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="progress bar on stderr (default: when stderr is a terminal)",
+        )
+
+
+def _open_input(path: str) -> IO[bytes]:
+    if path == "-":
+        return io.BytesIO(sys.stdin.buffer.read())
+    return open(path, "rb")
+
+
+def input_format(path: str, choice: str = "auto") -> str:
+    """The format of a subscription file: jsonl, parquet, binary or tsv."""
+    from cstrie.export import _from_suffix, detect_format
+
+    if choice != "auto":
+        return choice
+    if path != "-":
+        if path.lower().endswith(TEXT_SUFFIXES):
+            return "tsv"
+        fmt = _from_suffix(path)
+        if fmt is not None:
+            return fmt
+        with open(path, "rb") as f:
+            return detect_format(f.read(16)) or "tsv"
+    return "auto"
+
+
+def read_subscriptions(
+    path: str, dialect: str | None = None, choice: str = "auto"
+) -> tuple[Any, dict[str, Any]]:
+    """(Trie, info) from a subscription file.  ``info`` has "format" and, for
+    exports, the header ("subscriber_codec" is kept: user-encoded subscribers
+    are loaded as their stored values)."""
+    from cstrie.export import detect_format, load, read_header
+    from cstrie.export.codec import keep_encoded
+
+    fmt = input_format(path, choice)
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        if fmt == "auto":
+            fmt = detect_format(data[:16]) or "tsv"
+        stream: IO[bytes] = io.BytesIO(data)
+    else:
+        stream = open(path, "rb")
+    try:
+        if fmt == "tsv":
+            trie = _read_tsv(stream, resolve_dialect(dialect or "amqp"), path)
+            return trie, {"format": "tsv", "dialect": trie.dialect.name}
+        if fmt == "parquet" and path != "-":
+            header = read_header(path, "parquet")
+        else:
+            header = read_header(stream, fmt)
+        decode = keep_encoded if header.get("subscriber_codec") == "user" else None
+        trie = load(path if (fmt == "parquet" and path != "-") else stream, fmt, decode)
+    finally:
+        stream.close()
+    if dialect is not None and resolve_dialect(dialect) != trie.dialect:
+        raise ValueError(
+            f"--dialect {dialect} does not match the file's dialect {trie.dialect.name!r}"
+        )
+    return trie, {**header, "format": fmt}
+
+
+def _read_tsv(stream: IO[bytes], dialect: Dialect, name: str) -> Any:
+    from cstrie.trie import Trie
+
+    pairs: list[tuple[str, str]] = []
+    text = io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
+    try:
+        for lineno, line in enumerate(text, 1):
+            line = line.rstrip("\n").removesuffix("\r")
+            if not line:
+                continue
+            pattern, tab, subscriber = line.rpartition("\t")
+            if not tab:
+                raise ValueError(
+                    f"{name}:{lineno}: expected PATTERN<TAB>SUBSCRIBER, found {line[:60]!r}"
+                )
+            pairs.append((pattern, subscriber))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: not UTF-8 text ({exc})") from None
+    finally:
+        text.detach()
+    return Trie.from_pairs(pairs, dialect)
+
+
+def write_tsv(trie: Any, out: IO[str]) -> int:
+    """Write ``PATTERN<TAB>SUBSCRIBER`` lines; returns the number of pairs."""
+    n = 0
+    for pattern, subs in trie.snapshot()._groups():
+        for s in subs:
+            out.write(f"{pattern}\t{s}\n")
+            n += 1
+    return n
+
+
+def output_stream(path: str) -> IO[bytes]:
+    if path == "-":
+        return sys.stdout.buffer
+    return open(os.fspath(path), "wb")

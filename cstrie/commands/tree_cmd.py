@@ -1,0 +1,107 @@
+"""``cstrie tree``: the subscription tree as text, JSON, Graphviz DOT, PNG or SVG.
+
+Every node is one pattern word with the number of subscriptions below it;
+children are sorted by that count, the largest first.  ``--depth`` limits the
+levels (default 3), ``--max-children`` the children drawn per node (the rest
+are summed up as "… N more").  PNG and SVG need Graphviz (the ``dot`` program);
+the format comes from ``--format`` or the suffix of ``-o``.
+
+Exit codes: 0 done; 1 Graphviz is missing or failed; 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from cstrie.commands import add_common, read_subscriptions
+
+FORMATS = ("text", "json", "dot", "png", "svg")
+
+
+def _jsonable(node: Any) -> Any:
+    from cstrie.export.codec import json_value
+
+    out = dict(node)
+    if "subscribers" in out:
+        out["subscribers"] = [
+            json_value(s) if type(s) in (str, int, bytes) else repr(s) for s in out["subscribers"]
+        ]
+    out["children"] = {w: _jsonable(c) for w, c in node["children"].items()}
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from cstrie.tree import dot_available, render_dot, render_image, render_text, tree
+
+    fmt = args.format
+    if fmt is None:
+        suffix = (args.output or "").rsplit(".", 1)[-1].lower() if args.output else ""
+        fmt = suffix if suffix in FORMATS else ("json" if suffix == "json" else "text")
+    if fmt in ("png", "svg"):
+        if not args.output or args.output == "-":
+            print(f"cstrie tree: error: --format {fmt} needs -o FILE", file=sys.stderr)
+            return 2
+        if not dot_available():
+            print(
+                "cstrie tree: Graphviz is not installed (no 'dot' program); "
+                "use --format dot or install graphviz",
+                file=sys.stderr,
+            )
+            return 1
+    depth = None if args.depth < 0 else args.depth
+    trie, _ = read_subscriptions(args.source, args.dialect, args.input_format)
+    want_subs = (fmt == "json" and args.subscribers > 0) or (fmt == "text" and args.subscribers > 0)
+    root = tree(trie, depth, subscribers=want_subs)
+    if fmt in ("png", "svg"):
+        try:
+            render_image(
+                root, args.output, format=fmt, max_depth=depth, max_children=args.max_children
+            )
+        except RuntimeError as exc:
+            print(f"cstrie tree: {exc}", file=sys.stderr)
+            return 1
+        print(f"cstrie tree: wrote {args.output}", file=sys.stderr)
+        return 0
+    if fmt == "text":
+        text = (
+            render_text(
+                root, depth, max_children=args.max_children, show_subscribers=args.subscribers
+            )
+            + "\n"
+        )
+    elif fmt == "dot":
+        text = render_dot(root, depth, max_children=args.max_children)
+    else:
+        text = json.dumps(_jsonable(root), ensure_ascii=False) + "\n"
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "tree",
+        help="show the subscription tree (text, json, dot, png, svg)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("source", help="subscription file (- = stdin)")
+    p.add_argument("-o", "--output", help="write here instead of stdout (needed for png/svg)")
+    p.add_argument("--format", choices=FORMATS, help="output format (default: from -o, else text)")
+    p.add_argument("--depth", type=int, default=3, help="levels to show (default 3; -1 = all)")
+    p.add_argument("--max-children", type=int, default=20, help="children per node (default 20)")
+    p.add_argument(
+        "--subscribers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="text/json: list up to N subscribers per node (default 0)",
+    )
+    add_common(p, progress=False)
+    p.set_defaults(func=run)

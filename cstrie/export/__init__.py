@@ -1,0 +1,294 @@
+"""Export a snapshot of the subscriptions to a file, and load it back.
+
+>>> import cstrie, io
+>>> from cstrie.export import export, load
+>>> t = cstrie.Trie("mqtt"); t.subscribe("a/+", "alice"); t.subscribe("a/#", 7)
+True
+True
+>>> buf = io.BytesIO(); export(t.snapshot(), buf, format="binary")
+2
+>>> sorted(load(io.BytesIO(buf.getvalue())), key=str)
+[('a/#', 7), ('a/+', 'alice')]
+
+Formats (one module each; layouts in ``docs/export.md``):
+
+========  ================================  =====================================
+format    suffixes                          for
+========  ================================  =====================================
+jsonl     ``.jsonl`` ``.ndjson``            people, grep/jq, line-oriented tools
+parquet   ``.parquet`` ``.pq``              analytics (pandas, Spark, DuckDB); needs pyarrow
+binary    ``.cstrie`` ``.cst`` ``.bin``     shipping a matcher to other processes
+========  ================================  =====================================
+
+Every format records the dialect (all fields) and a format version, and is
+checked on load (CRC-32s, counts, structure): a truncated or corrupt file
+raises :class:`FormatError` and builds nothing.  The export reads one O(1)
+snapshot, so it is consistent while other threads keep subscribing; the pairs
+are streamed in chunks, so its memory grows with the number of distinct
+subscribers, not of pairs.  Subscribers are checked before anything is
+written: when every object the trie's registry knows is a str, int or bytes
+that check is one C-speed pass over the registry; otherwise (or with
+``encode``) a first pass over the snapshot collects and checks its distinct
+subscribers.  Writing to a path goes through a temporary file in the same
+directory that replaces the target only when the export is complete.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+from cstrie.export import codec as _codec
+from cstrie.export.codec import Decode, Encode, keep_encoded
+from cstrie.export.errors import FormatError
+
+__all__ = [
+    "FORMATS",
+    "FormatError",
+    "detect_format",
+    "export",
+    "keep_encoded",
+    "load",
+    "read_header",
+]
+
+#: canonical format name -> file suffixes
+FORMATS: dict[str, tuple[str, ...]] = {
+    "jsonl": (".jsonl", ".ndjson"),
+    "parquet": (".parquet", ".pq"),
+    "binary": (".cstrie", ".cst", ".bin"),
+}
+_ALIASES = {"ndjson": "jsonl", "json-lines": "jsonl", "pq": "parquet", "cstrie": "binary"}
+
+Progress = Callable[[int, int], None]
+Dest = str | os.PathLike[str] | IO[bytes]
+
+
+def _canonical(fmt: str) -> str:
+    name = _ALIASES.get(fmt.lower(), fmt.lower())
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {sorted(FORMATS)}")
+    return name
+
+
+def _from_suffix(name: str | os.PathLike[str] | None) -> str | None:
+    if name is None:
+        return None
+    suffix = Path(os.fspath(name)).suffix.lower()
+    for fmt, suffixes in FORMATS.items():
+        if suffix in suffixes:
+            return fmt
+    return None
+
+
+def _is_path(x: object) -> bool:
+    return isinstance(x, (str, os.PathLike))
+
+
+def detect_format(head: bytes) -> str | None:
+    """The format of a file starting with ``head`` (its first bytes), if known."""
+    from cstrie.export.binary import MAGIC
+
+    if head.startswith(MAGIC):
+        return "binary"
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.lstrip().startswith(b"{"):
+        return "jsonl"
+    return None
+
+
+def export(
+    reader: Any,
+    dest: Dest,
+    format: str | None = None,
+    encode: Encode | None = None,
+    *,
+    progress: Progress | None = None,
+) -> int:
+    """Write the subscriptions of ``reader`` (a Trie or Snapshot) to ``dest``.
+
+    ``dest`` is a path or a writable binary file.  ``format`` is ``"jsonl"``,
+    ``"parquet"`` or ``"binary"``; by default it comes from the path's suffix.
+    Subscribers must be str, int or bytes unless ``encode`` (object ->
+    str|int|bytes, applied to every subscriber) is given; a subscriber that
+    cannot be stored raises ``TypeError`` before anything is written (and no
+    file is created).  ``progress(done, total)`` is called after each chunk.
+    Returns the number of pairs written.  O(n) time, memory O(subscribers +
+    one chunk).
+    """
+    if format is None:
+        name = dest if _is_path(dest) else getattr(dest, "name", None)
+        format = _from_suffix(name) if isinstance(name, (str, os.PathLike)) else None
+        if format is None:
+            raise ValueError(
+                f"cannot tell the export format from {dest!r}; pass format= "
+                f"(one of {sorted(FORMATS)}) or use a suffix such as .jsonl, .parquet, .cstrie"
+            )
+    fmt = _canonical(format)
+    snap = reader.snapshot()
+    plan = _codec.plan(snap, encode)
+    if fmt == "jsonl":
+        from cstrie.export import jsonl
+
+        def write(f: BinaryIO) -> None:
+            jsonl.write(snap, f, plan, progress)
+
+    elif fmt == "parquet":
+        from cstrie.export import parquet
+
+        prep = parquet.prepare(plan)
+
+        def write(f: BinaryIO) -> None:
+            parquet.write(snap, f, plan, prep, progress)
+
+    else:
+        from cstrie.export import binary
+
+        def write(f: BinaryIO) -> None:
+            binary.write(snap, f, plan, progress)
+
+    if not _is_path(dest):
+        write(dest)  # type: ignore[arg-type]
+        return len(snap)
+    path = Path(os.fspath(dest))  # type: ignore[arg-type]
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return len(snap)
+
+
+def load(
+    src: str | os.PathLike[str] | IO[bytes],
+    format: str | None = None,
+    decode: Decode | None = None,
+) -> Any:
+    """Load an export into a new :class:`cstrie.Trie` (same dialect and pairs).
+
+    ``src`` is a path or a readable binary file.  ``format`` defaults from the
+    suffix, then from the file's first bytes.  ``decode`` is applied to every
+    stored subscriber value; it is required for files written with
+    ``encode=`` (:func:`keep_encoded` keeps the stored values).  Raises
+    :class:`FormatError` (a ``ValueError``) for a truncated, corrupt or
+    unknown file; nothing is built then.
+    """
+    fmt = _canonical(format) if format is not None else None
+    if _is_path(src):
+        path = Path(os.fspath(src))  # type: ignore[arg-type]
+        if fmt is None:
+            fmt = _from_suffix(path)
+        if fmt is None:
+            with open(path, "rb") as f:
+                fmt = detect_format(f.read(16))
+        if fmt == "parquet":
+            from cstrie.export import parquet
+
+            return parquet.read(str(path), decode)
+        with open(path, "rb") as f:
+            return _load_stream(f, fmt, decode)
+    stream: IO[bytes] = src  # type: ignore[assignment]
+    if fmt is None:
+        fmt = (
+            _from_suffix(getattr(stream, "name", None))
+            if isinstance(getattr(stream, "name", None), str)
+            else None
+        )
+    if fmt is None:
+        if not stream.seekable():
+            stream = io.BytesIO(stream.read())
+        start = stream.tell()
+        fmt = detect_format(stream.read(16))
+        stream.seek(start)
+    if fmt == "parquet":
+        from cstrie.export import parquet
+
+        if not stream.seekable():
+            stream = io.BytesIO(stream.read())
+        return parquet.read(stream, decode)
+    return _load_stream(stream, fmt, decode)
+
+
+def _load_stream(f: IO[bytes], fmt: str | None, decode: Decode | None) -> Any:
+    if fmt == "jsonl":
+        from cstrie.export import jsonl
+
+        return jsonl.read(f, decode)  # type: ignore[arg-type]
+    if fmt == "binary":
+        from cstrie.export import binary
+
+        return binary.read(f, decode)  # type: ignore[arg-type]
+    raise FormatError(
+        f"not a cstrie export: unknown file format (expected one of {sorted(FORMATS)})"
+    )
+
+
+def read_header(
+    src: str | os.PathLike[str] | IO[bytes], format: str | None = None
+) -> dict[str, Any]:
+    """The header record of an export (format, version, dialect, subscriber
+    codec, ...) without loading the pairs or checking the whole file."""
+    import json
+
+    if _is_path(src):
+        path = Path(os.fspath(src))  # type: ignore[arg-type]
+        with open(path, "rb") as f:
+            head = f.read(16)
+        fmt = _canonical(format) if format else (_from_suffix(path) or detect_format(head))
+        if fmt == "parquet":
+            from cstrie.export.parquet import require_pyarrow
+
+            require_pyarrow()
+            import pyarrow.parquet as pq
+
+            try:
+                kv = pq.ParquetFile(str(path)).metadata.metadata or {}
+                meta = json.loads(kv[b"cstrie"])
+            except Exception as exc:
+                raise FormatError(f"not a readable cstrie Parquet export: {exc}") from None
+        else:
+            with open(path, "rb") as f:
+                meta = _stream_header(f, fmt)
+    else:
+        stream: IO[bytes] = src  # type: ignore[assignment]
+        start = stream.tell()
+        head = stream.read(16)
+        stream.seek(start)
+        fmt = _canonical(format) if format else detect_format(head)
+        if fmt == "parquet":
+            raise ValueError("read_header needs a path for Parquet files")
+        meta = _stream_header(stream, fmt)
+        stream.seek(start)
+    from cstrie.export.meta import check_meta
+
+    check_meta(meta, fmt or "")
+    return dict(meta)
+
+
+def _stream_header(f: IO[bytes], fmt: str | None) -> Any:
+    import json
+    import struct
+
+    try:
+        if fmt == "jsonl":
+            return json.loads(f.readline(1 << 20))
+        if fmt == "binary":
+            head = f.read(16)
+            (meta_len,) = struct.unpack_from("<I", head, 12)
+            return json.loads(f.read(meta_len))
+    except (ValueError, struct.error) as exc:
+        raise FormatError(f"unreadable header: {exc}") from None
+    raise FormatError(
+        f"not a cstrie export: unknown file format (expected one of {sorted(FORMATS)})"
+    )

@@ -1,0 +1,254 @@
+"""The compact binary format: a matcher to ship to other processes.
+
+Loading does no per-pair Python work: the pair sections hold exactly the
+buffers :meth:`cstrie.Trie.from_buffers` takes.  All integers little-endian::
+
+    offset  size  field
+    0       8     magic  b"\\x89CSTRIE\\n" (a text-mode transfer breaks it)
+    8       2     u16 format version (1)
+    10      2     u16 flags (0; any other value is refused)
+    12      4     u32 meta_len
+    16      m     meta: UTF-8 JSON {"format": "cstrie-binary", "version": 1,
+                  "dialect": {every Dialect field}, "subscriber_codec": "native"
+                  or "user", "writer": "cstrie X.Y.Z"}
+    pair sections, each (one per engine chunk, at most 65,536 pairs)
+            4     b"PAIR"
+            8     u64 n pairs
+            8     u64 d data bytes
+            8*n   i64 end offset of each pair's pattern, counted from the start
+                  of the pattern data of the whole file (so the sections'
+                  offset arrays concatenate into the Arrow-style n+1 offsets
+                  with a leading 0)
+            8*n   u64 subscriber of each pair: a 1-based index into the table
+            d     the patterns, UTF-8, back to back
+    subscriber table (after the pairs: the writer numbers subscribers as it
+    meets them, in one pass)
+            4     b"SUBS"
+            8     u64 count S
+            8     u64 blob_len B
+            S     u8 kind per subscriber: 0 str (UTF-8, surrogates passed
+                  through), 1 int (two's complement, little-endian, minimal
+                  length), 2 bytes (as is)
+            8*S   i64 end offset of each subscriber's bytes in the blob
+            B     blob
+    trailer
+            4     b"END\\0"
+            8     u64 total pairs
+            8     u64 total pattern bytes
+            4     u32 number of pair sections
+            4     u32 CRC-32 (zlib) of every byte before it
+
+The writer streams (memory bounded by one section) and computes the CRC as it
+goes; the loader checks the CRC before it parses anything else, so a truncated
+or corrupt file raises :class:`~cstrie.export.FormatError` and builds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import struct
+import zlib
+from array import array
+from itertools import accumulate, chain, islice
+from typing import Any, BinaryIO
+
+from cstrie.export import meta as m
+from cstrie.export.codec import BYTES, INT, STR, Decode, Plan
+from cstrie.export.errors import FormatError
+from cstrie.export.source import Numbering, chunks
+
+__all__ = ["MAGIC", "read", "write"]
+
+MAGIC = b"\x89CSTRIE\n"
+_HEAD = struct.Struct("<HHI")
+_SECTION = struct.Struct("<4sQQ")
+_KIND_OF = {str: STR, int: INT, bytes: BYTES}
+_TABLE_SLICE = 1 << 16
+_TRAILER = struct.Struct("<4sQQII")
+
+
+def _value_bytes(v: str | int | bytes) -> bytes:
+    t = type(v)
+    if t is str:
+        return v.encode("utf-8", "surrogatepass")  # type: ignore[union-attr]
+    if t is int:
+        return v.to_bytes((v.bit_length() + 8) // 8, "little", signed=True)  # type: ignore[union-attr]
+    return v  # type: ignore[return-value]
+
+
+def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None) -> None:
+    """Write ``snap`` to the binary file ``f`` in one streaming pass."""
+    crc = 0
+
+    def put(b: bytes) -> None:
+        nonlocal crc
+        f.write(b)
+        crc = zlib.crc32(b, crc)
+
+    meta = json.dumps(m.make_meta("binary", snap.dialect, plan.codec)).encode()
+    put(MAGIC + _HEAD.pack(m.VERSION, 0, len(meta)) + meta)
+    index = Numbering()  # engine id -> 1-based table position, in order of appearance
+    base = pairs = sections = 0
+    total = plan.total if plan.total is not None else (len(snap) if progress else 0)
+    for c in chunks(snap):
+        data, ends = c.pair_patterns(base)
+        refs = array("Q", map(index.__getitem__, c.ids))
+        put(_SECTION.pack(b"PAIR", len(refs), len(data)))
+        put(array("q", ends).tobytes())
+        put(refs.tobytes())
+        put(data)
+        base += len(data)
+        pairs += len(refs)
+        sections += 1
+        if progress is not None:
+            progress(pairs, total)
+    # The table, a slice of subscribers at a time (their bytes are made twice,
+    # for the lengths and for the blob, rather than all held at once).
+    order = list(index)
+    values = plan.values
+    starts = range(0, len(order), _TABLE_SLICE)
+
+    def part(k: int) -> list[str | int | bytes]:
+        return list(map(values.__getitem__, order[k : k + _TABLE_SLICE]))
+
+    kinds = b"".join(bytes(map(_KIND_OF.__getitem__, map(type, part(k)))) for k in starts)
+    lengths = array("q")
+    for k in starts:
+        lengths.extend(map(len, _encoded(part(k))))
+    put(_SECTION.pack(b"SUBS", len(order), sum(lengths)))
+    put(kinds)
+    put(array("q", accumulate(lengths)).tobytes())
+    for k in starts:
+        put(b"".join(_encoded(part(k))))
+    put(_TRAILER.pack(b"END\0", pairs, base, sections, 0)[:-4])
+    f.write(struct.pack("<I", crc))
+
+
+def _encoded(values: list[str | int | bytes]) -> list[bytes]:
+    """The stored bytes of each value (str at C speed when it can be)."""
+    if set(map(type, values)) == {str}:
+        try:
+            return list(map(str.encode, values))  # type: ignore[arg-type]
+        except UnicodeEncodeError:
+            pass
+    return list(map(_value_bytes, values))
+
+
+def _values(kinds: bytes, ends: array[int], blob: bytes) -> list[str | int | bytes]:
+    n = len(kinds)
+    slices = list(map(slice, chain((0,), ends), ends))
+    if kinds.count(STR) == n:  # the common case: every subscriber a str
+        if blob.isascii():
+            return list(map(blob.decode("ascii").__getitem__, slices))
+        return [blob[s].decode("utf-8", "surrogatepass") for s in slices]
+    out: list[str | int | bytes] = []
+    for k, sl in zip(kinds, slices, strict=True):
+        piece = blob[sl]
+        if k == STR:
+            out.append(piece.decode("utf-8", "surrogatepass"))
+        elif k == INT:
+            out.append(int.from_bytes(piece, "little", signed=True))
+        elif k == BYTES:
+            out.append(piece)
+        else:
+            raise FormatError(f"unknown subscriber kind {k}")
+    return out
+
+
+def read(f: BinaryIO, decode: Decode | None = None) -> Any:
+    """Load a binary export from the file ``f``; returns a :class:`cstrie.Trie`."""
+    raw = f.read()
+    return loads(raw, decode)
+
+
+def loads(raw: bytes, decode: Decode | None = None) -> Any:
+    """Load a binary export held in memory."""
+    if len(raw) < 16 or raw[:8] != MAGIC:
+        if raw[:8] == MAGIC[: len(raw)]:
+            raise FormatError("truncated cstrie binary file (shorter than its header)")
+        raise FormatError("not a cstrie binary export (bad magic bytes)")
+    version, flags, meta_len = _HEAD.unpack_from(raw, 8)
+    if version > m.VERSION:
+        raise FormatError(
+            f"binary format version {version} is newer than this cstrie reads "
+            f"(up to {m.VERSION}); upgrade cstrie"
+        )
+    if version < 1:
+        raise FormatError(f"invalid binary format version {version}")
+    if len(raw) < 16 + _SECTION.size + _TRAILER.size:
+        raise FormatError("truncated cstrie binary file")
+    view = memoryview(raw)
+    (stored,) = struct.unpack_from("<I", raw, len(raw) - 4)
+    if zlib.crc32(view[:-4]) != stored:
+        raise FormatError("checksum mismatch: the file is truncated or corrupt")
+    if flags != 0:
+        raise FormatError(f"unknown flags 0x{flags:04x} in the binary header")
+    pos = 16 + meta_len
+    end_of_body = len(raw) - _TRAILER.size
+    if pos > end_of_body:
+        raise FormatError("the binary header runs past the end of the file")
+    try:
+        meta = json.loads(view[16:pos].tobytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FormatError(f"the binary header is not valid JSON: {exc}") from None
+    dialect, codec = m.check_meta(meta, "binary")
+
+    def section(tag: bytes) -> tuple[int, int]:
+        nonlocal pos
+        if pos + _SECTION.size > end_of_body:
+            raise FormatError(f"missing {tag.decode()} section")
+        got, a, b = _SECTION.unpack_from(raw, pos)
+        if got != tag:
+            raise FormatError(f"expected a {tag.decode()} section at byte {pos}, found {got!r}")
+        pos += _SECTION.size
+        return a, b
+
+    def take(size: int) -> memoryview:
+        nonlocal pos
+        if size < 0 or pos + size > end_of_body:
+            raise FormatError("a section runs past the end of the file")
+        out = view[pos : pos + size]
+        pos += size
+        return out
+
+    ends_parts: list[memoryview] = []
+    ref_parts: list[memoryview] = []
+    data_parts: list[memoryview] = []
+    nsections = 0
+    while raw[pos : pos + 4] == b"PAIR":
+        nsections += 1
+        n, d = section(b"PAIR")
+        ends_parts.append(take(8 * n))
+        ref_parts.append(take(8 * n))
+        data_parts.append(take(d))
+    count, blob_len = section(b"SUBS")
+    kinds = take(count).tobytes()
+    sub_ends = array("q")
+    sub_ends.frombytes(take(8 * count))
+    blob = take(blob_len).tobytes()
+    if count and (
+        sub_ends[-1] != blob_len
+        or sub_ends[0] < 0
+        or not all(map(operator.le, sub_ends, islice(sub_ends, 1, None)))
+    ):
+        raise FormatError("corrupt subscriber table offsets")
+    if pos != end_of_body:
+        raise FormatError(f"unexpected bytes at {pos} before the trailer")
+    tag, total, total_bytes, sections, _crc = _TRAILER.unpack_from(raw, end_of_body)
+    if tag != b"END\0":
+        raise FormatError("missing trailer: the file is truncated or corrupt")
+    offsets = array("q", [0])
+    offsets.frombytes(b"".join(ends_parts))
+    refs = array("Q")
+    refs.frombytes(b"".join(ref_parts))
+    data = b"".join(data_parts)
+    del ends_parts, ref_parts, data_parts
+    if len(refs) != total or len(data) != total_bytes or sections != nsections:
+        raise FormatError("the trailer's counts do not match the file")
+    if refs and (min(refs) < 1 or max(refs) > count):
+        raise FormatError(f"a pair refers to a subscriber outside 1..{count}")
+    m.check_offsets(offsets, len(data))
+    m.check_utf8(data, offsets)
+    values = m.decode_values(_values(kinds, sub_ends, blob), codec, decode)
+    return m.build_trie(data, offsets, refs, values, dialect)

@@ -1,0 +1,264 @@
+"""Subscriber and dialect encoding shared by every format.
+
+Subscribers
+    ``str``, ``int`` and ``bytes`` (exactly those types, not subclasses; so not
+    ``bool``) are stored as they are and come back as the same type and value;
+    mixed types are fine.  Any other subscriber needs an ``encode`` callable
+    (object -> str | int | bytes) when exporting and the matching ``decode``
+    when loading.  When ``encode`` is given it is applied to *every* subscriber
+    and the file records ``"subscriber_codec": "user"``; loading such a file
+    without ``decode`` is an error (pass :func:`keep_encoded` to get the stored
+    values themselves).  Every subscriber is checked before a byte is written.
+
+Dialect
+    All :class:`~cstrie.Dialect` fields are written as a JSON object and read
+    back strictly (unknown or missing fields, wrong types: :class:`FormatError`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cstrie.dialect import Dialect
+from cstrie.export.errors import FormatError
+
+__all__ = [
+    "BYTES",
+    "INT",
+    "STR",
+    "Decode",
+    "Encode",
+    "Plan",
+    "Table",
+    "dialect_from_json",
+    "dialect_to_json",
+    "json_value",
+    "keep_encoded",
+    "kind_name",
+    "plan",
+    "prepare_table",
+    "value_from_json",
+]
+
+STR, INT, BYTES = 0, 1, 2
+_KINDS = {str: STR, int: INT, bytes: BYTES}
+_NAMES = ("str", "int", "bytes")
+
+Encode = Callable[[Any], "str | int | bytes"]
+Decode = Callable[["str | int | bytes"], Any]
+
+
+def kind_name(kind: int) -> str:
+    return _NAMES[kind]
+
+
+def keep_encoded(value: str | int | bytes) -> str | int | bytes:
+    """A ``decode`` that keeps the stored values (for converting between formats
+    without knowing the application's types)."""
+    return value
+
+
+@dataclasses.dataclass
+class Table:
+    """The distinct subscribers of a snapshot, ready to write.
+
+    ``ids[k]`` is the engine id of the subscriber stored as ``values[k]`` (type
+    ``kinds[k]``); ``codec`` is ``"native"`` or ``"user"``."""
+
+    ids: list[int]
+    values: list[str | int | bytes]
+    kinds: bytes
+    codec: str
+
+    def index(self) -> dict[int, int]:
+        """engine id -> 1-based table position."""
+        return dict(zip(self.ids, range(1, len(self.ids) + 1), strict=True))
+
+    @property
+    def kind_set(self) -> set[int]:
+        return set(self.kinds)
+
+
+def _describe(obj: object) -> str:
+    text = repr(obj)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{text} (type {type(obj).__qualname__})"
+
+
+def prepare_table(ids: Sequence[int], objects: dict[int, Any], encode: Encode | None) -> Table:
+    """Check and encode the subscribers with engine ids ``ids``.
+
+    Raises ``TypeError`` naming the first subscriber that cannot be stored (or
+    whose encoding is not a str/int/bytes) and ``ValueError`` when ``encode``
+    gives two subscribers the same value.  Called before any output is made.
+    """
+    kinds = _KINDS
+    values: list[str | int | bytes]
+    if encode is None:
+        values = [objects[i] for i in ids]
+        try:
+            kind_list = [kinds[type(v)] for v in values]
+            for v in values:
+                if type(v) is int and v.bit_length() > _MAX_INT_BITS:
+                    raise TypeError(
+                        f"cannot export the int subscriber of {v.bit_length()} bits: "
+                        f"ints up to {_MAX_INT_BITS} bits are stored; pass encode="
+                    )
+        except KeyError:
+            bad = next(v for v in values if type(v) not in kinds)
+            raise TypeError(
+                f"cannot export subscriber {_describe(bad)}: only str, int and bytes are "
+                "stored as they are; pass encode= (object -> str|int|bytes) to export "
+                "and decode= to load"
+            ) from None
+        return Table(list(ids), values, bytes(kind_list), "native")
+    values = []
+    kind_list = []
+    for i in ids:
+        obj = objects[i]
+        v = encode(obj)
+        k = kinds.get(type(v))
+        if k is None or (k == INT and v.bit_length() > _MAX_INT_BITS):  # type: ignore[union-attr]
+            raise TypeError(
+                f"encode({_describe(obj)}) returned {_describe(v)}; it must return a "
+                "str, int or bytes"
+            )
+        values.append(v)
+        kind_list.append(k)
+    if len(set(values)) != len(values):
+        seen: dict[object, Any] = {}
+        for i, v in zip(ids, values, strict=True):
+            if v in seen:
+                raise ValueError(
+                    f"encode gave subscribers {_describe(seen[v])} and "
+                    f"{_describe(objects[i])} the same value {v!r}; it must be one-to-one"
+                )
+            seen[v] = objects[i]
+    return Table(list(ids), values, bytes(kind_list), "user")
+
+
+@dataclasses.dataclass
+class Plan:
+    """How one export stores its subscribers.
+
+    ``values`` maps every engine id of the snapshot (maybe more) to the value to
+    store; ``kinds`` are the kinds among ``values``."""
+
+    values: dict[int, str | int | bytes]
+    kinds: set[int]
+    codec: str
+    total: int | None = None
+
+
+#: ints longer than this many bits are refused up front: str() and JSON cannot
+#: write them (sys.get_int_max_str_digits is 4300 digits by default)
+_MAX_INT_BITS = 14000
+
+
+def _native_types(values: Any) -> set[type] | None:
+    """The types among ``values`` if all can be stored as they are, else None."""
+    types = set(map(type, values))
+    if not types <= _KINDS.keys():
+        return None
+    if int in types and any(v.bit_length() > _MAX_INT_BITS for v in values if type(v) is int):
+        return None
+    return types
+
+
+def plan(snap: Any, encode: Encode | None) -> Plan:
+    """Check the subscribers of ``snap`` before anything is written.
+
+    Fast path: when every object the snapshot's registry knows (a superset of
+    its subscribers) is a str, int or bytes, nothing more is needed.  Otherwise
+    (or with ``encode``) the snapshot's distinct subscribers are collected and
+    checked one by one (:func:`prepare_table`).
+    """
+    from cstrie.export.source import distinct_ids
+
+    if encode is None:
+        # The live registry dict serves the lookups: the snapshot pins its ids.
+        objects: dict[int, Any] = snap._reg.objects
+        try:
+            types = _native_types(objects.values())
+        except RuntimeError:  # the dict changed size under us: check a copy
+            types = _native_types(objects.copy().values())
+        if types is not None:
+            return Plan(objects, {_KINDS[t] for t in types}, "native")
+    ids, total = distinct_ids(snap)
+    table = prepare_table(ids, snap._reg.objects, encode)
+    return Plan(dict(zip(table.ids, table.values, strict=True)), table.kind_set, table.codec, total)
+
+
+# ------------------------------------------------------------------ dialect
+_DIALECT_FIELDS = {f.name: f for f in dataclasses.fields(Dialect)}
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "separator": (str,),
+    "single": (str, type(None)),
+    "multi": (str, type(None)),
+    "multi_min": (int,),
+    "multi_last_only": (bool,),
+    "strict_wildcards": (bool,),
+    "topic_wildcards": (bool,),
+    "empty_topic": (bool,),
+    "empty_words": (bool,),
+    "dollar_rule": (bool,),
+    "max_bytes": (int, type(None)),
+    "forbid_nul": (bool,),
+}
+assert set(_FIELD_TYPES) == set(_DIALECT_FIELDS), "update _FIELD_TYPES with Dialect"
+
+
+def dialect_to_json(d: Dialect) -> dict[str, Any]:
+    """Every field of ``d`` as a JSON-ready dict."""
+    return dataclasses.asdict(d)
+
+
+def dialect_from_json(obj: object) -> Dialect:
+    """The :class:`Dialect` written by :func:`dialect_to_json` (strict)."""
+    if not isinstance(obj, dict):
+        raise FormatError("the dialect is not a JSON object")
+    missing = sorted(set(_FIELD_TYPES) - set(obj))
+    extra = sorted(set(obj) - set(_FIELD_TYPES))
+    if missing or extra:
+        raise FormatError(
+            f"the dialect record has missing fields {missing} / unknown fields {extra}"
+        )
+    for name, types in _FIELD_TYPES.items():
+        v = obj[name]
+        if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
+            raise FormatError(f"dialect field {name!r} has the wrong type: {v!r}")
+    try:
+        return Dialect(**obj)
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"invalid dialect in file: {exc}") from None
+
+
+# ------------------------------------------------------------ JSON values
+def json_value(v: str | int | bytes) -> object:
+    """A stored subscriber as a JSON value: str and int as themselves, bytes as
+    ``{"bytes": "<base64>"}``."""
+    if type(v) is bytes:
+        return {"bytes": base64.b64encode(v).decode("ascii")}
+    return v
+
+
+def value_from_json(v: object) -> str | int | bytes:
+    """The inverse of :func:`json_value` (strict: raises ``FormatError``)."""
+    if type(v) is str or type(v) is int:
+        return v
+    if type(v) is dict and len(v) == 1:
+        b = v.get("bytes")
+        if isinstance(b, str):
+            try:
+                return base64.b64decode(b, validate=True)
+            except (binascii.Error, ValueError):
+                pass
+    raise FormatError(
+        f'invalid subscriber value {v!r}: expected a string, an integer or {{"bytes": "<base64>"}}'
+    )

@@ -1,0 +1,270 @@
+"""JSON Lines: one subscription per line, for people and line-oriented tools.
+
+Layout (UTF-8, ``\\n`` line ends)::
+
+    {"format": "cstrie-jsonl", "version": 1, "dialect": {...}, "subscriber_codec": "native", ...}
+    {"pattern": "stock.*.nyse", "subscriber": "alice"}
+    {"pattern": "stock.#", "subscriber": 42}
+    {"pattern": "stock.#", "subscriber": {"bytes": "AAE="}}
+    {"end": {"pairs": 3, "crc32": 2882390462}}
+
+The first line is the header (see :func:`cstrie.export.meta.make_meta`); then
+one line per (pattern, subscriber) pair, subscribers as JSON strings, integers
+or ``{"bytes": base64}``; the last line is the footer with the number of pairs
+and the CRC-32 of every byte before the footer line.  A missing footer (a
+truncated file), a wrong count or a wrong CRC is a
+:class:`~cstrie.export.FormatError`.  To edit a file by hand, delete
+``"crc32"`` from the footer (the pair count is still checked).  The writer
+uses compact separators; the readers accept any JSON spacing.  With pyarrow
+installed, plain files (all-string or all-int64 subscribers) are parsed by
+Arrow's JSON reader straight into buffers; others by :mod:`json`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from array import array
+from collections.abc import Callable, Iterable
+from itertools import accumulate, chain, repeat
+from operator import itemgetter
+from typing import Any, BinaryIO
+
+from cstrie.export import meta as m
+from cstrie.export.codec import Decode, Plan, value_from_json
+from cstrie.export.errors import FormatError
+from cstrie.export.source import chunks
+
+__all__ = ["loads", "read", "write"]
+
+_enc_str: Callable[[str], str] = json.encoder.encode_basestring
+_enc_ascii: Callable[[str], str] = json.encoder.encode_basestring_ascii
+_OPEN_B = b'{"pattern":"'
+_MID = '","subscriber":'
+_CLOSE = '}\n{"pattern":"'  # each tail also opens the next line (trimmed at the end)
+# bytes a pattern can hold as they are inside a JSON string (not ", \\ or controls)
+_PLAIN = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
+
+
+def _json_text(v: str | int | bytes) -> str:
+    """A stored subscriber as JSON text (non-ASCII kept as UTF-8, lone
+    surrogates as \\u escapes)."""
+    if isinstance(v, str):
+        text = _enc_str(v)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = _enc_ascii(v)
+        return text
+    if isinstance(v, int):
+        return str(v)
+    return '{"bytes":"' + base64.b64encode(v).decode("ascii") + '"}'
+
+
+class _Tails:
+    """engine id -> b'","subscriber":<JSON>}\\n{"pattern":"': the end of a pair
+    line after the pattern's text, and the start of the next line, made once
+    per subscriber (a chunk's new ones at once)."""
+
+    def __init__(self, values: dict[int, str | int | bytes]) -> None:
+        self.tails: dict[int, bytes] = {}  # a plain dict: set.difference is O(chunk)
+        self._source = values
+
+    def add(self, ids: list[int]) -> None:
+        keys = list(set(ids).difference(self.tails))
+        if not keys:
+            return
+        vals = list(map(self._source.__getitem__, keys))
+        texts: list[str] | None = None
+        if set(map(type, vals)) == {str}:
+            texts = list(map(_enc_str, vals))  # type: ignore[arg-type]
+            try:
+                "".join(texts).encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate somewhere
+                texts = None
+        if texts is None:
+            texts = list(map(_json_text, vals))
+        self.tails.update(zip(keys, [(_MID + t + _CLOSE).encode() for t in texts], strict=True))
+
+
+def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None) -> None:
+    """Write ``snap`` to ``f`` as JSON Lines, one chunk at a time."""
+    crc = 0
+
+    def put(b: bytes | memoryview) -> None:
+        nonlocal crc
+        f.write(b)
+        crc = zlib.crc32(b, crc)
+
+    put((json.dumps(m.make_meta("jsonl", snap.dialect, plan.codec)) + "\n").encode())
+    tails = _Tails(plan.values)
+    total = plan.total if plan.total is not None else (len(snap) if progress else 0)
+    pairs = 0
+    for c in chunks(snap):
+        ids = c.ids.tolist()
+        tails.add(ids)
+        heads: Iterable[bytes]
+        if not c.pat.translate(None, _PLAIN):
+            # no quote, backslash or control character: a pattern's JSON text is
+            # its own UTF-8 bytes between quotes (non-ASCII stays as it is)
+            heads = c.group_patterns()
+        else:
+            heads = [_enc_str(p.decode())[1:-1].encode() for p in c.group_patterns()]
+        if not c.simple:
+            heads = chain.from_iterable(map(repeat, heads, c.counts()))
+        n = len(ids)
+        text = b"".join(
+            chain.from_iterable(zip(heads, map(tails.tails.__getitem__, ids), strict=True))
+        )
+        put(_OPEN_B)
+        put(memoryview(text)[: -len(_OPEN_B)])
+        pairs += n
+        if progress is not None:
+            progress(pairs, total)
+    f.write((json.dumps({"end": {"pairs": pairs, "crc32": crc}}) + "\n").encode())
+
+
+def _line_error(body_lines: list[bytes], first_line: int) -> FormatError:
+    """Find the first bad pair line (slow path, for the message)."""
+    for k, line in enumerate(body_lines):
+        where = f"line {first_line + k}"
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            return FormatError(f"{where}: not valid JSON ({exc})")
+        if not isinstance(obj, dict) or set(obj) != {"pattern", "subscriber"}:
+            return FormatError(f'{where}: expected {{"pattern": ..., "subscriber": ...}}')
+        if type(obj["pattern"]) is not str:
+            return FormatError(f"{where}: the pattern is not a string")
+        try:
+            value_from_json(obj["subscriber"])
+        except FormatError as exc:
+            return FormatError(f"{where}: {exc}")
+    return FormatError("invalid pair lines")
+
+
+def read(f: BinaryIO, decode: Decode | None = None) -> Any:
+    """Load a JSON Lines export from the binary file ``f``."""
+    return loads(f.read(), decode)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
+
+
+def _arrow_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[Any]] | None:
+    """Parse the pair lines with pyarrow's JSON reader when pyarrow is there and
+    the file is of the plain kind (every subscriber a string, or every one an
+    integer that fits in 64 bits; no surrogate escapes): then the columns go to
+    the bulk build as Arrow buffers, with no Python object per pair.  Anything
+    else returns None and the pure-Python reader decides (and explains errors)."""
+    if nlines == 0 or _SURROGATE_ESCAPE.search(body) is not None:
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.json as pj
+    except ImportError:
+        return None
+    try:
+        tbl = pj.read_json(
+            pa.BufferReader(pa.py_buffer(body)),
+            read_options=pj.ReadOptions(block_size=1 << 24),
+        )
+        if tbl.num_rows != nlines or sorted(tbl.column_names) != ["pattern", "subscriber"]:
+            return None
+        pat = tbl.column("pattern")
+        sub = tbl.column("subscriber")
+        if not pa.types.is_string(pat.type) and not pa.types.is_large_string(pat.type):
+            return None
+        if sub.type not in (pa.string(), pa.large_string(), pa.int64()):
+            return None
+        if pat.null_count or sub.null_count:
+            return None
+        pat_arr = pat.cast(pa.large_string()).combine_chunks()
+        pat_arr.validate(full=True)
+        enc = pc.dictionary_encode(sub.combine_chunks())
+    except (pa.ArrowException, ValueError):
+        return None
+    refs = pc.cast(pc.add(pc.cast(enc.indices, pa.int64()), 1), pa.uint64())
+    values = enc.dictionary.to_pylist()
+    n = len(pat_arr)
+    bufs = pat_arr.buffers()
+    offsets = memoryview(bufs[1])[pat_arr.offset * 8 : (pat_arr.offset + n + 1) * 8]
+    data = bufs[2] if bufs[2] is not None else b""
+    rbuf = memoryview(refs.buffers()[1])[refs.offset * 8 : (refs.offset + n) * 8]
+    return data, offsets, rbuf, values
+
+
+def loads(raw: bytes, decode: Decode | None = None) -> Any:
+    if not raw:
+        raise FormatError("empty file: not a cstrie JSON Lines export")
+    head_end = raw.find(b"\n")
+    if head_end < 0:
+        raise FormatError("truncated JSON Lines export (no complete header line)")
+    try:
+        header = json.loads(raw[:head_end])
+    except ValueError:
+        raise FormatError("not a cstrie JSON Lines export (the first line is not JSON)") from None
+    dialect, codec = m.check_meta(header, "jsonl")
+    if not raw.endswith(b"\n"):
+        raise FormatError("truncated JSON Lines export (the last line is incomplete)")
+    foot_start = raw.rfind(b"\n", 0, len(raw) - 1) + 1
+    if foot_start <= head_end:
+        raise FormatError("truncated JSON Lines export (no footer line)")
+    try:
+        footer = json.loads(raw[foot_start:])
+    except ValueError:
+        footer = None
+    end = footer.get("end") if isinstance(footer, dict) and len(footer) == 1 else None
+    if not isinstance(end, dict) or not set(end) <= {"pairs", "crc32"} or "pairs" not in end:
+        raise FormatError("truncated JSON Lines export (the last line is not the footer)")
+    if "crc32" in end and end["crc32"] != zlib.crc32(memoryview(raw)[:foot_start]):
+        raise FormatError("checksum mismatch: the file is truncated or corrupt")
+    body = memoryview(raw)[head_end + 1 : foot_start - 1]  # without the last newline
+    nlines = raw.count(b"\n", head_end + 1, foot_start)
+    if type(end["pairs"]) is not int or end["pairs"] != nlines:
+        raise FormatError(
+            f"the footer says {end['pairs']!r} pairs but the file has {nlines} pair lines"
+        )
+    fast = _arrow_columns(body, nlines)
+    if fast is not None:
+        data_buf, offsets_buf, refs_buf, values = fast
+        values = m.decode_values(values, codec, decode)
+        return m.build_trie(data_buf, offsets_buf, refs_buf, values, dialect)
+    try:
+        objs = json.loads(b"".join((b"[", body, b"]")).replace(b"\n", b",")) if nlines else []
+        pats = list(map(itemgetter("pattern"), objs))
+        subs = list(map(itemgetter("subscriber"), objs))
+        ok = (
+            len(objs) == nlines
+            and set(map(len, objs)) <= {2}
+            and set(map(type, pats)) <= {str}
+            and set(map(type, subs)) <= {str, int, dict}
+        )
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise _line_error(raw[head_end + 1 : foot_start].split(b"\n")[:-1], 2)
+    del objs, body
+    if dict in set(map(type, subs)):
+        try:
+            subs = [value_from_json(s) if type(s) is dict else s for s in subs]
+        except FormatError:
+            raise _line_error(raw[head_end + 1 : foot_start].split(b"\n")[:-1], 2) from None
+    values = list(dict.fromkeys(subs))
+    index = dict(zip(values, range(1, len(values) + 1), strict=True))
+    refs = array("Q", map(index.__getitem__, subs))
+    del subs, index
+    try:
+        pb = list(map(str.encode, pats))
+    except UnicodeEncodeError as exc:
+        raise FormatError(f"a pattern is not valid Unicode text: {exc}") from None
+    del pats
+    offsets = array("q", accumulate(map(len, pb), initial=0))
+    data = b"".join(pb)
+    del pb
+    values = m.decode_values(values, codec, decode)
+    return m.build_trie(data, offsets, refs, values, dialect)

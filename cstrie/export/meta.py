@@ -1,0 +1,109 @@
+"""The header record every format writes, and the steps shared by loaders."""
+
+from __future__ import annotations
+
+import operator
+from array import array
+from collections.abc import Callable
+from itertools import islice
+from typing import Any
+
+from cstrie.dialect import Dialect
+from cstrie.export.codec import Decode, dialect_from_json, dialect_to_json
+from cstrie.export.errors import FormatError
+
+__all__ = ["VERSION", "build_trie", "check_meta", "make_meta"]
+
+#: The version written by this cstrie into every format's header.  Loaders read
+#: every version up to it and refuse newer ones with a FormatError.
+VERSION = 1
+
+Progress = Callable[[int, int], None]
+
+
+def make_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str, Any]:
+    from cstrie import __version__
+
+    return {
+        "format": f"cstrie-{fmt}",
+        "version": VERSION,
+        "dialect": dialect_to_json(dialect),
+        "subscriber_codec": codec,
+        "writer": f"cstrie {__version__}",
+        **extra,
+    }
+
+
+def check_meta(meta: object, fmt: str) -> tuple[Dialect, str]:
+    """Validate a header record; returns its dialect and subscriber codec."""
+    if not isinstance(meta, dict):
+        raise FormatError(f"the {fmt} header is not a JSON object")
+    if meta.get("format") != f"cstrie-{fmt}":
+        raise FormatError(f"not a cstrie {fmt} export (header format is {meta.get('format')!r})")
+    version = meta.get("version")
+    if type(version) is not int or version < 1:
+        raise FormatError(f"invalid format version {version!r}")
+    if version > VERSION:
+        raise FormatError(
+            f"format version {version} is newer than this cstrie reads (up to {VERSION}); "
+            "upgrade cstrie"
+        )
+    codec = meta.get("subscriber_codec")
+    if codec not in ("native", "user"):
+        raise FormatError(f"invalid subscriber_codec {codec!r}")
+    return dialect_from_json(meta.get("dialect")), codec
+
+
+def decode_values(values: list[Any], codec: str, decode: Decode | None) -> list[Any]:
+    """Apply ``decode`` to the stored subscriber values (which must be distinct)."""
+    if len(set(values)) != len(values):
+        raise FormatError("the subscriber table lists a subscriber twice (corrupt file)")
+    if codec == "user" and decode is None:
+        raise ValueError(
+            "the subscribers in this file were written with encode=; pass decode= to "
+            "load them (or decode=cstrie.export.keep_encoded for the stored values)"
+        )
+    if decode is None:
+        return values
+    return [decode(v) for v in values]
+
+
+def check_offsets(offsets: array[int], data_len: int) -> None:
+    """Offsets must start at 0, never decrease and end at ``data_len``."""
+    if not offsets or offsets[0] != 0 or offsets[-1] != data_len:
+        raise FormatError("pattern offsets do not cover the pattern data")
+    if not all(map(operator.le, offsets, islice(offsets, 1, None))):
+        raise FormatError("pattern offsets decrease (corrupt file)")
+
+
+def check_utf8(data: bytes | memoryview, offsets: array[int]) -> None:
+    """Each pattern must be valid UTF-8 on its own."""
+    raw = bytes(data)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"pattern data is not valid UTF-8 at byte {exc.start}") from None
+    if raw.isascii():
+        return
+    # Valid as a whole; make sure no pattern starts inside a character.
+    for k, o in enumerate(islice(offsets, 0, len(offsets) - 1)):
+        if o < len(raw) and raw[o] & 0xC0 == 0x80:
+            raise FormatError(f"pattern {k} starts inside a UTF-8 character (corrupt file)")
+
+
+def build_trie(
+    data: Any,
+    offsets: Any,
+    refs: Any,
+    subscribers: list[Any],
+    dialect: Dialect,
+) -> Any:
+    """``Trie.from_buffers`` with the file's errors reported as FormatError."""
+    from cstrie.trie import Trie
+
+    try:
+        return Trie.from_buffers(data, offsets, refs, subscribers, dialect)
+    except ValueError as exc:
+        if "appears twice" in str(exc):
+            raise ValueError(f"decode made two subscribers equal: {exc}") from None
+        raise FormatError(f"the file's subscriptions are invalid: {exc}") from None

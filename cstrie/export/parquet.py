@@ -1,0 +1,291 @@
+"""Parquet (through pyarrow): for analytics tools and data pipelines.
+
+Columns:
+
+* ``pattern`` (large_string, not null): one row per (pattern, subscriber) pair;
+* ``subscriber``: large_string when every stored subscriber is a str, int64 when
+  every one is an int that fits in 64 bits, large_binary when every one is
+  bytes; otherwise ("mixed") large_string holding the value as text (str as is,
+  int in decimal, bytes in base64) plus
+* ``subscriber_type`` (large_string: ``str``, ``int`` or ``bytes``), only in the
+  mixed case.
+
+The file's key-value metadata holds ``cstrie`` (the header: format
+``cstrie-parquet``, version, dialect, subscriber codec and
+``"subscriber_kind"``: ``str``/``int``/``bytes``/``mixed``) and, written when
+the export completes, ``cstrie.end``: the number of pairs and CRC-32s of the
+columns' contents (each variable-width column as its int64 row lengths and its
+bytes, int64 columns as their values).  Row groups are written one engine chunk
+at a time; data pages carry Parquet page checksums.  Loading verifies all of it
+and feeds :meth:`cstrie.Trie.from_buffers` straight from the Arrow buffers:
+the subscriber column is dictionary-encoded in Arrow to get the distinct
+subscribers and each row's index, so no Python object is made per pair.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from array import array
+from itertools import chain, repeat
+from typing import Any, BinaryIO
+
+from cstrie.export import meta as m
+from cstrie.export.codec import INT, STR, Decode, Plan, kind_name
+from cstrie.export.errors import FormatError
+from cstrie.export.source import chunks
+
+__all__ = ["prepare", "read", "require_pyarrow", "write"]
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_KIND_NAMES = {str: "str", int: "int", bytes: "bytes"}
+
+
+def require_pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.compute
+        import pyarrow.parquet
+    except ImportError:
+        raise ImportError(
+            "the Parquet format needs pyarrow: pip install 'cstrie[export]'"
+        ) from None
+    return pyarrow
+
+
+class _Digest:
+    """Running CRC-32s of the contents of each column."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.crcs = {name: [0, 0] for name in names}
+
+    def update(self, name: str, arr: Any) -> None:
+        pa = require_pyarrow()
+        crc = self.crcs[name]
+        n = len(arr)
+        if pa.types.is_integer(arr.type):
+            buf = arr.buffers()[1]
+            crc[0] = zlib.crc32(memoryview(buf)[arr.offset * 8 : (arr.offset + n) * 8], crc[0])
+            return
+        import pyarrow.compute as pc
+
+        bufs = arr.buffers()
+        offs = memoryview(bufs[1])[: (arr.offset + n + 1) * 8].cast("q")[arr.offset :]
+        lens = pc.binary_length(arr)
+        crc[0] = zlib.crc32(
+            memoryview(lens.buffers()[1])[lens.offset * 8 : (lens.offset + n) * 8], crc[0]
+        )
+        if n and bufs[2] is not None:
+            crc[1] = zlib.crc32(memoryview(bufs[2])[offs[0] : offs[n]], crc[1])
+
+    def result(self) -> dict[str, list[int]]:
+        return self.crcs
+
+
+def _text(v: str | int | bytes) -> str:
+    if type(v) is bytes:
+        return base64.b64encode(v).decode("ascii")
+    return str(v)
+
+
+class Prepared:
+    """The column types, chosen (and checked) before anything is written."""
+
+    def __init__(self, plan: Plan) -> None:
+        pa = require_pyarrow()
+        kinds = plan.kinds
+        values = plan.values.values()
+        if not kinds:
+            self.kind = "str"
+        elif kinds == {INT}:
+            lo, hi = _INT64
+            self.kind = "int" if all(lo <= v <= hi for v in values) else "mixed"  # type: ignore[operator]
+        elif len(kinds) == 1:
+            self.kind = kind_name(next(iter(kinds)))
+        else:
+            self.kind = "mixed"
+        if STR in kinds:
+            strs = [v for v in values if isinstance(v, str)]
+            if not _utf8_ok("".join(strs)):
+                bad = next(v for v in strs if not _utf8_ok(v))
+                raise TypeError(
+                    f"subscriber {bad!r} is not valid UTF-8 text (a lone surrogate); Parquet "
+                    "cannot store it: use the binary or jsonl format, or encode="
+                )
+        self.type = {
+            "str": pa.large_string(),
+            "int": pa.int64(),
+            "bytes": pa.large_binary(),
+            "mixed": pa.large_string(),
+        }[self.kind]
+        fields = [
+            pa.field("pattern", pa.large_string(), nullable=False),
+            pa.field("subscriber", self.type, nullable=False),
+        ]
+        if self.kind == "mixed":
+            fields.append(pa.field("subscriber_type", pa.large_string(), nullable=False))
+        self.schema = pa.schema(fields)
+
+
+def _utf8_ok(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def prepare(plan: Plan) -> Prepared:
+    return Prepared(plan)
+
+
+def write(
+    snap: Any, f: BinaryIO, plan: Plan, prep: Prepared, progress: m.Progress | None = None
+) -> None:
+    """Write ``snap`` to ``f`` as Parquet, one row group per engine chunk."""
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    header = m.make_meta("parquet", snap.dialect, plan.codec, subscriber_kind=prep.kind)
+    schema = prep.schema.with_metadata({"cstrie": json.dumps(header)})
+    names = schema.names
+    digest = _Digest(names)
+    values = plan.values
+    texts: dict[int, str] = {}
+    types: dict[int, str] = {}
+    total = plan.total if plan.total is not None else (len(snap) if progress else 0)
+    pairs = 0
+    with pq.ParquetWriter(f, schema, write_page_checksum=True, compression="zstd") as w:
+        for c in chunks(snap):
+            n = c.npairs
+            pat_off = array("q", chain((0,), c.pat_end))
+            patterns = pa.LargeStringArray.from_buffers(
+                c.ngroups, pa.py_buffer(pat_off), pa.py_buffer(c.pat)
+            )
+            if not c.simple:
+                parents = array("q", chain.from_iterable(map(repeat, range(c.ngroups), c.counts())))
+                patterns = pc.take(patterns, _int64(parents))
+            if prep.kind != "mixed":
+                cols = [patterns, pa.array(list(map(values.__getitem__, c.ids)), prep.type)]
+            else:
+                new = set(c.ids).difference(texts)
+                texts.update(zip(new, map(_text, map(values.__getitem__, new)), strict=True))
+                types.update(zip(new, (_KIND_NAMES[type(values[i])] for i in new), strict=True))
+                cols = [
+                    patterns,
+                    pa.array(list(map(texts.__getitem__, c.ids)), pa.large_string()),
+                    pa.array(list(map(types.__getitem__, c.ids)), pa.large_string()),
+                ]
+            for name, col in zip(names, cols, strict=True):
+                digest.update(name, col)
+            w.write_table(pa.Table.from_arrays(cols, schema=schema), row_group_size=max(n, 1))
+            pairs += n
+            if progress is not None:
+                progress(pairs, total)
+        w.add_key_value_metadata(
+            {"cstrie.end": json.dumps({"pairs": pairs, "crc32": digest.result()})}
+        )
+
+
+def _int64(values: array[int]) -> Any:
+    pa = require_pyarrow()
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _corrupt(exc: BaseException) -> FormatError:
+    return FormatError(f"corrupt or truncated Parquet file: {exc}")
+
+
+def read(f: Any, decode: Decode | None = None) -> Any:
+    """Load a Parquet export (``f``: a path or a seekable binary file)."""
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(f, page_checksum_verification=True)
+        kv = pf.metadata.metadata or {}
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _corrupt(exc) from None
+    if b"cstrie" not in kv:
+        raise FormatError("not a cstrie Parquet export (no cstrie metadata)")
+    if b"cstrie.end" not in kv:
+        raise FormatError("incomplete cstrie Parquet export (the export did not finish)")
+    try:
+        header = json.loads(kv[b"cstrie"])
+        end = json.loads(kv[b"cstrie.end"])
+    except ValueError as exc:
+        raise FormatError(f"corrupt cstrie metadata in the Parquet file: {exc}") from None
+    dialect, codec = m.check_meta(header, "parquet")
+    kind = header.get("subscriber_kind")
+    expected_types = {
+        "str": pa.large_string(),
+        "int": pa.int64(),
+        "bytes": pa.large_binary(),
+        "mixed": pa.large_string(),
+    }
+    if kind not in expected_types:
+        raise FormatError(f"invalid subscriber_kind {kind!r}")
+    names = ["pattern", "subscriber"] + (["subscriber_type"] if kind == "mixed" else [])
+    try:
+        tbl = pf.read(columns=names)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _corrupt(exc) from None
+    if tbl.schema.names != names:
+        raise FormatError(f"expected the columns {names}, found {tbl.schema.names}")
+    cols = []
+    for name in names:
+        want = pa.large_string() if name != "subscriber" else expected_types[kind]
+        col = tbl.column(name)
+        if col.type != want:
+            raise FormatError(f"column {name!r} has type {col.type}, expected {want}")
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        if arr.null_count:
+            raise FormatError(f"column {name!r} has null values")
+        try:
+            arr.validate(full=True)
+        except pa.ArrowException as exc:
+            raise _corrupt(exc) from None
+        cols.append(arr)
+    del tbl
+    if not isinstance(end, dict) or end.get("pairs") != len(cols[0]):
+        raise FormatError("the pair count in the metadata does not match the rows")
+    digest = _Digest(names)
+    for name, arr in zip(names, cols, strict=True):
+        digest.update(name, arr)
+    if end.get("crc32") != digest.result():
+        raise FormatError("checksum mismatch: the Parquet file is corrupt")
+    patterns = cols[0]
+    if kind == "mixed":
+        key = pc.binary_join_element_wise(cols[2], cols[1], pa.scalar("\x00", pa.large_string()))
+    else:
+        key = cols[1]
+    enc = pc.dictionary_encode(key)
+    refs = pc.cast(pc.add(pc.cast(enc.indices, pa.int64()), 1), pa.uint64())
+    values = enc.dictionary.to_pylist()
+    if kind == "mixed":
+        values = [_from_text(v) for v in values]
+    del enc, key, cols
+    values = m.decode_values(values, codec, decode)
+    n = len(patterns)
+    bufs = patterns.buffers()
+    offsets = memoryview(bufs[1])[patterns.offset * 8 : (patterns.offset + n + 1) * 8]
+    data = bufs[2] if bufs[2] is not None else b""
+    rbuf = memoryview(refs.buffers()[1])[refs.offset * 8 : (refs.offset + n) * 8]
+    return m.build_trie(data, offsets, rbuf, values, dialect)
+
+
+def _from_text(v: str) -> str | int | bytes:
+    kind, _, text = v.partition("\x00")
+    try:
+        if kind == "str":
+            return text
+        if kind == "int":
+            return int(text)
+        if kind == "bytes":
+            return base64.b64decode(text, validate=True)
+    except ValueError:
+        pass
+    raise FormatError(f"invalid mixed subscriber {text!r} of type {kind!r}")

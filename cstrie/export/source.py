@@ -1,0 +1,150 @@
+"""Raw, columnar chunks of a snapshot for the exporters.
+
+:func:`chunks` walks a consistent engine snapshot with ``cst_iter_next`` and
+hands out each chunk as flat buffers (the engine's own group layout), so the
+formats can turn a chunk into file bytes with a few C-speed operations instead
+of making Python objects per pair.  Memory is bounded by the chunk size.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import sub
+from typing import Any
+
+from cstrie import _binding as nb
+
+__all__ = ["CHUNK_PAIRS", "Chunk", "Numbering", "chunks", "distinct_ids"]
+
+#: Pairs per engine chunk (the unit of streaming, a Parquet row group, ...).
+CHUNK_PAIRS = 1 << 14
+
+
+@dataclass
+class Chunk:
+    """Groups of (pattern, subscriber ids): group g's pattern is
+    ``pat[pat_end[g-1]:pat_end[g]]`` and its ids ``ids[ids_end[g-1]:ids_end[g]]``
+    (the -1 entries being 0).  Ids are engine subscriber ids."""
+
+    pat: bytes
+    pat_end: array[int]
+    ids: array[int]
+    ids_end: array[int]
+    _simple: bool | None = None
+
+    @property
+    def npairs(self) -> int:
+        return len(self.ids)
+
+    @property
+    def ngroups(self) -> int:
+        return len(self.pat_end)
+
+    def counts(self) -> list[int]:
+        """Ids per group (a group can have none: it continues in the next chunk)."""
+        ends = self.ids_end
+        return list(map(sub, ends, chain((0,), ends)))
+
+    @property
+    def simple(self) -> bool:
+        """Every group has exactly one id (so groups and pairs line up)."""
+        if self._simple is None:
+            n = len(self.ids_end)
+            self._simple = n == len(self.ids) and self.ids_end == array("q", range(1, n + 1))
+        return self._simple
+
+    def pair_patterns(self, base: int = 0) -> tuple[bytes, list[int]]:
+        """Every pair's pattern back to back, and each pair's end offset in that
+        blob plus ``base`` (a group's pattern is repeated once per id).  Runs of
+        one-id groups are copied as they are; only the others are expanded."""
+        pat = self.pat
+        ends = self.pat_end.tolist()
+        if self.simple:
+            return pat, [base + e for e in ends] if base else ends
+        counts = self.counts()
+        pieces: list[bytes] = []
+        out: list[int] = []
+        prev = 0  # first group not yet emitted
+        shift = base  # added to the engine's offsets of the groups from prev on
+        start = 0  # byte offset in pat of group prev
+        for g in [g for g, k in enumerate(counts) if k != 1]:
+            g_start = ends[g - 1] if g else 0
+            if g > prev:
+                pieces.append(pat[start:g_start])
+                out.extend([shift + e for e in ends[prev:g]] if shift else ends[prev:g])
+            p = pat[g_start : ends[g]]
+            k, size = counts[g], len(p)
+            pieces.append(p * k)
+            first = shift + g_start + size
+            out.extend(range(first, first + size * k, size) if size else repeat(first, k))
+            shift += size * (k - 1)
+            prev, start = g + 1, ends[g]
+        if prev < len(ends):
+            pieces.append(pat[start:])
+            out.extend([shift + e for e in ends[prev:]] if shift else ends[prev:])
+        return b"".join(pieces), out
+
+    def group_patterns(self) -> list[bytes]:
+        """Each group's pattern as bytes."""
+        ends = self.pat_end
+        return list(map(self.pat.__getitem__, map(slice, chain((0,), ends), ends)))
+
+
+class Numbering(dict[int, int]):
+    """engine id -> 1, 2, 3, ... in order of first lookup (``map(n.__getitem__,
+    ids)`` numbers a chunk at C speed; only new ids call Python)."""
+
+    def __missing__(self, key: int) -> int:
+        value = self[key] = len(self) + 1
+        return value
+
+
+def _copy(buf: Any, typecode: str, n: int) -> array[int]:
+    out = array(typecode)
+    if n:
+        out.frombytes(nb.ffi.buffer(buf, n * out.itemsize))
+    return out
+
+
+def chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS) -> Iterator[Chunk]:
+    """The chunks of ``reader``'s engine handle (a Snapshot: it is immutable, so
+    every walk over it gives the same pairs)."""
+    lib, ffi = nb.lib, nb.ffi
+    it = lib.cst_iter_new(reader._h)
+    if it == ffi.NULL:
+        raise MemoryError("cstrie engine: out of memory starting an iteration")
+    it = ffi.gc(it, lib.cst_iter_free)
+    g = nb.Groups(chunk_pairs * 16, chunk_pairs, chunk_pairs)
+    while True:
+        r = lib.cst_iter_next(it, g.s)
+        if r == lib.CST_ETRUNC:
+            s = g.s
+            g.resize(
+                max(s.need_pat * 2, s.pat_cap),
+                max(s.need_ids * 2, s.ids_cap),
+                max(s.need_groups * 2, s.groups_cap),
+            )
+            continue
+        nb.check(r)
+        if r == 0:
+            return
+        s = g.s
+        n = s.ngroups
+        pat_end = _copy(s.pat_end, "q", n)
+        ids_end = _copy(s.ids_end, "q", n)
+        pat = bytes(ffi.buffer(s.pat, pat_end[-1])) if n else b""
+        yield Chunk(pat, pat_end, _copy(s.ids, "Q", ids_end[-1] if n else 0), ids_end)
+
+
+def distinct_ids(reader: Any) -> tuple[list[int], int]:
+    """The snapshot's distinct subscriber ids (ascending: registry order) and its
+    number of pairs."""
+    seen: set[int] = set()
+    total = 0
+    for c in chunks(reader):
+        seen.update(c.ids)
+        total += len(c.ids)
+    return sorted(seen), total

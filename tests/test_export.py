@@ -1,0 +1,635 @@
+"""Snapshot export and load: every format, dialect and subscriber type, and every
+error path.
+
+Rules under test (cstrie/export/, docs/export.md):
+
+* a round trip through any format gives a trie with the same dialect (all
+  fields) and exactly the same (pattern, subscriber) pairs, subscribers of the
+  same type (str vs int vs bytes, mixed allowed);
+* other subscriber types need ``encode``/``decode``; without them (or when
+  ``encode`` misbehaves) the export fails with a clear error before any file
+  exists;
+* a truncated or corrupt file raises FormatError and builds nothing;
+* an export of a snapshot is exactly the snapshot's state, while writer threads
+  keep changing the trie;
+* exporting streams: peak Python memory does not grow with the number of pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import random
+import struct
+import threading
+import tracemalloc
+import zlib
+from collections.abc import Hashable, Iterable
+from pathlib import Path
+from typing import Any
+
+import oracle
+import pytest
+
+from cstrie.dialect import AMQP, MQTT, NATS, Dialect
+from cstrie.export import FormatError, detect_format, export, keep_encoded, load, read_header
+from cstrie.export import binary as binary_format
+from cstrie.trie import Trie
+
+CUSTOM = Dialect(
+    name="custom",
+    separator="::",
+    single="?",
+    multi="**",
+    multi_min=1,
+    multi_last_only=False,
+    strict_wildcards=True,
+    topic_wildcards=False,
+    empty_topic=False,
+    empty_words=False,
+    dollar_rule=True,
+    max_bytes=300,
+    forbid_nul=True,
+)
+DIALECTS = {"amqp": AMQP, "mqtt": MQTT, "nats": NATS, "custom": CUSTOM}
+WORDS = ["a", "b", "sport", "tennis", "$SYS", "ü", "日本", "x y", "a-b"]
+SUFFIX = {"jsonl": ".jsonl", "parquet": ".parquet", "binary": ".cstrie"}
+
+
+def _have_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+FORMATS = [
+    "jsonl",
+    "binary",
+    pytest.param("parquet", marks=pytest.mark.skipif(not _have_pyarrow(), reason="needs pyarrow")),
+]
+
+
+def key(pair: tuple[str, Any]) -> tuple[str, str, str]:
+    """Sort/compare key that tells 1, "1", b"1" and True apart."""
+    p, s = pair
+    return (p, type(s).__name__, repr(s))
+
+
+def pairs_of(trie: Iterable[tuple[str, Any]]) -> list[tuple[str, str, str]]:
+    return sorted(map(key, trie))
+
+
+def random_pairs(d: Dialect, rng: random.Random, n: int) -> list[tuple[str, Hashable]]:
+    subs: list[Hashable] = [
+        "alice",
+        "",
+        "1",
+        1,
+        0,
+        -7,
+        2**70,
+        -(2**80),
+        b"",
+        b"1",
+        b"\x00\xff",
+        "ü\x00x",
+        "日本",
+    ]
+    subs += [f"client{i}" for i in range(20)] + list(range(100, 120))
+    return [(oracle.random_pattern(rng, d, WORDS, 5), rng.choice(subs)) for _ in range(n)]
+
+
+def round_trip(trie: Any, fmt: str, tmp_path: Path, **kw: Any) -> Trie:
+    path = tmp_path / f"snap{SUFFIX[fmt]}"
+    export(trie.snapshot(), path, **{k: v for k, v in kw.items() if k == "encode"})
+    return load(path, **{k: v for k, v in kw.items() if k == "decode"})
+
+
+# ------------------------------------------------------------ round trips
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("dname", sorted(DIALECTS))
+def test_round_trip_every_format_and_dialect(fmt: str, dname: str, tmp_path: Path) -> None:
+    d = DIALECTS[dname]
+    rng = random.Random(f"{fmt}-{dname}")
+    pairs = random_pairs(d, rng, 600)
+    trie = Trie.from_pairs(pairs, d)
+    loaded = round_trip(trie, fmt, tmp_path)
+    assert type(loaded) is Trie
+    assert loaded.dialect == d
+    assert dataclasses.asdict(loaded.dialect) == dataclasses.asdict(d)
+    assert pairs_of(loaded) == pairs_of(trie)
+    assert len(loaded) == len(trie)
+    for _ in range(50):
+        topic = oracle.random_topic(rng, d, WORDS, 5)
+        assert sorted(map(repr, loaded.lookup(topic))) == sorted(map(repr, trie.lookup(topic)))
+    loaded.check_invariants()
+    # the loaded trie is an ordinary writable trie
+    some = pairs[0]
+    assert loaded.unsubscribe(*some) is True
+    assert loaded.subscribe(*some) is True
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_round_trip_through_file_objects_and_sniffing(fmt: str) -> None:
+    trie = Trie.from_pairs([("a.*", "x"), ("a.#", 2), ("", b"\x01")])
+    buf = io.BytesIO()
+    export(trie, buf, format=fmt)
+    raw = buf.getvalue()
+    assert detect_format(raw[:16]) == fmt
+    assert pairs_of(load(io.BytesIO(raw))) == pairs_of(trie)  # format from the bytes
+    assert pairs_of(load(io.BytesIO(raw), format=fmt)) == pairs_of(trie)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_format_from_suffix_and_sniffing_paths(fmt: str, tmp_path: Path) -> None:
+    trie = Trie.from_pairs([("a.b", "x")])
+    path = tmp_path / f"s{SUFFIX[fmt]}"
+    export(trie, path)
+    assert read_header(path)["format"] == f"cstrie-{fmt}"
+    odd = tmp_path / "snapshot.data"
+    path.rename(odd)
+    assert pairs_of(load(odd)) == pairs_of(trie)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_empty_trie_round_trips(fmt: str, tmp_path: Path) -> None:
+    for d in (AMQP, MQTT, CUSTOM):
+        loaded = round_trip(Trie(d), fmt, tmp_path)
+        assert len(loaded) == 0 and loaded.dialect == d
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_subscriber_types_are_exact(fmt: str, tmp_path: Path) -> None:
+    subs: list[Hashable] = ["1", 1, b"1", "", b"", 0, -1, 2**63 - 1, -(2**63), 2**64, "é\x00"]
+    trie = Trie.from_pairs([("t.#", s) for s in subs] + [("u", 5), ("u", "5")])
+    loaded = round_trip(trie, fmt, tmp_path)
+    assert pairs_of(loaded) == pairs_of(trie)
+    got = {repr(s): type(s) for s in loaded.lookup("t.x")}
+    assert got == {repr(s): type(s) for s in subs}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", ["str", "int", "bytes"])
+def test_homogeneous_subscribers(fmt: str, kind: str, tmp_path: Path) -> None:
+    make = {"str": str, "int": int, "bytes": lambda i: str(i).encode()}[kind]
+    trie = Trie.from_pairs([(f"p.{i % 7}", make(i)) for i in range(300)])
+    assert pairs_of(round_trip(trie, fmt, tmp_path)) == pairs_of(trie)
+
+
+def test_lone_surrogates_round_trip_where_the_format_can_hold_them(tmp_path: Path) -> None:
+    trie = Trie.from_pairs([("a", "\udc80x"), ("b", "ok")])
+    for fmt in ("jsonl", "binary"):
+        assert pairs_of(round_trip(trie, fmt, tmp_path)) == pairs_of(trie)
+    if _have_pyarrow():
+        path = tmp_path / "s.parquet"
+        with pytest.raises(TypeError, match="surrogate"):
+            export(trie, path)
+        assert not path.exists()
+
+
+# ----------------------------------------------------- subscriber codecs
+@dataclasses.dataclass(frozen=True)
+class Client:
+    host: str
+    port: int
+
+
+def enc(c: Client) -> str:
+    return f"{c.host}:{c.port}"
+
+
+def dec(v: str | int | bytes) -> Client:
+    assert isinstance(v, str)
+    host, port = v.rsplit(":", 1)
+    return Client(host, int(port))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_encode_decode_round_trip(fmt: str, tmp_path: Path) -> None:
+    clients = [Client(f"h{i}", 1000 + i) for i in range(30)]
+    trie = Trie.from_pairs([(f"a.{i % 5}.#", c) for i, c in enumerate(clients * 3)])
+    path = tmp_path / f"s{SUFFIX[fmt]}"
+    export(trie, path, encode=enc)
+    assert read_header(path)["subscriber_codec"] == "user"
+    loaded = load(path, decode=dec)
+    assert pairs_of(loaded) == pairs_of(trie)
+    assert all(type(s) is Client for _, s in loaded)
+    with pytest.raises(ValueError, match="decode="):
+        load(path)
+    raw = load(path, decode=keep_encoded)
+    assert sorted(s for _, s in raw) == sorted(enc(s) for _, s in trie)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    "bad",
+    [True, 1.5, ("t", 1), frozenset({1}), None, Client("h", 1), bytearray(b"x").__class__],
+)
+def test_unsupported_subscriber_errors_before_any_file(fmt: str, bad: Any, tmp_path: Path) -> None:
+    trie = Trie.from_pairs([("a.b", "fine"), ("a.c", 3), ("z", bad)])
+    path = tmp_path / f"s{SUFFIX[fmt]}"
+    with pytest.raises(TypeError, match="encode="):
+        export(trie, path)
+    assert list(tmp_path.iterdir()) == []  # no file, no temporary file
+    buf = io.BytesIO()
+    with pytest.raises(TypeError):
+        export(trie, buf, format=fmt)
+    assert buf.getvalue() == b""
+
+
+def test_only_the_snapshots_own_subscribers_are_checked(tmp_path: Path) -> None:
+    trie = Trie.from_pairs([("a", "x")])
+    trie.subscribe("b", ("tuple",))
+    snap = trie.snapshot()  # holds the tuple
+    trie.unsubscribe("b", ("tuple",))  # the registry still knows it (snap is open)
+    export(trie, tmp_path / "ok.jsonl")  # a new snapshot without the tuple: fine
+    assert pairs_of(load(tmp_path / "ok.jsonl")) == [("a", "str", "'x'")]
+    with pytest.raises(TypeError):
+        export(snap, tmp_path / "bad.jsonl")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_bad_encode_results_error_before_any_file(fmt: str, tmp_path: Path) -> None:
+    trie = Trie.from_pairs([("a", Client("h", 1)), ("b", Client("h", 2))])
+    path = tmp_path / f"s{SUFFIX[fmt]}"
+    with pytest.raises(TypeError, match="must return"):
+        export(trie, path, encode=lambda c: (c.host, c.port))
+    with pytest.raises(TypeError, match="must return"):
+        export(trie, path, encode=lambda c: True)
+    with pytest.raises(ValueError, match="one-to-one"):
+        export(trie, path, encode=lambda c: c.host)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_decode_that_merges_subscribers_is_an_error(tmp_path: Path) -> None:
+    trie = Trie.from_pairs([("a", "x1"), ("b", "x2")])
+    export(trie, tmp_path / "s.cstrie")
+    with pytest.raises(ValueError, match="decode made two subscribers equal"):
+        load(tmp_path / "s.cstrie", decode=lambda v: "same")
+
+
+def test_huge_ints_need_encode(tmp_path: Path) -> None:
+    trie = Trie.from_pairs([("a", 10**5000)])
+    with pytest.raises(TypeError):
+        export(trie, tmp_path / "s.jsonl")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_format_and_missing_suffix(tmp_path: Path) -> None:
+    trie = Trie.from_pairs([("a", "x")])
+    with pytest.raises(ValueError, match="format"):
+        export(trie, tmp_path / "s.data")
+    with pytest.raises(ValueError, match="unknown format"):
+        export(trie, tmp_path / "s.jsonl", format="xml")
+    with pytest.raises(ValueError, match="format"):
+        export(trie, io.BytesIO())
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "junk.data").write_bytes(b"hello world, not an export")
+    with pytest.raises(FormatError, match="not a cstrie export"):
+        load(tmp_path / "junk.data")
+    with pytest.raises(FileNotFoundError):
+        load(tmp_path / "missing.cstrie")
+
+
+def test_failed_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cstrie.export.binary as b
+
+    trie = Trie.from_pairs([(f"a.{i}", i) for i in range(10)])
+    target = tmp_path / "s.cstrie"
+    target.write_bytes(b"previous")
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(b, "chunks", boom)
+    with pytest.raises(OSError, match="disk full"):
+        export(trie, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.cstrie"]
+    assert target.read_bytes() == b"previous"  # the old file is untouched
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_progress_reports_every_pair(fmt: str, tmp_path: Path) -> None:
+    trie = Trie.from_pairs([(f"a.{i}", i % 13) for i in range(150_000)])
+    seen: list[tuple[int, int]] = []
+    n = export(trie, tmp_path / f"s{SUFFIX[fmt]}", progress=lambda d, t: seen.append((d, t)))
+    assert n == 150_000
+    assert len(seen) >= 2 and seen[-1] == (150_000, 150_000)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+# --------------------------------------------------- truncated / corrupt
+def small_trie() -> Trie:
+    return Trie.from_pairs(
+        [("a.*.c", "alice"), ("a.#", 7), ("b", b"\x00"), ("ü.x", "日本"), ("", -3)], AMQP
+    )
+
+
+def exported(fmt: str) -> bytes:
+    buf = io.BytesIO()
+    export(small_trie(), buf, format=fmt)
+    return buf.getvalue()
+
+
+def must_fail(raw: bytes, fmt: str | None) -> None:
+    with pytest.raises(FormatError):
+        load(io.BytesIO(raw), format=fmt)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "binary"])
+def test_every_truncation_is_detected(fmt: str) -> None:
+    raw = exported(fmt)
+    for cut in range(len(raw)):
+        must_fail(raw[:cut], fmt)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "binary"])
+def test_every_flipped_byte_is_detected(fmt: str) -> None:
+    raw = exported(fmt)
+    for pos in range(len(raw)):
+        for mask in (0x01, 0x80, 0xFF):
+            bad = bytearray(raw)
+            bad[pos] ^= mask
+            must_fail(bytes(bad), fmt)
+
+
+@pytest.mark.skipif(not _have_pyarrow(), reason="needs pyarrow")
+def test_parquet_truncation_and_corruption() -> None:
+    raw = exported("parquet")
+    for cut in [*range(0, len(raw), 7), len(raw) - 1, len(raw) - 8]:
+        must_fail(raw[:cut], "parquet")
+    expected = pairs_of(small_trie())
+    detected = 0
+    for pos in range(0, len(raw), 3):
+        bad = bytearray(raw)
+        bad[pos] ^= 0xFF
+        try:
+            loaded = load(io.BytesIO(bytes(bad)), format="parquet")
+        except FormatError:
+            detected += 1
+            continue
+        # a flip in bytes the content does not depend on (e.g. the writer's name
+        # or unused statistics) may load: then the content must be intact
+        assert pairs_of(loaded) == expected and loaded.dialect == AMQP, pos
+    assert detected > 0.8 * len(range(0, len(raw), 3))
+
+
+def _with_crc(body: bytes) -> bytes:
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def test_binary_checks_that_survive_a_valid_checksum() -> None:
+    """Files whose CRC is right but whose content is not (crafted or buggy)."""
+    raw = exported("binary")
+    body = bytearray(raw[:-4])
+    newer = bytearray(body)
+    newer[8:10] = struct.pack("<H", 2)
+    with pytest.raises(FormatError, match="newer"):
+        load(io.BytesIO(_with_crc(bytes(newer))))
+    flags = bytearray(body)
+    flags[10:12] = struct.pack("<H", 1)
+    with pytest.raises(FormatError, match="flags"):
+        load(io.BytesIO(_with_crc(bytes(flags))))
+    # decreasing pattern offsets: rebuild a file by hand
+
+    def build(
+        ends: list[int], refs: list[int], data: bytes, subs: bytes = b"x", d: Dialect = AMQP
+    ) -> bytes:
+        meta = json.dumps(
+            {
+                "format": "cstrie-binary",
+                "version": 1,
+                "dialect": dataclasses.asdict(d),
+                "subscriber_codec": "native",
+            }
+        ).encode()
+        out = binary_format.MAGIC + struct.pack("<HHI", 1, 0, len(meta)) + meta
+        out += struct.pack("<4sQQ", b"PAIR", len(ends), len(data))
+        out += struct.pack(f"<{len(ends)}q", *ends) + struct.pack(f"<{len(refs)}Q", *refs) + data
+        out += struct.pack("<4sQQ", b"SUBS", 1, len(subs)) + b"\x00" + struct.pack("<q", len(subs))
+        out += subs + struct.pack("<4sQQI", b"END\0", len(ends), len(data), 1)
+        return _with_crc(out)
+
+    good = build([3, 5], [1, 1], b"a.bcd")
+    assert pairs_of(load(io.BytesIO(good))) == [("a.b", "str", "'x'"), ("cd", "str", "'x'")]
+    with pytest.raises(FormatError, match="decrease"):
+        load(io.BytesIO(build([3, 1, 5], [1, 1, 1], b"a.bcd")))
+    with pytest.raises(FormatError, match="outside"):
+        load(io.BytesIO(build([3, 5], [1, 2], b"a.bcd")))
+    with pytest.raises(FormatError, match="UTF-8"):
+        load(io.BytesIO(build([3, 5], [1, 1], b"a.\xffcd")))
+    with pytest.raises(FormatError, match="inside a UTF-8"):
+        load(io.BytesIO(build([1, 3], [1, 1], "ü.".encode())))
+    with pytest.raises(FormatError, match="invalid"):  # a pattern the dialect refuses
+        load(io.BytesIO(build([4, 5], [1, 1], b"a..bc", d=NATS)))
+
+
+def _jsonl_with(header: dict[str, Any], lines: list[str], crc: bool = True) -> bytes:
+    body = (json.dumps(header) + "\n" + "".join(x + "\n" for x in lines)).encode()
+    end: dict[str, Any] = {"pairs": len(lines)}
+    if crc:
+        end["crc32"] = zlib.crc32(body)
+    return body + (json.dumps({"end": end}) + "\n").encode()
+
+
+def jsonl_header(**changes: Any) -> dict[str, Any]:
+    h = {
+        "format": "cstrie-jsonl",
+        "version": 1,
+        "dialect": dataclasses.asdict(MQTT),
+        "subscriber_codec": "native",
+    }
+    h.update(changes)
+    return h
+
+
+def test_jsonl_hand_edited_files() -> None:
+    ok = ['{"pattern": "a/+", "subscriber": "x"}', '{"subscriber": 2, "pattern": "a/#"}']
+    t = load(io.BytesIO(_jsonl_with(jsonl_header(), ok, crc=False)))
+    assert pairs_of(t) == [("a/#", "int", "2"), ("a/+", "str", "'x'")]
+    assert t.dialect == MQTT
+    cases = {
+        "newer": _jsonl_with(jsonl_header(version=9), ok),
+        "line 3": _jsonl_with(jsonl_header(), [ok[0], '{"pattern": "a"}']),
+        "not valid JSON": _jsonl_with(jsonl_header(), [ok[0], "{nope"]),
+        "pattern is not a string": _jsonl_with(jsonl_header(), ['{"pattern": 1, "subscriber": 2}']),
+        "invalid subscriber": _jsonl_with(jsonl_header(), ['{"pattern": "a", "subscriber": 1.5}']),
+        "subscriber_codec": _jsonl_with(jsonl_header(subscriber_codec="pickle"), ok),
+        "dialect": _jsonl_with(jsonl_header(dialect={"name": "mqtt"}), ok),
+        "invalid": _jsonl_with(jsonl_header(), ['{"pattern": "a/#/b", "subscriber": 1}']),
+        "footer says": _jsonl_with(jsonl_header(), ok, crc=False).replace(
+            b'"pairs": 2', b'"pairs": 3'
+        ),
+        "checksum": _jsonl_with(jsonl_header(), ok).replace(b'"a/+"', b'"a/b"'),
+    }
+    for message, raw in cases.items():
+        with pytest.raises(FormatError, match=message):
+            load(io.BytesIO(raw), format="jsonl")
+    bools = _jsonl_with(jsonl_header(), ['{"pattern": "a", "subscriber": true}'])
+    with pytest.raises(FormatError):
+        load(io.BytesIO(bools))
+
+
+def test_format_mismatch_is_a_format_error() -> None:
+    raw = exported("binary")
+    with pytest.raises(FormatError):
+        load(io.BytesIO(raw), format="jsonl")
+    with pytest.raises(FormatError):
+        load(io.BytesIO(exported("jsonl")), format="binary")
+
+
+# ------------------------------------------ consistency under concurrency
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_export_is_exactly_the_snapshot_while_writers_run(fmt: str, tmp_path: Path) -> None:
+    """Writers own disjoint subscribers, so each knows its exact part of the
+    state; they pause while the snapshot is taken and resume during the export."""
+    d = MQTT
+    trie = Trie(d)
+    models: list[set[tuple[str, Hashable]]] = [set() for _ in range(3)]
+    run = threading.Event()
+    run.set()
+    paused = [threading.Event() for _ in models]
+    stop = threading.Event()
+    ops = [0]
+
+    def writer(k: int) -> None:
+        rng = random.Random(k)
+        model = models[k]
+        subs = [f"w{k}-{i}" for i in range(30)] + [k * 1000 + i for i in range(30)]
+        while not stop.is_set():
+            if not run.is_set():
+                paused[k].set()
+                run.wait()
+                paused[k].clear()
+            p = oracle.random_pattern(rng, d, ["a", "b", "c", "dd"], 4)
+            s = rng.choice(subs)
+            if rng.random() < 0.6:
+                trie.subscribe(p, s)
+                model.add((p, s))
+            else:
+                trie.unsubscribe(p, s)
+                model.discard((p, s))
+            ops[0] += 1
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(len(models))]
+    for t in threads:
+        t.start()
+    try:
+        while len(trie) < 2000:
+            stop.wait(0.01)
+        run.clear()
+        for p in paused:
+            assert p.wait(10)
+        snap = trie.snapshot()
+        expected = sorted(map(key, set().union(*models)))
+        before = ops[0]
+        run.set()
+        path = tmp_path / f"s{SUFFIX[fmt]}"
+
+        def let_writers_run(done: int, total: int) -> None:
+            # called between chunks: make sure writes land in the middle of the export
+            deadline = 200
+            while ops[0] < before + 50 and deadline:
+                stop.wait(0.01)
+                deadline -= 1
+
+        export(snap, path, progress=let_writers_run)
+        during = ops[0] - before
+    finally:
+        stop.set()
+        run.set()
+        for t in threads:
+            t.join()
+    loaded = load(path)
+    assert pairs_of(loaded) == expected
+    assert pairs_of(snap) == expected
+    assert during > 0  # the writers really ran during the export
+    assert pairs_of(trie) != expected or during == 0
+
+
+# ------------------------------------------------------------- streaming
+def _peak_export(n_pairs: int, fmt: str, path: Path) -> tuple[int, int]:
+    pairs = [(f"site{i % 97}/dev{i}/m{i % 5}", f"c{i % 500}") for i in range(n_pairs)]
+    raw = sum(len(p) + len(s) for p, s in pairs)
+    snap = Trie.from_pairs(pairs).snapshot()
+    del pairs
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        export(snap, path, format=fmt)
+        return tracemalloc.get_traced_memory()[1] - base, raw
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_export_memory_is_flat(fmt: str, tmp_path: Path) -> None:
+    """Peak Python memory of an export (tracemalloc) stays about one chunk's
+    worth: 4x the pairs (same subscribers) do not grow it, and it stays below
+    the pairs' own size (a list of the pairs would be many times that)."""
+    small, _ = _peak_export(100_000, fmt, tmp_path / "small")
+    big, raw = _peak_export(400_000, fmt, tmp_path / "big")
+    assert big < 1.3 * small + 500_000, (small, big)
+    assert big < raw, (big, raw)
+
+
+# ------------------------------------------- JSON Lines: both readers agree
+@pytest.mark.skipif(not _have_pyarrow(), reason="needs pyarrow")
+@pytest.mark.parametrize(
+    "subs",
+    [
+        ["a", "b", "", "ü日本", 'q"uote\\', "\t"],
+        [1, -5, 0, 2**63 - 1],
+        ["1", 1],
+        [b"x", "x"],
+        ["\udc80", "ok"],
+        [2**64, 3],
+    ],
+    ids=["str", "int", "mixed", "bytes", "surrogate", "bigint"],
+)
+def test_jsonl_arrow_and_python_readers_agree(
+    subs: list[Hashable], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cstrie.export.jsonl as jl
+
+    pairs = [(p, s) for p in ("a.b", 'we"ird\\.x', "ü.*", "#", "") for s in subs]
+    trie = Trie.from_pairs(pairs)
+    buf = io.BytesIO()
+    export(trie, buf, format="jsonl")
+    raw = buf.getvalue()
+    used: list[bool] = []
+    real = jl._arrow_columns
+
+    def spy(*args: Any) -> Any:
+        out = real(*args)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(jl, "_arrow_columns", spy)
+    fast = load(io.BytesIO(raw))
+    monkeypatch.setattr(jl, "_arrow_columns", lambda *args: None)
+    slow = load(io.BytesIO(raw))
+    assert pairs_of(fast) == pairs_of(slow) == pairs_of(trie)
+    plain = {type(s) for s in subs} in ({str}, {int}) and "\udc80" not in subs
+    plain = plain and 2**64 not in subs
+    assert used == [plain]
+
+
+@pytest.mark.skipif(not _have_pyarrow(), reason="needs pyarrow")
+def test_jsonl_odd_lines_fall_back_to_the_python_reader() -> None:
+    lines = {
+        "extra key": ['{"pattern": "a", "subscriber": "x", "more": 1}'],
+        "missing key": ['{"pattern": "a"}'],
+        "null": ['{"pattern": "a", "subscriber": null}'],
+        "float": ['{"pattern": "a", "subscriber": 1.0}'],
+        "bool": ['{"pattern": "a", "subscriber": false}'],
+        "list": ['["a", "x"]'],
+    }
+    for name, body in lines.items():
+        with pytest.raises(FormatError, match="line 2"):
+            load(io.BytesIO(_jsonl_with(jsonl_header(), body)), format="jsonl")
+        assert name
