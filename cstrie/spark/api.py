@@ -1,0 +1,521 @@
+"""The driver side of the Spark pipeline (see :mod:`cstrie.spark` for the overview)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, cast
+
+import pyarrow as pa
+from pyspark.accumulators import AccumulatorParam
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
+
+from cstrie.dialect import Dialect, resolve_dialect
+from cstrie.spark import engine as _eng
+from cstrie.spark.payload import Payload, digest
+
+__all__ = [
+    "SparkMatcher",
+    "StatsParam",
+    "match",
+    "per_pattern",
+    "per_subscriber",
+    "rejected",
+    "route",
+    "summary",
+    "to_payload",
+    "unmatched",
+]
+
+COUNTERS = _eng.COUNTERS
+
+
+def to_payload(
+    subscriptions: Any,
+    dialect: str | Dialect | None = None,
+    pattern_col: str = "pattern",
+    subscriber_col: str = "subscriber",
+) -> Payload:
+    """A :class:`~cstrie.spark.payload.Payload` from any accepted subscription source:
+    a Trie/Snapshot, a PyTrie (or any iterable of pairs with a ``dialect``), a Spark
+    DataFrame or Arrow table with pattern and subscriber columns, a path to a
+    subscription file (an export in any format, or PATTERN<TAB>SUBSCRIBER text),
+    a Payload or its bytes."""
+    d = resolve_dialect(dialect) if dialect is not None else None
+    if isinstance(subscriptions, SparkMatcher):
+        payload = subscriptions.payload
+    elif isinstance(subscriptions, Payload):
+        payload = subscriptions
+    elif isinstance(subscriptions, (bytes, bytearray, memoryview)):
+        payload = Payload.from_bytes(subscriptions)
+    elif isinstance(subscriptions, DataFrame):
+        missing = [c for c in (pattern_col, subscriber_col) if c not in subscriptions.columns]
+        if missing:
+            raise ValueError(
+                f"the subscriptions DataFrame has no column {missing[0]!r} "
+                f"(columns: {subscriptions.columns}); pass pattern_col=/subscriber_col="
+            )
+        sel = subscriptions.select(pattern_col, subscriber_col)
+        table = sel.toArrow() if hasattr(sel, "toArrow") else cast(Any, sel)._collect_as_arrow()
+        if not isinstance(table, pa.Table):  # pyspark 3.5: a list of record batches
+            table = pa.Table.from_batches(table, schema=None if table else _empty(sel))
+        return Payload.from_arrow(table, d or "amqp", pattern_col, subscriber_col)
+    elif isinstance(subscriptions, pa.Table):
+        return Payload.from_arrow(subscriptions, d or "amqp", pattern_col, subscriber_col)
+    elif isinstance(subscriptions, (str, os.PathLike)):
+        from cstrie.commands import read_subscriptions
+
+        trie, _ = read_subscriptions(
+            os.fspath(subscriptions), d.name if d is not None and d.name != "custom" else None
+        )
+        payload = Payload.from_reader(trie)
+    elif hasattr(subscriptions, "_h") and hasattr(subscriptions, "snapshot"):
+        payload = Payload.from_reader(subscriptions)
+    elif hasattr(subscriptions, "dialect") and hasattr(subscriptions, "__iter__"):
+        payload = Payload.from_pairs(subscriptions, subscriptions.dialect)
+    else:
+        raise TypeError(
+            "subscriptions must be a cstrie Trie/Snapshot, a DataFrame with pattern and "
+            "subscriber columns, a subscription file path or a Payload, not "
+            f"{type(subscriptions).__name__}"
+        )
+    if d is not None and d != payload.dialect:
+        raise ValueError(
+            f"dialect {d.name!r} does not match the subscriptions' dialect {payload.dialect.name!r}"
+        )
+    return payload
+
+
+def _empty(df: DataFrame) -> Any:
+    """The Arrow schema of a DataFrame (for an empty collect on pyspark 3.5)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(df.schema)
+
+
+class StatsParam(AccumulatorParam):  # type: ignore[type-arg, misc, unused-ignore]
+    """Merges the per-partition statistics :func:`engine.run` adds: counters and
+    sparse per-pair match counts."""
+
+    def zero(self, value: Any) -> dict[str, Any]:
+        return {}
+
+    def addInPlace(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        for k, v in b.items():
+            if k == "pairs":
+                pairs = a.setdefault("pairs", {})
+                for p, n in v.items():
+                    pairs[p] = pairs.get(p, 0) + n
+            else:
+                a[k] = a.get(k, 0) + v
+        return a
+
+
+def _session(df: DataFrame) -> SparkSession:
+    return df.sparkSession
+
+
+class SparkMatcher:
+    """A subscription set compiled for Spark: serialised once, broadcast once.
+
+    Every method returns a lazy DataFrame (except :meth:`summary`); each Python
+    worker rebuilds the matcher once and keeps it (see :mod:`cstrie.spark.engine`).
+    ``engine="python"`` matches with :class:`cstrie.pytrie.PyTrie` instead (the
+    benchmark's baseline; same pipeline otherwise).
+
+    Raises ``ValueError`` naming the first invalid pattern, before any job runs.
+    """
+
+    def __init__(
+        self,
+        subscriptions: Any,
+        spark: SparkSession | None = None,
+        *,
+        dialect: str | Dialect | None = None,
+        pattern_col: str = "pattern",
+        subscriber_col: str = "subscriber",
+        engine: str = "native",
+    ) -> None:
+        if engine not in ("native", "python"):
+            raise ValueError(f"engine must be 'native' or 'python', not {engine!r}")
+        if spark is None:
+            if isinstance(subscriptions, DataFrame):
+                spark = subscriptions.sparkSession
+            else:
+                spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise ValueError("no active SparkSession: pass spark=")
+        self.spark = spark
+        self.engine = engine
+        #: an int accumulator; when set, each matcher build in a worker adds 1
+        self.build_counter: Any = None
+        self.payload = to_payload(subscriptions, dialect, pattern_col, subscriber_col)
+        self.raw = self.payload.to_bytes()
+        self.key = digest(self.raw)
+        # Build once here: validates every pattern (ValueError) before a job starts.
+        _eng.get_matcher(self.key, self.raw, "native")
+        try:
+            sc = spark.sparkContext
+        except Exception as exc:  # Spark Connect has no SparkContext
+            raise TypeError(
+                "cstrie.spark needs a classic SparkSession (broadcast variables); "
+                "Spark Connect is not supported"
+            ) from exc
+        self._bc = sc.broadcast(self.raw)
+        self.subscriber_type = from_arrow_type(self.payload.subscribers.type)
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.payload.dialect
+
+    @property
+    def npairs(self) -> int:
+        return self.payload.npairs
+
+    def __repr__(self) -> str:
+        return (
+            f"<cstrie.spark.SparkMatcher dialect={self.dialect.name} pairs={self.npairs} "
+            f"payload={len(self.raw):,} bytes sha256={self.key[:12]}>"
+        )
+
+    def destroy(self) -> None:
+        """Drop the broadcast from the executors (the matcher cannot be used after)."""
+        self._bc.destroy()
+
+    # ------------------------------------------------------------ plumbing
+    def _arrow(self, t: T.DataType) -> Any:
+        large = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+        try:
+            return to_arrow_type(t, prefers_large_types=str(large).lower() == "true")
+        except TypeError:  # pyspark 3.5: no prefers_large_types
+            return to_arrow_type(t)
+
+    def _check(self, messages: DataFrame, topic_col: str, new: list[str]) -> None:
+        if not isinstance(messages, DataFrame):
+            raise TypeError(f"messages must be a Spark DataFrame, not {type(messages).__name__}")
+        fields = {f.name: f for f in messages.schema.fields}
+        if topic_col not in fields:
+            raise ValueError(
+                f"the messages have no column {topic_col!r} (columns: {messages.columns}); "
+                "pass topic_col="
+            )
+        if not isinstance(fields[topic_col].dataType, (T.StringType, T.BinaryType)):
+            raise TypeError(
+                f"the topic column {topic_col!r} must be a string (or binary UTF-8) column, "
+                f"not {fields[topic_col].dataType.simpleString()}"
+            )
+        for name in new:
+            if name in fields:
+                raise ValueError(
+                    f"the messages already have a column {name!r}; choose another output "
+                    "column name (pattern_col=, subscriber_col=, route_col=, reason_col=)"
+                )
+
+    def _map(
+        self,
+        messages: DataFrame,
+        plan: _eng.Plan,
+        new_fields: list[T.StructField],
+        with_messages: bool = True,
+    ) -> DataFrame:
+        plan.key = self.key
+        plan.engine = self.engine
+        plan.builds = self.build_counter
+        plan.extra = [(f.name, self._arrow(f.dataType)) for f in new_fields]
+        schema = T.StructType((list(messages.schema.fields) if with_messages else []) + new_fields)
+        fn = _Runner(self._bc, plan)
+        return messages.mapInArrow(fn, schema)
+
+    # ------------------------------------------------------------- outputs
+    def match(
+        self,
+        messages: DataFrame,
+        topic_col: str = "topic",
+        *,
+        keep_unmatched: bool = False,
+        pattern_col: str = "pattern",
+        subscriber_col: str = "subscriber",
+        chunk_rows: int = _eng.DEFAULT_CAP,
+        stats: Any = None,
+    ) -> DataFrame:
+        """The message's columns plus ``pattern`` and ``subscriber``, one row per
+        matching (pattern, subscriber) pair.  With ``keep_unmatched`` every message
+        without a match (including null and invalid topics) is kept once, with
+        nulls in both new columns.  Output batches hold at most ``chunk_rows``
+        rows, however many subscribers one message reaches.  ``stats``: an
+        accumulator made with :meth:`stats_accumulator`, filled as the job runs."""
+        self._check(messages, topic_col, [pattern_col, subscriber_col])
+        plan = _eng.Plan(
+            key="",
+            mode="match",
+            topic_col=topic_col,
+            keep_unmatched=keep_unmatched,
+            cap=_cap(chunk_rows),
+            stats=stats,
+        )
+        fields = [
+            T.StructField(pattern_col, T.StringType(), keep_unmatched),
+            T.StructField(subscriber_col, self.subscriber_type, keep_unmatched),
+        ]
+        return self._map(messages, plan, fields)
+
+    def route(
+        self,
+        messages: DataFrame,
+        topic_col: str = "topic",
+        *,
+        pattern_col: str = "pattern",
+        subscriber_col: str = "subscriber",
+        route_col: str = "route",
+        reason_col: str = "reason",
+        chunk_rows: int = _eng.DEFAULT_CAP,
+        stats: Any = None,
+    ) -> DataFrame:
+        """Every message, routed: one row per match (``route`` = "match") and one
+        row for each message without one: "unmatched", "null" or "invalid", the
+        last two with a ``reason``.  Filter on ``route`` to split the output."""
+        self._check(messages, topic_col, [pattern_col, subscriber_col, route_col, reason_col])
+        plan = _eng.Plan(
+            key="", mode="route", topic_col=topic_col, cap=_cap(chunk_rows), stats=stats
+        )
+        fields = [
+            T.StructField(pattern_col, T.StringType(), True),
+            T.StructField(subscriber_col, self.subscriber_type, True),
+            T.StructField(route_col, T.StringType(), False),
+            T.StructField(reason_col, T.StringType(), True),
+        ]
+        return self._map(messages, plan, fields)
+
+    def rejected(
+        self, messages: DataFrame, topic_col: str = "topic", *, reason_col: str = "reason"
+    ) -> DataFrame:
+        """The messages whose topic is null or invalid in the dialect, each with
+        the ``reason`` (the dialect's own error message, or "null topic")."""
+        self._check(messages, topic_col, [reason_col])
+        plan = _eng.Plan(key="", mode="rejected", topic_col=topic_col)
+        return self._map(messages, plan, [T.StructField(reason_col, T.StringType(), False)])
+
+    def unmatched(self, messages: DataFrame, topic_col: str = "topic") -> DataFrame:
+        """The messages with a valid topic that no subscription matches."""
+        self._check(messages, topic_col, [])
+        plan = _eng.Plan(key="", mode="unmatched", topic_col=topic_col)
+        return self._map(messages, plan, [])
+
+    # ----------------------------------------------------------- summaries
+    def pairs(self) -> DataFrame:
+        """The subscriptions: (pair, pattern, subscriber), pair numbered from 0."""
+        p = self.payload
+        table = pa.table(
+            {
+                "pair": pa.array(range(p.npairs), pa.int64()),
+                "pattern": p.patterns.take(p.pair_pattern),
+                "subscriber": p.subscribers.take(p.pair_subscriber),
+            }
+        )
+        schema = T.StructType(
+            [
+                T.StructField("pair", T.LongType(), False),
+                T.StructField("pattern", T.StringType(), False),
+                T.StructField("subscriber", self.subscriber_type, False),
+            ]
+        )
+        if p.npairs == 0:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.createDataFrame(table, schema)
+
+    def counts(self, messages: DataFrame, topic_col: str = "topic") -> DataFrame:
+        """Partial counts aggregated: (pair, n) for every pair with n > 0 matches,
+        and the counters under negative keys (see ``cstrie.spark.engine.COUNTERS``).  Computed
+        in the workers without materialising the matches."""
+        self._check(messages, topic_col, [])
+        plan = _eng.Plan(key="", mode="counts", topic_col=topic_col)
+        fields = [
+            T.StructField("pair", T.LongType(), False),
+            T.StructField("n", T.LongType(), False),
+        ]
+        return (
+            self._map(messages, plan, fields, with_messages=False)
+            .groupBy("pair")
+            .agg(F.sum("n").alias("n"))
+        )
+
+    def summary(self, messages: DataFrame, topic_col: str = "topic") -> dict[str, int]:
+        """Counts (runs a job): messages, matched, unmatched, null, invalid (topics)
+        and matches ((message, pattern, subscriber) rows)."""
+        rows = self.counts(messages, topic_col).where(F.col("pair") < 0).collect()
+        by_key = {r["pair"]: r["n"] for r in rows}
+        return {name: int(by_key.get(key, 0) or 0) for name, key in COUNTERS.items()}
+
+    def _joined(self, messages: DataFrame, topic_col: str) -> DataFrame:
+        counts = self.counts(messages, topic_col).where(F.col("pair") >= 0)
+        return self.pairs().join(counts, "pair", "left").fillna(0, ["n"])
+
+    def per_subscriber(self, messages: DataFrame, topic_col: str = "topic") -> DataFrame:
+        """(subscriber, patterns, matches) for every subscriber, most matches first;
+        ``matches`` counts (message, pattern) pairs delivered to the subscriber."""
+        return (
+            self._joined(messages, topic_col)
+            .groupBy("subscriber")
+            .agg(F.count("*").alias("patterns"), F.sum("n").alias("matches"))
+            .orderBy(F.desc("matches"), "subscriber")
+        )
+
+    def per_pattern(self, messages: DataFrame, topic_col: str = "topic") -> DataFrame:
+        """(pattern, subscribers, messages, matches) for every pattern, most
+        messages first; ``messages`` is how many messages the pattern matched."""
+        return (
+            self._joined(messages, topic_col)
+            .groupBy("pattern")
+            .agg(
+                F.count("*").alias("subscribers"),
+                F.max("n").alias("messages"),
+                F.sum("n").alias("matches"),
+            )
+            .orderBy(F.desc("messages"), "pattern")
+        )
+
+    def stats_accumulator(self) -> Any:
+        """An accumulator to pass as ``stats=``: after the job it holds the
+        counters and {pair: matches}; read it with :meth:`read_stats`.  Exact when
+        the matching runs in the job's final stage (a write or collect); a stage
+        that Spark re-runs may count twice."""
+        return self.spark.sparkContext.accumulator({}, StatsParam())
+
+    def read_stats(self, acc: Any, top: int = 10) -> dict[str, Any]:
+        """Counters plus the ``top`` subscribers and patterns from an accumulator."""
+        value = dict(acc.value)
+        pair_counts: Mapping[int, int] = value.pop("pairs", {})
+        out: dict[str, Any] = {name: int(value.get(name, 0)) for name in COUNTERS}
+        p = self.payload
+        pats = p.pair_pattern.to_numpy(zero_copy_only=False)
+        subs = p.pair_subscriber.to_numpy(zero_copy_only=False)
+        by_sub: dict[int, int] = {}
+        by_pat: dict[int, int] = {}
+        for pair, n in pair_counts.items():
+            by_sub[int(subs[pair])] = by_sub.get(int(subs[pair]), 0) + n
+            k = int(pats[pair])
+            by_pat[k] = max(by_pat.get(k, 0), n)
+        svals, pvals = p.subscribers, p.patterns
+        out["top_subscribers"] = [
+            (svals[k].as_py(), n) for k, n in sorted(by_sub.items(), key=lambda kv: -kv[1])[:top]
+        ]
+        out["top_patterns"] = [
+            (pvals[k].as_py(), n) for k, n in sorted(by_pat.items(), key=lambda kv: -kv[1])[:top]
+        ]
+        return out
+
+
+class _Runner:
+    """The picklable mapInArrow function: (broadcast, plan) -> engine.run."""
+
+    __slots__ = ("bc", "plan")
+
+    def __init__(self, bc: Any, plan: _eng.Plan) -> None:
+        self.bc = bc
+        self.plan = plan
+
+    def __call__(self, batches: Any) -> Any:
+        from cstrie.spark.engine import run
+
+        return run(self.bc, self.plan, batches)
+
+
+def _cap(chunk_rows: int) -> int:
+    if not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be a positive int, not {chunk_rows!r}")
+    return chunk_rows
+
+
+# ------------------------------------------------------- one-call functions
+def _matcher(messages: DataFrame, subscriptions: Any, dialect: Any) -> SparkMatcher:
+    if isinstance(subscriptions, SparkMatcher):
+        if dialect is not None and resolve_dialect(dialect) != subscriptions.dialect:
+            raise ValueError("dialect does not match the SparkMatcher's dialect")
+        return subscriptions
+    if not isinstance(messages, DataFrame):
+        raise TypeError(f"messages must be a Spark DataFrame, not {type(messages).__name__}")
+    return SparkMatcher(subscriptions, _session(messages), dialect=dialect)
+
+
+def match(
+    messages: DataFrame,
+    subscriptions: Any,
+    topic_col: str = "topic",
+    *,
+    keep_unmatched: bool = False,
+    dialect: str | Dialect | None = None,
+    pattern_col: str = "pattern",
+    subscriber_col: str = "subscriber",
+    chunk_rows: int = _eng.DEFAULT_CAP,
+) -> DataFrame:
+    """Match a DataFrame of messages against subscriptions (see
+    :meth:`SparkMatcher.match`).  ``subscriptions``: a Trie/Snapshot, a DataFrame
+    with ``pattern`` and ``subscriber`` columns, a subscription file path, or a
+    :class:`SparkMatcher` (reuse one to broadcast once for several jobs)."""
+    return _matcher(messages, subscriptions, dialect).match(
+        messages,
+        topic_col,
+        keep_unmatched=keep_unmatched,
+        pattern_col=pattern_col,
+        subscriber_col=subscriber_col,
+        chunk_rows=chunk_rows,
+    )
+
+
+def route(
+    messages: DataFrame, subscriptions: Any, topic_col: str = "topic", **kw: Any
+) -> DataFrame:
+    """See :meth:`SparkMatcher.route`."""
+    dialect = kw.pop("dialect", None)
+    return _matcher(messages, subscriptions, dialect).route(messages, topic_col, **kw)
+
+
+def rejected(
+    messages: DataFrame, subscriptions: Any, topic_col: str = "topic", **kw: Any
+) -> DataFrame:
+    """See :meth:`SparkMatcher.rejected`."""
+    dialect = kw.pop("dialect", None)
+    return _matcher(messages, subscriptions, dialect).rejected(messages, topic_col, **kw)
+
+
+def unmatched(
+    messages: DataFrame,
+    subscriptions: Any,
+    topic_col: str = "topic",
+    dialect: str | Dialect | None = None,
+) -> DataFrame:
+    """See :meth:`SparkMatcher.unmatched`."""
+    return _matcher(messages, subscriptions, dialect).unmatched(messages, topic_col)
+
+
+def summary(
+    messages: DataFrame,
+    subscriptions: Any,
+    topic_col: str = "topic",
+    dialect: str | Dialect | None = None,
+) -> dict[str, int]:
+    """See :meth:`SparkMatcher.summary`."""
+    return _matcher(messages, subscriptions, dialect).summary(messages, topic_col)
+
+
+def per_subscriber(
+    messages: DataFrame,
+    subscriptions: Any,
+    topic_col: str = "topic",
+    dialect: str | Dialect | None = None,
+) -> DataFrame:
+    """See :meth:`SparkMatcher.per_subscriber`."""
+    return _matcher(messages, subscriptions, dialect).per_subscriber(messages, topic_col)
+
+
+def per_pattern(
+    messages: DataFrame,
+    subscriptions: Any,
+    topic_col: str = "topic",
+    dialect: str | Dialect | None = None,
+) -> DataFrame:
+    """See :meth:`SparkMatcher.per_pattern`."""
+    return _matcher(messages, subscriptions, dialect).per_pattern(messages, topic_col)

@@ -1,0 +1,124 @@
+"""The baselines the Spark pipeline is measured against.
+
+* :func:`rlike_match`: what a Spark user writes without cstrie: a cross join of
+  the messages with the subscriptions, filtered by ``rlike`` with one regular
+  expression per pattern (:func:`pattern_regex`).
+* ``SparkMatcher(..., engine="python")``: the same ``mapInArrow`` pipeline as the
+  native one, matching with the pure-Python :class:`cstrie.pytrie.PyTrie`.
+
+The regex translation works on the topic with the separator put in front of
+every word (``"a.b"`` -> ``".a.b"``, the empty AMQP topic -> ``""``, zero words),
+so each pattern word becomes one anchored piece:
+
+===========  =======================  =========================================
+word         regex piece              why
+===========  =======================  =========================================
+literal w    ``SEP w``                w escaped: ASCII punctuation backslashed
+one-level    ``SEP [^SEP]*``          exactly one word, possibly empty
+many-level   ``(?:SEP [^SEP]*)*``     zero or more words (AMQP ``#`` anywhere,
+                                      MQTT ``#`` also matching the parent)
+             ``(?:SEP [^SEP]*)+``     one or more (NATS ``>``: ``multi_min`` 1)
+===========  =======================  =========================================
+
+The whole is ``^`` ... ``\\z`` (Java: end of input, not before a final newline),
+and a pattern starting with a wildcard gets ``(?!SEP\\$)`` under the MQTT
+``$`` rule.  Multi-character separators use ``(?:(?!SEP).)*`` with DOTALL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cstrie.dialect import Dialect, resolve_dialect
+
+__all__ = ["pattern_regex", "rlike_match", "topic_key", "with_regex"]
+
+
+def _escape(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch.isascii() and not ch.isalnum():
+            if ch.isprintable():
+                out.append("\\" + ch)
+            else:
+                out.append(f"\\x{{{ord(ch):x}}}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def pattern_regex(dialect: str | Dialect, pattern: str) -> str:
+    """A Java regular expression (for Spark's ``rlike``) that matches a topic's
+    :func:`topic_key` exactly when ``pattern`` matches the topic."""
+    d = resolve_dialect(dialect)
+    words = d.split_pattern(pattern)
+    sep = _escape(d.separator)
+    if len(d.separator) == 1:
+        word = f"[^{sep}]*"
+        flags = ""
+    else:
+        word = f"(?:(?!{sep}).)*"
+        flags = "(?s)"
+    parts = []
+    for w in words:
+        if w == d.multi:
+            parts.append(f"(?:{sep}{word}){'*' if d.multi_min == 0 else '+'}")
+        elif w == d.single:
+            parts.append(f"{sep}{word}")
+        else:
+            parts.append(sep + _escape(w))
+    guard = ""
+    if d.dollar_rule and words and words[0] in (d.single, d.multi):
+        guard = f"(?!{sep}\\$)"
+    return flags + "^" + guard + "".join(parts) + "\\z"
+
+
+def topic_key(topic_col: Any, dialect: str | Dialect) -> Any:
+    """The Spark column expression the regexes run on: SEP + topic, or "" for the
+    empty topic (zero words)."""
+    from pyspark.sql import functions as F
+
+    d = resolve_dialect(dialect)
+    col = F.col(topic_col) if isinstance(topic_col, str) else topic_col
+    return F.when(col == F.lit(""), F.lit("")).otherwise(F.concat(F.lit(d.separator), col))
+
+
+def with_regex(
+    subscriptions: Any, dialect: str | Dialect = "amqp", pattern_col: str = "pattern"
+) -> Any:
+    """The subscriptions DataFrame plus a ``_regex`` column (:func:`pattern_regex`
+    of each pattern), computed once on the driver (subscriptions are small)."""
+    from pyspark.sql import functions as F
+
+    d = resolve_dialect(dialect)
+    patterns = [r[0] for r in subscriptions.select(pattern_col).distinct().collect()]
+    spark = subscriptions.sparkSession
+    table = spark.createDataFrame(
+        [(p, pattern_regex(d, p)) for p in patterns], f"`{pattern_col}` string, _regex string"
+    )
+    return subscriptions.join(F.broadcast(table), pattern_col)
+
+
+def rlike_match(
+    messages: Any,
+    subscriptions: Any,
+    topic_col: str = "topic",
+    dialect: str | Dialect = "amqp",
+    pattern_col: str = "pattern",
+    subscriber_col: str = "subscriber",
+) -> Any:
+    """The cross-join + ``rlike`` baseline: the messages' columns plus pattern and
+    subscriber, one row per match (valid topics only: it does not validate).
+
+    ``subscriptions`` is a DataFrame with pattern and subscriber columns, and
+    optionally ``_regex`` (:func:`with_regex`; computed here when missing)."""
+    from pyspark.sql import functions as F
+
+    d = resolve_dialect(dialect)
+    if "_regex" not in subscriptions.columns:
+        subscriptions = with_regex(subscriptions, d, pattern_col)
+    subs = subscriptions.select(pattern_col, subscriber_col, "_regex")
+    keyed = messages.withColumn("_key", topic_key(topic_col, d))
+    return (
+        keyed.crossJoin(F.broadcast(subs)).where(F.expr("_key RLIKE _regex")).drop("_key", "_regex")
+    )

@@ -1,0 +1,474 @@
+"""Worker side of the Spark pipeline: compiled matchers, their cache, batch matching.
+
+Nothing here imports pyspark: these functions run inside Spark's Python workers
+(and in tests without Spark).
+
+The cache
+    :func:`get_matcher` keeps rebuilt matchers in a module-level LRU dict keyed by
+    the payload's SHA-256 (computed once on the driver and shipped with the
+    function).  Spark reuses Python workers between tasks
+    (``spark.python.worker.reuse``, on by default), so each worker process builds
+    a given matcher once: the first task that needs it reads the broadcast bytes,
+    checks their hash and builds the engine in one C call; later tasks find it by
+    key without touching the broadcast.  At most :data:`CACHE_SIZE` matchers are
+    kept per process (env ``CSTRIE_SPARK_CACHE``).
+
+The hot path
+    :meth:`NativeMatcher.scan` hands the Arrow string column's buffers (offsets,
+    data, validity bitmap and the array's offset) straight to ``cst_lookup_batch``
+    and gets back (row index, pair index) arrays in chunks of at most ``cap``
+    pairs, resuming inside a row when one row has more matches than that.  The
+    output batches are then assembled with Arrow ``take`` kernels: no Python
+    object is made per row or per match.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+
+from cstrie.spark.payload import Payload, digest
+
+__all__ = [
+    "CACHE_SIZE",
+    "NativeMatcher",
+    "Plan",
+    "PyMatcher",
+    "build_count",
+    "cache_info",
+    "get_matcher",
+    "run",
+]
+
+CACHE_SIZE = int(os.environ.get("CSTRIE_SPARK_CACHE", "2"))
+DEFAULT_CAP = 65536
+
+# Statuses written by cst_lookup_batch: 0 valid, 1 null, < 0 a CST_E* code.
+NULL = 1
+
+# Counter rows in the "counts" output (the pair column holds these negative keys).
+COUNTERS = {
+    "messages": -1,
+    "matched": -2,
+    "unmatched": -3,
+    "null": -4,
+    "invalid": -5,
+    "matches": -6,
+}
+
+
+# ------------------------------------------------------------------ matchers
+class _Base:
+    payload: Payload
+    patterns: Any
+    subscribers: Any
+    pair_pattern: np.ndarray
+    pair_subscriber: np.ndarray
+
+    def _tables(self, payload: Payload) -> None:
+        self.payload = payload
+        self.dialect = payload.dialect
+        self.patterns = payload.patterns
+        self.subscribers = payload.subscribers
+        self.npairs = payload.npairs
+        self.pair_pattern = payload.pair_pattern.to_numpy(zero_copy_only=False)
+        self.pair_subscriber = payload.pair_subscriber.to_numpy(zero_copy_only=False)
+
+    def pattern_column(self, pairs: np.ndarray) -> Any:
+        """The pattern of each 0-based pair index."""
+        return self.patterns.take(pa.array(self.pair_pattern[pairs]))
+
+    def subscriber_column(self, pairs: np.ndarray) -> Any:
+        return self.subscribers.take(pa.array(self.pair_subscriber[pairs]))
+
+    def reason(self, topic: Any, status: int) -> str:
+        """Why a row was rejected (only called for null and invalid rows)."""
+        if status == NULL or topic is None:
+            return "null topic"
+        if isinstance(topic, bytes):
+            try:
+                topic = topic.decode("utf-8")
+            except UnicodeDecodeError:
+                return "topic is not valid UTF-8"
+        try:
+            self.dialect.split_topic(topic)
+        except (ValueError, TypeError) as exc:
+            return str(exc)
+        return f"topic rejected by the engine (code {status})"
+
+    def scan(
+        self, column: Any, status: np.ndarray, cap: int = DEFAULT_CAP
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class NativeMatcher(_Base):
+    """The engine built from a payload: engine id ``k + 1`` is pair ``k``."""
+
+    def __init__(self, payload: Payload) -> None:
+        import pyarrow.compute as pc
+
+        from cstrie import _binding as nb
+
+        self._tables(payload)
+        ffi, lib = nb.ffi, nb.lib
+        n = self.npairs
+        per_pair = pc.take(self.patterns, payload.pair_pattern).cast(pa.large_string())
+        if per_pair.offset or per_pair.null_count:  # pragma: no cover - take() gives neither
+            per_pair = pa.concat_arrays([per_pair])
+        bufs = per_pair.buffers()
+        offsets = ffi.from_buffer("int64_t[]", bufs[1]) if n else ffi.new("int64_t[]", 1)
+        data = ffi.from_buffer(bufs[2]) if bufs[2] is not None and bufs[2].size else b"\0"
+        ids = np.arange(1, n + 1, dtype=np.uint64)
+        native = nb.NativeDialect(self.dialect)
+        status = ffi.new("int *")
+        bad = ffi.new("int64_t *")
+        ptr = lib.cst_build(
+            native.ptr,
+            data,
+            offsets,
+            ffi.from_buffer("uint64_t[]", ids),
+            n,
+            max(n, 1),
+            ffi.NULL,
+            status,
+            bad,
+        )
+        if ptr == ffi.NULL:
+            text = per_pair[bad[0]].as_py() if 0 <= bad[0] < n else None
+            nb.raise_status(status[0], self.dialect, "pattern", text)
+        self._h = ffi.gc(ptr, lib.cst_free)
+        self._ffi, self._lib = ffi, lib
+        self._cap = 0
+        self._next_row = ffi.new("int64_t *")
+        self._next_skip = ffi.new("uint64_t *")
+
+    def _buffers(self, cap: int) -> None:
+        if cap != self._cap:
+            self._rows = np.empty(cap, np.int64)
+            self._ids = np.empty(cap, np.uint64)
+            self._rows_p = self._ffi.from_buffer("int64_t[]", self._rows)
+            self._ids_p = self._ffi.from_buffer("uint64_t[]", self._ids)
+            self._cap = cap
+
+    def scan(
+        self, column: Any, status: np.ndarray, cap: int = DEFAULT_CAP
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Match an Arrow string/binary column (Array or ChunkedArray).
+
+        Yields (row indexes int64, 0-based pair indexes int64) with at most ``cap``
+        entries each; fills ``status`` (int8, one per row: 0 valid, 1 null, < 0
+        invalid) as it goes, complete when the generator is exhausted.
+        """
+        if isinstance(column, pa.ChunkedArray):
+            base = 0
+            for chunk in column.chunks:
+                for rows, pairs in self.scan(chunk, status[base : base + len(chunk)], cap):
+                    yield rows + base, pairs
+                base += len(chunk)
+            return
+        nrows = len(column)
+        if nrows == 0:
+            return
+        t = column.type
+        if pa.types.is_string(t) or pa.types.is_binary(t):
+            wide, ctype = 0, "int32_t[]"
+        elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+            wide, ctype = 1, "int64_t[]"
+        else:
+            raise TypeError(f"the topic column must hold strings, not {t}")
+        ffi, lib = self._ffi, self._lib
+        bufs = column.buffers()
+        validity = ffi.from_buffer(bufs[0]) if bufs[0] is not None else ffi.NULL
+        offsets = ffi.from_buffer(ctype, bufs[1]) + column.offset
+        data = ffi.from_buffer(bufs[2]) if bufs[2] is not None and bufs[2].size else b"\0"
+        if not status.flags.c_contiguous or status.dtype != np.int8:
+            raise ValueError("status must be a contiguous int8 array")
+        st = ffi.from_buffer("int8_t[]", status)
+        self._buffers(cap)
+        rows_p, ids_p = self._rows_p, self._ids_p
+        next_row, next_skip = self._next_row, self._next_skip
+        fn = lib.cst_lookup_batch
+        h = self._h
+        row, skip = 0, 0
+        while row < nrows:
+            got = fn(
+                h,
+                data,
+                offsets,
+                wide,
+                validity,
+                column.offset,
+                nrows,
+                row,
+                skip,
+                rows_p,
+                ids_p,
+                cap,
+                next_row,
+                next_skip,
+                st,
+            )
+            if got < 0:
+                from cstrie import _binding as nb
+
+                nb.raise_status(got)
+            row, skip = next_row[0], next_skip[0]
+            if got:
+                yield self._rows[:got].copy(), self._ids[:got].astype(np.int64) - 1
+
+
+class PyMatcher(_Base):
+    """The same interface over :class:`cstrie.pytrie.PyTrie` (the benchmark's
+    pure-Python baseline): one ``lookup`` per row, subscribers are pair indexes."""
+
+    def __init__(self, payload: Payload) -> None:
+        from cstrie.pytrie import PyTrie
+
+        self._tables(payload)
+        trie = PyTrie(self.dialect)
+        pats = self.patterns.to_pylist()
+        for k, p in enumerate(self.pair_pattern.tolist()):
+            trie.subscribe(pats[p], k)
+        self._trie = trie
+
+    def scan(
+        self, column: Any, status: np.ndarray, cap: int = DEFAULT_CAP
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        lookup = self._trie.lookup
+        rows: list[int] = []
+        pairs: list[int] = []
+        binary = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+        for r, topic in enumerate(column.to_pylist()):
+            if topic is None:
+                status[r] = NULL
+                continue
+            try:
+                found = lookup(topic.decode() if binary else topic)
+            except (ValueError, UnicodeDecodeError):
+                status[r] = -17
+                continue
+            for k in found:
+                rows.append(r)
+                pairs.append(cast(int, k))
+                if len(rows) == cap:
+                    yield np.array(rows, np.int64), np.array(pairs, np.int64)
+                    rows, pairs = [], []
+        if rows:
+            yield np.array(rows, np.int64), np.array(pairs, np.int64)
+
+
+ENGINES = {"native": NativeMatcher, "python": PyMatcher}
+
+
+# --------------------------------------------------------------------- cache
+_CACHE: OrderedDict[tuple[str, str], _Base] = OrderedDict()
+_LOCK = threading.Lock()
+_BUILDS = [0]
+
+
+def get_matcher(key: str, source: Any, engine: str = "native") -> _Base:
+    """The matcher for payload ``key``, built at most once per process.
+
+    ``source`` is the payload's bytes or anything with a ``.value`` holding them
+    (a Spark Broadcast); it is read only when the matcher is not cached.
+    """
+    ck = (key, engine)
+    with _LOCK:
+        m = _CACHE.get(ck)
+        if m is not None:
+            _CACHE.move_to_end(ck)
+            return m
+        raw = source if isinstance(source, (bytes, bytearray, memoryview)) else source.value
+        if digest(raw) != key:
+            raise ValueError("the matcher payload does not match its SHA-256 (corrupt broadcast)")
+        m = ENGINES[engine](Payload.from_bytes(raw))
+        _CACHE[ck] = m
+        _BUILDS[0] += 1
+        while len(_CACHE) > max(CACHE_SIZE, 1):
+            _CACHE.popitem(last=False)
+        return m
+
+
+def build_count() -> int:
+    """How many matchers this process has built (for tests and logs)."""
+    return _BUILDS[0]
+
+
+def cache_info() -> dict[str, Any]:
+    with _LOCK:
+        return {"builds": _BUILDS[0], "cached": [k for k, _ in _CACHE], "size": CACHE_SIZE}
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _CACHE.clear()
+
+
+# ------------------------------------------------------------ batch pipeline
+@dataclass
+class Plan:
+    """What :func:`run` emits; made on the driver, pickled with the function.
+
+    ``mode``: "match" (message columns + pattern + subscriber; with
+    ``keep_unmatched`` also every row without a match, with nulls), "route"
+    (every row: + route + reason), "rejected" (null/invalid rows + reason),
+    "unmatched" (valid rows without a match), "counts" ((pair, n) partial counts).
+    """
+
+    key: str
+    mode: str = "match"
+    topic_col: str = "topic"
+    pattern_col: str = "pattern"
+    subscriber_col: str = "subscriber"
+    route_col: str = "route"
+    reason_col: str = "reason"
+    keep_unmatched: bool = False
+    cap: int = DEFAULT_CAP
+    engine: str = "native"
+    extra: list[tuple[str, Any]] = field(default_factory=list)  # appended (name, Arrow type)
+    stats: Any = None  # an accumulator (added to once per partition) or None
+    builds: Any = None  # an accumulator counting matcher builds, or None
+
+
+class _Counts:
+    __slots__ = ("c", "pairs")
+
+    def __init__(self, npairs: int | None) -> None:
+        self.c = dict.fromkeys(COUNTERS, 0)
+        self.pairs = np.zeros(npairs, np.int64) if npairs is not None else None
+
+
+def _take(batch: Any, rows: np.ndarray) -> list[Any]:
+    idx = pa.array(rows, pa.int64())
+    return [col.take(idx) for col in batch.columns]
+
+
+def _fit(arr: Any, typ: Any) -> Any:
+    return arr if arr.type == typ else arr.cast(typ)
+
+
+def _repeat(value: str, n: int, typ: Any) -> Any:
+    return pa.array([value], typ).take(pa.array(np.zeros(n, np.int64)))
+
+
+def run(bc: Any, plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
+    """The ``mapInArrow`` function: match every batch of one partition."""
+    before = _BUILDS[0]
+    m = get_matcher(plan.key, bc, plan.engine)
+    if plan.builds is not None and _BUILDS[0] != before:
+        plan.builds.add(1)
+    want_pairs = plan.mode == "counts" or plan.stats is not None
+    counts = _Counts(m.npairs if want_pairs else None)
+    extra = [pa.field(name, typ) for name, typ in plan.extra]
+    schemas: dict[Any, Any] = {}
+    for batch in batches:
+        schema = schemas.get(batch.schema)
+        if schema is None:
+            fields = [] if plan.mode == "counts" else list(batch.schema)
+            schema = schemas[batch.schema] = pa.schema(fields + extra)
+        yield from _batch(m, plan, batch, counts, schema)
+    schema = pa.schema(extra)
+    if plan.mode == "counts":
+        keys = [COUNTERS[k] for k in COUNTERS]
+        vals = [counts.c[k] for k in COUNTERS]
+        assert counts.pairs is not None
+        nz = np.flatnonzero(counts.pairs)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(np.concatenate([np.array(keys, np.int64), nz.astype(np.int64)])),
+                pa.array(np.concatenate([np.array(vals, np.int64), counts.pairs[nz]])),
+            ],
+            schema=schema,
+        )
+    if plan.stats is not None:
+        assert counts.pairs is not None
+        nz = np.flatnonzero(counts.pairs)
+        plan.stats.add(
+            {**counts.c, "pairs": dict(zip(nz.tolist(), counts.pairs[nz].tolist(), strict=True))}
+        )
+
+
+def _batch(m: _Base, plan: Plan, batch: Any, counts: _Counts, schema: Any) -> Iterator[Any]:
+    n = batch.num_rows
+    if n == 0:
+        return
+    mode = plan.mode
+    column = batch.column(plan.topic_col)
+    status = np.zeros(n, np.int8)
+    matched = np.zeros(n, np.bool_)
+    c = counts.c
+    nmsg = len(batch.schema) if mode != "counts" else 0
+    for rows, pairs in m.scan(column, status, plan.cap):
+        matched[rows] = True
+        c["matches"] += len(rows)
+        if counts.pairs is not None:
+            np.add.at(counts.pairs, pairs, 1)
+        if mode in ("match", "route"):
+            cols = _take(batch, rows)
+            cols.append(_fit(m.pattern_column(pairs), schema.field(nmsg).type))
+            cols.append(_fit(m.subscriber_column(pairs), schema.field(nmsg + 1).type))
+            if mode == "route":
+                cols.append(_repeat("match", len(rows), schema.field(nmsg + 2).type))
+                cols.append(pa.nulls(len(rows), schema.field(nmsg + 3).type))
+            yield pa.RecordBatch.from_arrays(cols, schema=schema)
+    nulls = status == NULL
+    invalid = status < 0
+    unmatched = ~matched & (status == 0)
+    c["messages"] += n
+    c["matched"] += int(matched.sum())
+    c["unmatched"] += int(unmatched.sum())
+    c["null"] += int(nulls.sum())
+    c["invalid"] += int(invalid.sum())
+    if mode == "counts":
+        return
+    if mode == "unmatched":
+        sel = np.flatnonzero(unmatched)
+        for start in range(0, len(sel), plan.cap):
+            rows = sel[start : start + plan.cap]
+            yield pa.RecordBatch.from_arrays(_take(batch, rows), schema=schema)
+        return
+    if mode == "match" and not plan.keep_unmatched:
+        return
+    if mode == "match":
+        sel = np.flatnonzero(~matched)
+        for start in range(0, len(sel), plan.cap):
+            rows = sel[start : start + plan.cap]
+            k = len(rows)
+            cols = _take(batch, rows)
+            cols += [pa.nulls(k, schema.field(nmsg).type), pa.nulls(k, schema.field(nmsg + 1).type)]
+            yield pa.RecordBatch.from_arrays(cols, schema=schema)
+        return
+    # route / rejected: rows without a match, each with its route and reason.
+    sel = np.flatnonzero(~matched if mode == "route" else (nulls | invalid))
+    for start in range(0, len(sel), plan.cap):
+        rows = sel[start : start + plan.cap]
+        k = len(rows)
+        cols = _take(batch, rows)
+        st = status[rows]
+        # Only rejected rows get a Python string (their reason); the rest are null.
+        bad = np.flatnonzero(st != 0)
+        topics = column.take(pa.array(rows[bad])).to_pylist() if len(bad) else []
+        texts = [m.reason(t, code) for t, code in zip(topics, st[bad].tolist(), strict=True)]
+        where = np.full(k, len(bad), np.int64)
+        where[bad] = np.arange(len(bad))
+        reasons = pa.array([*texts, None], pa.string()).take(pa.array(where))
+        if mode == "route":
+            codes = np.where(st == NULL, 1, np.where(st < 0, 2, 0))
+            names = pa.array(["unmatched", "null", "invalid"], schema.field(nmsg + 2).type)
+            cols += [
+                pa.nulls(k, schema.field(nmsg).type),
+                pa.nulls(k, schema.field(nmsg + 1).type),
+                names.take(pa.array(codes)),
+                _fit(reasons, schema.field(nmsg + 3).type),
+            ]
+        else:
+            cols.append(_fit(reasons, schema.field(nmsg).type))
+        yield pa.RecordBatch.from_arrays(cols, schema=schema)

@@ -1,0 +1,286 @@
+"""The matcher payload: a subscription set as compact bytes, to broadcast to Spark workers.
+
+A compiled matcher (cffi handles) cannot be pickled, and pickling a million Python
+pairs would be slow, so the driver serialises the subscriptions once into this
+columnar payload and every Python worker rebuilds the engine from it in one C
+call (see :mod:`cstrie.spark.engine`).  Nothing here imports pyspark.
+
+Layout (all integers little-endian)::
+
+    8     magic b"CSTSPRK\\n"
+    4     u32 version (1)
+    4     u32 meta_len
+    m     meta: UTF-8 JSON {"dialect": {every Dialect field}, "patterns": P,
+          "subscribers": S, "pairs": N}
+    then three Arrow IPC streams, each preceded by its u64 length:
+          patterns     P rows  {pattern: string}            distinct, sorted
+          subscribers  S rows  {subscriber: T}              distinct, any Arrow type
+          pairs        N rows  {pattern: int32, subscriber: int32}
+                                0-based indexes into the two tables above,
+                                sorted by (pattern, subscriber), no duplicates
+
+Pair ``k`` (0-based) is what the engine stores as subscriber id ``k + 1``: a match
+is then exactly one (pattern, subscriber) pair, so the Spark output can carry both.
+The payload's SHA-256 names it in the worker cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import struct
+import warnings
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from cstrie.dialect import Dialect, resolve_dialect
+
+__all__ = ["MAGIC", "Payload", "dialect_from_json", "dialect_to_json"]
+
+MAGIC = b"CSTSPRK\n"
+VERSION = 1
+_HEAD = struct.Struct("<II")
+_LEN = struct.Struct("<Q")
+
+
+def _pa() -> Any:
+    try:
+        import pyarrow as pa
+    except ImportError as exc:  # pragma: no cover - the spark extra installs it
+        raise ImportError("cstrie.spark needs pyarrow: pip install 'cstrie[spark]'") from exc
+    return pa
+
+
+def dialect_to_json(d: Dialect) -> dict[str, Any]:
+    return dataclasses.asdict(d)
+
+
+def dialect_from_json(obj: Any) -> Dialect:
+    if not isinstance(obj, dict):
+        raise ValueError("the payload's dialect is not a JSON object")
+    names = {f.name for f in dataclasses.fields(Dialect)}
+    if set(obj) != names:
+        raise ValueError(
+            f"the payload's dialect has fields {sorted(obj)}; expected {sorted(names)}"
+        )
+    return Dialect(**obj)
+
+
+def _subscriber_array(values: list[Any]) -> Any:
+    """An Arrow array for Python subscriber objects: str -> string, int -> int64,
+    bytes -> binary; a mix (or anything else) becomes their ``str()`` with a warning."""
+    pa = _pa()
+    kinds = set(map(type, values))
+    if kinds <= {str}:
+        return pa.array(values, pa.string())
+    if kinds <= {int}:
+        try:
+            return pa.array(values, pa.int64())
+        except (OverflowError, pa.ArrowInvalid):
+            pass
+    if kinds <= {bytes}:
+        return pa.array(values, pa.binary())
+    warnings.warn(
+        "subscribers of types "
+        + ", ".join(sorted(k.__name__ for k in kinds))
+        + " do not fit one Spark column type; they are written as their str()",
+        stacklevel=3,
+    )
+    return pa.array([str(v) for v in values], pa.string())
+
+
+@dataclasses.dataclass
+class Payload:
+    """A subscription set in columnar form (see the module docstring).
+
+    ``patterns`` (Arrow string) and ``subscribers`` (any Arrow type) are distinct
+    values; ``pair_pattern`` / ``pair_subscriber`` (Arrow int32) index them, one
+    entry per (pattern, subscriber) pair.
+    """
+
+    dialect: Dialect
+    patterns: Any
+    subscribers: Any
+    pair_pattern: Any
+    pair_subscriber: Any
+
+    @property
+    def npairs(self) -> int:
+        return len(self.pair_pattern)
+
+    # ------------------------------------------------------------- building
+    @classmethod
+    def from_reader(cls, reader: Any) -> Payload:
+        """From a :class:`cstrie.Trie` or :class:`cstrie.Snapshot`: one consistent
+        snapshot, read in engine chunks (no per-pair Python objects besides ids)."""
+        from cstrie import _binding as nb
+
+        pa = _pa()
+        snap = reader.snapshot()
+        objects = snap._reg.objects
+        patterns: list[bytes] = []
+        sizes: list[int] = []
+        ids: list[int] = []
+        for pat, group_ids in nb.iterate(snap._h):
+            if patterns and patterns[-1] == pat:  # a group continued in the next chunk
+                sizes[-1] += len(group_ids)
+            else:
+                patterns.append(pat)
+                sizes.append(len(group_ids))
+            ids.extend(group_ids)
+        distinct = sorted(set(ids))
+        index = {i: k for k, i in enumerate(distinct)}
+        values = [objects[i] for i in distinct]
+        pair_pattern = [k for k, size in enumerate(sizes) for _ in range(size)]
+        table = pa.table(
+            {
+                "pattern": pa.array([p.decode() for p in patterns], pa.string()).take(
+                    pa.array(pair_pattern, pa.int32())
+                ),
+                "subscriber": _subscriber_array(values).take(
+                    pa.array([index[i] for i in ids], pa.int32())
+                ),
+            }
+        )
+        return cls.from_arrow(table, snap.dialect)
+
+    @classmethod
+    def from_pairs(
+        cls, pairs: Iterable[tuple[str, Hashable]], dialect: str | Dialect = "amqp"
+    ) -> Payload:
+        """From (pattern, subscriber) pairs (subscribers str, int or bytes)."""
+        pa = _pa()
+        items = list(pairs)
+        patterns = pa.array([p for p, _ in items], pa.string())
+        subs = _subscriber_array([s for _, s in items])
+        return cls.from_arrow(pa.table({"pattern": patterns, "subscriber": subs}), dialect)
+
+    @classmethod
+    def from_arrow(
+        cls,
+        table: Any,
+        dialect: str | Dialect = "amqp",
+        pattern_col: str = "pattern",
+        subscriber_col: str = "subscriber",
+    ) -> Payload:
+        """From an Arrow table with a string pattern column and a subscriber column
+        of any type.  Duplicate pairs count once; a null raises ``ValueError``.
+        Patterns are validated when the matcher is built, not here."""
+        import numpy as np
+
+        pa = _pa()
+        import pyarrow.compute as pc
+
+        d = resolve_dialect(dialect)
+        for name in (pattern_col, subscriber_col):
+            if name not in table.column_names:
+                raise ValueError(
+                    f"the subscriptions have no column {name!r} (columns: {table.column_names})"
+                )
+        pat = table.column(pattern_col).combine_chunks()
+        sub = table.column(subscriber_col).combine_chunks()
+        if pa.types.is_dictionary(pat.type):
+            pat = pat.cast(pat.type.value_type)
+        if pa.types.is_dictionary(sub.type):
+            sub = sub.cast(sub.type.value_type)
+        if not (pa.types.is_string(pat.type) or pa.types.is_large_string(pat.type)):
+            raise TypeError(f"the pattern column must hold strings, not {pat.type}")
+        for name, col in ((pattern_col, pat), (subscriber_col, sub)):
+            if col.null_count:
+                raise ValueError(f"the subscriptions' {name!r} column has {col.null_count} nulls")
+        pat = pat.cast(pa.string())
+        pdict = pc.unique(pat)
+        porder = pc.sort_indices(pdict)
+        pdict = pdict.take(porder)
+        sdict = pc.unique(sub)
+        try:
+            sdict = sdict.take(pc.sort_indices(sdict))
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            pass  # an unsortable type: keep first-seen order
+        pidx = pc.index_in(pat, value_set=pdict).to_numpy(zero_copy_only=False).astype(np.int64)
+        sidx = pc.index_in(sub, value_set=sdict).to_numpy(zero_copy_only=False).astype(np.int64)
+        keys = np.unique(pidx * max(len(sdict), 1) + sidx)
+        if len(sdict):
+            pp, ss = np.divmod(keys, len(sdict))
+        else:
+            pp = ss = keys
+        return cls(
+            d,
+            pdict,
+            sdict,
+            pa.array(pp.astype(np.int32), pa.int32()),
+            pa.array(ss.astype(np.int32), pa.int32()),
+        )
+
+    # -------------------------------------------------------- serialisation
+    def to_bytes(self) -> bytes:
+        pa = _pa()
+        meta = json.dumps(
+            {
+                "dialect": dialect_to_json(self.dialect),
+                "patterns": len(self.patterns),
+                "subscribers": len(self.subscribers),
+                "pairs": self.npairs,
+            }
+        ).encode()
+        out = io.BytesIO()
+        out.write(MAGIC + _HEAD.pack(VERSION, len(meta)) + meta)
+        codec = "zstd" if pa.Codec.is_available("zstd") else None
+        options = pa.ipc.IpcWriteOptions(compression=codec)
+        for table in (
+            pa.table({"pattern": self.patterns}),
+            pa.table({"subscriber": self.subscribers}),
+            pa.table({"pattern": self.pair_pattern, "subscriber": self.pair_subscriber}),
+        ):
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema, options=options) as w:
+                w.write_table(table)
+            buf = sink.getvalue()
+            out.write(_LEN.pack(buf.size))
+            out.write(buf)
+        return out.getvalue()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | bytearray | memoryview) -> Payload:
+        pa = _pa()
+        view = memoryview(raw)
+        if len(view) < 16 or bytes(view[:8]) != MAGIC:
+            raise ValueError("not a cstrie Spark payload (bad magic bytes)")
+        version, meta_len = _HEAD.unpack_from(view, 8)
+        if version != VERSION:
+            raise ValueError(f"cstrie Spark payload version {version}; this cstrie reads {VERSION}")
+        pos = 16 + meta_len
+        meta = json.loads(bytes(view[16:pos]))
+        tables = []
+        for _ in range(3):
+            if pos + 8 > len(view):
+                raise ValueError("truncated cstrie Spark payload")
+            (size,) = _LEN.unpack_from(view, pos)
+            pos += 8
+            if pos + size > len(view):
+                raise ValueError("truncated cstrie Spark payload")
+            reader = pa.ipc.open_stream(pa.py_buffer(view[pos : pos + size]))
+            tables.append(reader.read_all().combine_chunks())
+            pos += size
+        pats, subs, pairs = tables
+        self = cls(
+            dialect_from_json(meta["dialect"]),
+            pats.column(0).combine_chunks(),
+            subs.column(0).combine_chunks(),
+            pairs.column(0).combine_chunks(),
+            pairs.column(1).combine_chunks(),
+        )
+        if (len(self.patterns), len(self.subscribers), self.npairs) != (
+            meta["patterns"],
+            meta["subscribers"],
+            meta["pairs"],
+        ):
+            raise ValueError("corrupt cstrie Spark payload: counts do not match its header")
+        return self
+
+
+def digest(raw: bytes | bytearray | memoryview) -> str:
+    """The cache key of a serialised payload."""
+    return hashlib.sha256(raw).hexdigest()
