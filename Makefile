@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 NATIVE := $(wildcard native/*.c native/*.h)
 
-.PHONY: demo test test-python test-native lint clean
+.PHONY: demo test test-ft lint clean
 
 $(VENV)/.installed: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
@@ -13,11 +13,25 @@ $(VENV)/.installed: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
 	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $@
 
-demo: $(VENV)/.installed
+$(VENV)/.core: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+demo: $(VENV)/.core
 	$(VENV)/bin/cstrie demo
 
+# The suite on this interpreter (rule, fuzz, model, thread, export, Spark and
+# native sanitizer tests), then again on a free-threaded CPython 3.13 with the
+# GIL off, plus the stress harness's linearizability run (.ci/ft-test).
 test: $(VENV)/.installed lint
 	$(PY) -m pytest -n auto -q -p no:cacheprovider
+	$(MAKE) test-ft
+
+test-ft:
+	FT_TEST_PYTEST_ARGS="--ignore=tests/test_spark.py --ignore=tests/test_native.py --ignore=tests/benchmarks" \
+		.ci/ft-test
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check cstrie tests stress
@@ -25,4 +39,4 @@ lint: $(VENV)/.installed
 	$(MAKE) -s -C native check
 
 clean:
-	rm -rf $(VENV) build *.egg-info cstrie/_native.* stress/bin
+	rm -rf $(VENV) .venv-ft build *.egg-info cstrie/_native.* stress/bin

@@ -1,0 +1,30 @@
+"""Stress harness for cstrie: proof under contention.
+
+Run ``python -m stress.harness --help`` from the repository root (or
+``python stress/run_harness.py``).  The parts, one module per concept:
+
+* :mod:`~stress.harness.workload` -- the seeded key space (patterns, topics,
+  owned and shared subscribers) and per-thread operation sequences;
+* :mod:`~stress.harness.clock` -- the shared atomic counter stamping operations;
+* :mod:`~stress.harness.impls` -- cstrie and the two baselines (PyTrie, cstrie
+  behind one global lock), bound per thread;
+* :mod:`~stress.harness.runner` -- timed and recorded multithreaded runs;
+* :mod:`~stress.harness.history` -- what a recorded run leaves;
+* :mod:`~stress.harness.checker` -- the checks: own writes, snapshots,
+  per-subscriber linearizability, final state;
+* :mod:`~stress.harness.report`, :mod:`~stress.harness.progress` -- output;
+* :mod:`~stress.harness.cli` -- the command line.
+"""
+
+from stress.harness.checker import CheckReport, Violation, check_history
+from stress.harness.history import History, OpError, SnapshotView, ThreadHistory
+
+__all__ = [
+    "CheckReport",
+    "History",
+    "OpError",
+    "SnapshotView",
+    "ThreadHistory",
+    "Violation",
+    "check_history",
+]

@@ -1,0 +1,466 @@
+"""Tests of the stress harness's checker (stress/harness) on hand-made histories.
+
+Linearizable histories must pass; each kind of violation must be detected with
+a message naming the operations involved.  Plus small end-to-end runs of the
+harness command (2 threads, a few thousand operations).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from stress.harness import cli, impls, report  # noqa: E402
+from stress.harness.checker import check_history  # noqa: E402
+from stress.harness.history import History, SnapshotView, ThreadHistory  # noqa: E402
+from stress.harness.workload import (  # noqa: E402
+    BASE,
+    LOOKUP,
+    SNAPSHOT,
+    SUBSCRIBE,
+    UNSUBSCRIBE,
+    Mix,
+    build_keyspace,
+    generate_ops,
+    make_keyspace,
+)
+
+# Patterns 0..2, topics 0..2.  Subscribers: 0 owned by thread 0 ('a.*'),
+# 1 owned by thread 1 ('a.b'), 2 shared ('a.*' bit 0, 'c.#' bit 1),
+# 3 owned by thread 0 ('a.*' bit 0, 'c.#' bit 1).
+PATTERNS = ["a.*", "a.b", "c.#"]
+TOPICS = ["a.b", "a.x", "c.d"]
+A_B, A_X, C_D = 0, 1, 2
+
+
+def keyspace(n_threads: int = 2) -> Any:
+    return make_keyspace(
+        "amqp", PATTERNS, TOPICS, [(0,), (1,), (0, 2), (0, 2)], [0, 1, -1, 0], n_threads
+    )
+
+
+class Rec:
+    """Builds one thread's history with readable calls."""
+
+    def __init__(self, thread: int) -> None:
+        self.h = ThreadHistory(thread)
+
+    def sub(self, s: int, bit: int, inv: int, resp: int, result: bool) -> Rec:
+        self.h.add(SUBSCRIBE, s, bit, inv, resp, result)
+        return self
+
+    def unsub(self, s: int, bit: int, inv: int, resp: int, result: bool) -> Rec:
+        self.h.add(UNSUBSCRIBE, s, bit, inv, resp, result)
+        return self
+
+    def lookup(self, topic: int, inv: int, resp: int, subs: list[int]) -> Rec:
+        self.h.add(LOOKUP, topic, 0, inv, resp, [BASE + s for s in subs])
+        return self
+
+    def snap(self, inv: int, resp: int, pairs: list[tuple[int, int]], topic: int = A_B) -> Rec:
+        ks = keyspace()
+        pp = [(PATTERNS[ks.cands[s][b]], BASE + s) for s, b in pairs]
+        self.h.add(SNAPSHOT, topic, 0, inv, resp, SnapshotView(pp, len(pp), None))
+        return self
+
+
+def history(*recs: Rec, final: list[tuple[int, int]] | None = None, n: int = 2) -> History:
+    ks = keyspace(n)
+    threads = [r.h for r in recs]
+    pairs = None
+    if final is not None:
+        pairs = [(PATTERNS[ks.cands[s][b]], BASE + s) for s, b in final]
+    return History(
+        ks, threads, final_pairs=pairs, final_length=None if pairs is None else len(pairs)
+    )
+
+
+def messages(rep: Any, check: str) -> list[str]:
+    return [v.message for v in rep.violations if v.check == check]
+
+
+def only(rep: Any, check: str, also: frozenset[str] = frozenset()) -> str:
+    """The failing checks are ``check`` (and maybe some of ``also``); returns the
+    messages of ``check`` joined."""
+    failing = {k for k, v in rep.counts.items() if v}
+    assert check in failing and failing <= {check} | also, rep.violations
+    return "\n".join(messages(rep, check))
+
+
+# ------------------------------------------------------------------ passing
+def test_linearizable_history_passes() -> None:
+    t0 = (
+        Rec(0)
+        .sub(0, 0, 1, 2, True)
+        .lookup(A_B, 5, 8, [0])  # s1's subscribe [3, 6] is concurrent: not seeing it is fine
+        .sub(2, 0, 9, 12, True)
+        .lookup(A_X, 13, 14, [0, 2])
+        .unsub(0, 0, 15, 16, True)
+        .lookup(A_X, 17, 18, [2])
+    )
+    t1 = (
+        Rec(1)
+        .sub(1, 0, 3, 6, True)
+        .lookup(A_B, 7, 8, [0, 1])
+        .sub(2, 0, 10, 11, False)  # concurrent with t0's subscribe [9, 12]: t0 first
+        .snap(19, 20, [(1, 0), (2, 0)])
+    )
+    rep = check_history(history(t0, t1, final=[(1, 0), (2, 0)]))
+    assert rep.ok, rep.violations
+    assert rep.stats["snapshots"] == 1
+
+
+def test_concurrent_subscribe_true_twice_with_unsubscribe_between_passes() -> None:
+    # t0's long subscribe [1, 10] linearizes first, then t1 unsubscribes and
+    # subscribes again: True, True, True is explainable.
+    t0 = Rec(0).sub(2, 0, 1, 10, True)
+    t1 = Rec(1).unsub(2, 0, 2, 3, True).sub(2, 0, 4, 5, True)
+    assert check_history(history(t0, t1, final=[(2, 0)])).ok
+
+
+def test_concurrent_reads_either_side_of_a_write_pass() -> None:
+    t1 = Rec(1).sub(1, 0, 1, 10, True)
+    t0 = Rec(0).lookup(A_B, 2, 3, []).lookup(A_B, 4, 5, [1]).lookup(A_B, 11, 12, [1])
+    assert check_history(history(t0, t1)).ok
+
+
+def test_snapshot_during_updates_passes() -> None:
+    # The snapshot [2, 9] may or may not include each concurrent update, as long
+    # as one instant explains it: here s0 (done at 3) in, s1 (started at 6) out.
+    t0 = Rec(0).sub(0, 0, 1, 3, True)
+    t1 = Rec(1).snap(2, 9, [(0, 0)]).sub(1, 0, 10, 11, True)
+    assert check_history(history(t0, t1)).ok
+
+
+# ---------------------------------------------------------------- violations
+def test_stale_read_after_own_write_is_detected() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True).lookup(A_B, 3, 4, [])
+    msg = only(check_history(history(t0, Rec(1))), "own-writes")
+    assert "thread 0 op #1 matcher.lookup('a.b')" in msg
+    assert "missed its own subscriber 1000000" in msg
+    assert "thread 0 op #0 subscribe('a.*', 1000000) -> True" in msg
+
+
+def test_own_unsubscribe_not_seen_is_detected() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True).unsub(0, 0, 3, 4, True).lookup(A_X, 5, 6, [0])
+    msg = only(check_history(history(t0, Rec(1))), "own-writes")
+    assert "op #2" in msg and "saw its own subscriber 1000000" in msg
+    assert "op #1 unsubscribe('a.*', 1000000)" in msg
+
+
+def test_own_subscribe_returning_true_twice_is_detected() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True).sub(0, 0, 3, 4, True)
+    rep = check_history(history(t0, Rec(1)))
+    assert rep.counts["linearizability"] == 1  # (c) sees it too
+    msg = "\n".join(messages(rep, "own-writes"))
+    assert "thread 0 op #1 subscribe('a.*', 1000000) -> True" in msg
+    assert "thread 0 op #0 subscribe" in msg and "must return False" in msg
+
+
+def test_shared_subscribe_returning_true_twice_is_detected() -> None:
+    t0 = Rec(0).sub(2, 0, 1, 2, True)
+    t1 = Rec(1).sub(2, 0, 3, 4, True)
+    msg = only(check_history(history(t0, t1)), "linearizability")
+    assert "subscriber 1000002 (shared)" in msg
+    assert "thread 1 op #0 subscribe('a.*', 1000002) -> True" in msg
+    assert "thread 0 op #0 subscribe('a.*', 1000002) -> True" in msg  # the earlier one
+
+
+def test_lookup_seeing_a_key_never_added_is_detected() -> None:
+    # s1 ('a.b', owned by thread 1) is never subscribed, yet thread 0 sees it.
+    t0 = Rec(0).lookup(A_B, 1, 2, [1])
+    msg = only(check_history(history(t0, Rec(1), final=[])), "linearizability")
+    assert "subscriber 1000001 (owned by thread 1)" in msg
+    assert "thread 0 op #0 matcher.lookup('a.b') -> [1000001]" in msg
+
+
+def test_lookup_seeing_an_impossible_subscriber_is_detected() -> None:
+    # s0's only pattern 'a.*' cannot match 'c.d'; 1000099 was never a subscriber.
+    t0 = Rec(0).sub(0, 0, 1, 2, True).lookup(C_D, 3, 4, [0]).lookup(A_B, 5, 6, [0, 99])
+    msg = only(check_history(history(t0, Rec(1))), "results")
+    assert "op #1 matcher.lookup('c.d')" in msg and "none of its patterns" in msg
+    assert "op #2" in msg and "saw 1000099: it is not a subscriber this run ever added" in msg
+
+
+def test_duplicate_in_lookup_result_is_detected() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True)
+    t0.h.add(LOOKUP, A_B, 0, 3, 4, [BASE, BASE])
+    assert "more than once" in only(check_history(history(t0, Rec(1))), "results")
+
+
+def test_new_old_inversion_is_detected() -> None:
+    # While t1's subscribe [1, 10] is in flight, t0 sees it and then, later,
+    # does not: no single instant for the subscribe explains both.
+    t1 = Rec(1).sub(1, 0, 1, 10, True)
+    t0 = Rec(0).lookup(A_B, 2, 3, [1]).lookup(A_B, 4, 5, [])
+    msg = only(check_history(history(t0, t1)), "linearizability")
+    assert "thread 0 op #1 matcher.lookup('a.b') -> []" in msg
+    assert "thread 1 op #0 subscribe('a.b', 1000001)" in msg
+
+
+def test_read_after_completed_unsubscribe_is_detected() -> None:
+    t1 = Rec(1).sub(2, 0, 1, 2, True).unsub(2, 0, 3, 4, True)
+    t0 = Rec(0).lookup(A_X, 5, 6, [2])
+    msg = only(check_history(history(t0, t1)), "linearizability")
+    assert "thread 0 op #0 matcher.lookup('a.x') -> [1000002]" in msg
+    assert "thread 1 op #1 unsubscribe('a.*', 1000002) -> True" in msg
+
+
+def test_snapshot_mixing_two_writers_states_is_detected() -> None:
+    # Writer 0's subscribe completed (at 3) before writer 1's began (at 5); the
+    # snapshot [1, 10] shows writer 1's but not writer 0's: each part alone is
+    # a real state, together they are not.
+    t0 = Rec(0).sub(0, 0, 2, 3, True)
+    t1 = Rec(1).sub(1, 0, 5, 6, True)
+    t2 = Rec(2).snap(1, 10, [(1, 0)])
+    msg = only(check_history(history(t0, t1, t2, n=3)), "snapshots")
+    assert "thread 2 op #0 snapshot()" in msg and "mixes states" in msg
+
+
+def test_snapshot_in_a_state_never_passed_through_is_detected() -> None:
+    # Writer 0 added 'a.*' then 'c.#' for subscriber 3; a later snapshot shows
+    # only 'c.#': no prefix of writer 0's updates gives that.
+    t0 = Rec(0).sub(3, 0, 1, 2, True).sub(3, 1, 3, 4, True)
+    t1 = Rec(1).snap(5, 6, [(3, 1)])
+    msg = "\n".join(messages(check_history(history(t0, t1)), "snapshots"))
+    assert "thread 1 op #0 snapshot()" in msg
+    assert "not a state the trie passed through" in msg
+    assert "1000003: snapshot has {'c.#'}, replay has {'a.*', 'c.#'}" in msg
+
+
+def test_snapshot_missing_own_update_is_detected() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True).snap(3, 4, [])
+    # (c) sees it too: snapshot contents are observations of every subscriber.
+    msg = only(check_history(history(t0, Rec(1))), "snapshots", frozenset({"linearizability"}))
+    assert "thread 0 op #1 snapshot()" in msg and "after its update thread 0 op #0" in msg
+
+
+def test_snapshot_len_and_lookup_must_agree_with_contents() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True)
+    pairs = [("a.*", BASE)]
+    t0.h.add(SNAPSHOT, A_B, 0, 3, 4, SnapshotView(pairs, 2, []))
+    msg = only(check_history(history(t0, Rec(1))), "snapshots")
+    assert "len(snapshot) is 2 but iterating it gave 1" in msg
+    assert "snapshot.lookup('a.b') returned [] but the snapshot's own pairs give [1000000]" in msg
+
+
+def test_final_state_and_invariants_are_checked() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True)
+    h = history(t0, Rec(1), final=[])
+    h.invariant_error = "cstrie invariant broken: tomb left behind"
+    msg = "\n".join(messages(check_history(h), "final"))
+    assert "tomb left behind" in msg
+    assert "subscriber 1000000 (owned by thread 0) ends as {}" in msg
+
+
+def test_operation_errors_are_reported() -> None:
+    from stress.harness.history import OpError
+
+    t0 = Rec(0)
+    t0.h.add(LOOKUP, A_B, 0, 1, 2, OpError("RuntimeError('boom')"))
+    msg = only(check_history(history(t0, Rec(1))), "results")
+    assert "raised RuntimeError('boom')" in msg
+    t1 = Rec(1)
+    t1.h.add(SNAPSHOT, A_B, 0, 3, 4, OpError("reading the snapshot: KeyError(7)"))
+    msg = only(check_history(history(Rec(0), t1)), "snapshots")
+    assert "thread 1 op #0 snapshot() -> raised reading the snapshot: KeyError(7)" in msg
+
+
+# ------------------------------------------------------------------ workload
+def test_op_sequences_are_deterministic_per_seed() -> None:
+    ks = build_keyspace("mqtt", 200, 2, seed=7)
+    again = build_keyspace("mqtt", 200, 2, seed=7)
+    assert ks.patterns == again.patterns and ks.topics == again.topics
+    a = generate_ops(ks, 1, 500, Mix.parse("50/50"), 50, seed=7)
+    b = generate_ops(again, 1, 500, Mix.parse("50/50"), 50, seed=7)
+    c = generate_ops(ks, 0, 500, Mix.parse("50/50"), 50, seed=7)
+    assert (a.kind, a.arg, a.bit, a.initial) == (b.kind, b.arg, b.bit, b.initial)
+    assert (a.kind, a.arg) != (c.kind, c.arg)
+    assert a.kind.count(SNAPSHOT) == 10
+    # Threads only ever write their own or shared subscribers.
+    for seq in (a, c):
+        for k, s in zip(seq.kind, seq.arg, strict=True):
+            if k in (SUBSCRIBE, UNSUBSCRIBE):
+                assert ks.owner[s] in (-1, seq.thread)
+
+
+@pytest.mark.parametrize("text", ["90/20", "abc", "-10/110", "90"])
+def test_bad_mix_is_rejected(text: str) -> None:
+    with pytest.raises(ValueError, match="mix"):
+        Mix.parse(text)
+
+
+@pytest.mark.parametrize("dialect", ["amqp", "mqtt", "nats"])
+def test_keyspace_interest_agrees_with_the_oracle(dialect: str) -> None:
+    import oracle
+
+    ks = build_keyspace(dialect, 120, 2, seed=3)
+    for ti, topic in enumerate(ks.topics):
+        want = {}
+        for s, cands in enumerate(ks.cands):
+            mask = sum(
+                1 << b
+                for b, p in enumerate(cands)
+                if oracle.matches(ks.dialect, ks.patterns[p], topic)
+            )
+            if mask:
+                want[s] = mask
+        assert dict(ks.interest[ti]) == want, topic
+
+
+# --------------------------------------------------------------- end to end
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = cli.main([*args, "--no-progress"])
+    return code, capsys.readouterr().out
+
+
+def _xfail_if_only_known_snapshot_bug(data: dict[str, Any]) -> None:
+    """Known library bug (reported with the harness): ``Trie.snapshot()`` takes the
+    engine snapshot before pinning the registry, so a subscriber whose last pair is
+    removed in between is freed while the snapshot still holds it, and reading the
+    snapshot raises KeyError (rare: a few runs in a hundred here).  Marked as an
+    expected failure only when that is the *only* violation, never hidden."""
+    msgs = [m["message"] for c in data.get("checks", []) for m in c["messages"]]
+    if msgs and all("reading the snapshot: KeyError" in m for m in msgs):
+        pytest.xfail("known cstrie bug: Trie.snapshot() pins ids after the engine snapshot")
+
+
+def test_end_to_end_run_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "report.json"
+    code, out = run_cli(
+        [
+            *"--thread-counts 1,2 --ops 3000 --mix 70/30 --snapshot-every 250 --keys 128 "
+            "--seed 11 --baselines --check-baselines".split(),
+            *("--json", str(out_json)),
+        ],
+        capsys,
+    )
+    data = json.loads(out_json.read_text())
+    if code != 0:
+        _xfail_if_only_known_snapshot_bug(data)
+    assert code == 0, out
+    assert "seed: 11" in out and "PASSED" in out
+    assert data["passed"] is True and data["seed"] == 11
+    assert isinstance(data["gil_enabled"], bool)
+    assert {c["impl"] for c in data["checks"]} == {"cstrie", "locked", "pytrie"}
+    assert all(c["violations"] == 0 for c in data["checks"])
+    assert {r["impl"] for r in data["throughput"]} == {"cstrie", "locked", "pytrie"}
+    assert set(data["ratios"]["cstrie"]) == {"2/1"}
+    two = next(c for c in data["checks"] if c["threads"] == 2 and c["impl"] == "cstrie")
+    assert two["ops"] >= 6000 and two["stats"]["snapshots"] == 24
+
+
+def test_end_to_end_mqtt_with_perf_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(
+        "--thread-counts 2 --ops 2000 --dialect mqtt --mix 50/50 --snapshot-every 400 "
+        "--keys 64 --seed 3 --no-measure --clock perf".split(),
+        capsys,
+    )
+    assert code == 0, out
+    assert "perf_counter_ns" in out
+
+
+class _StaleImpl(impls.CstrieImpl):
+    """A broken 'implementation': lookups answer from a per-thread cache that
+    updates never invalidate."""
+
+    def bind(self, trie: Any) -> impls.Bound:
+        b = super().bind(trie)
+        cache: dict[str, list[Any]] = {}
+        inner = b.lookup
+
+        def lookup(topic: str) -> list[Any]:
+            if topic not in cache:
+                cache[topic] = inner(topic)
+            return list(cache[topic])
+
+        b.lookup = lookup
+        return b
+
+
+def test_end_to_end_broken_implementation_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(impls.IMPLS, "cstrie", _StaleImpl())
+    code, out = run_cli(
+        "--thread-counts 2 --ops 2000 --mix 50/50 --keys 64 --seed 1 --no-measure".split(),
+        capsys,
+    )
+    assert code == 1, out
+    assert "VIOLATION [own-writes]" in out and "FAILED" in out
+
+
+class _RacyImpl(impls.CstrieImpl):
+    """A broken 'implementation': subscribe/unsubscribe answer from a check made
+    before the update (check-then-act), so racing updates of a shared pair can
+    both return True."""
+
+    def bind(self, trie: Any) -> impls.Bound:
+        b = super().bind(trie)
+
+        def subscribe(pattern: str, sub: Any) -> bool:
+            was = sub in trie.subscribers(pattern)
+            time.sleep(0.0002)  # widen the window
+            trie.subscribe(pattern, sub)
+            return not was
+
+        def unsubscribe(pattern: str, sub: Any) -> bool:
+            was = sub in trie.subscribers(pattern)
+            time.sleep(0.0002)
+            trie.unsubscribe(pattern, sub)
+            return was
+
+        b.subscribe, b.unsubscribe = subscribe, unsubscribe
+        return b
+
+
+def test_end_to_end_check_then_act_race_is_detected(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(impls.IMPLS, "cstrie", _RacyImpl())
+    code, out = run_cli(
+        "--thread-counts 2 --ops 1500 --mix 20/80 --keys 16 --seed 1 --no-measure".split(),
+        capsys,
+    )
+    assert code == 1, out
+    assert "VIOLATION [linearizability]" in out and "(shared)" in out
+
+
+def test_gil_enabled_on_free_threaded_build_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = report.environment
+
+    def fake() -> dict[str, Any]:
+        env = real()
+        env.update(free_threaded_build=True, gil_enabled=True)
+        return env
+
+    monkeypatch.setattr(report, "environment", fake)
+    code = cli.main(["--thread-counts", "1", "--ops", "10", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "GIL is enabled" in err and "PYTHON_GIL=0" in err
+
+
+def test_progress_bar_draws(capsys: pytest.CaptureFixture[str]) -> None:
+    from stress.harness.progress import Counter, Progress
+
+    p = Progress(True)
+    p.interval = 0.0
+    c = Counter()
+    p.watch("x", [c], 100, None)
+    c.done = 50
+    threading.Event().wait(0.6)
+    p.done()
+    assert "ops/s" in capsys.readouterr().err
