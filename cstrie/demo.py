@@ -48,17 +48,27 @@ def workload(
     return pairs, tops
 
 
-def _rate(fn: Callable[[str], Any], topics: list[str], seconds: float) -> float:
-    """Lookups per second over repeated passes of ``topics`` for about ``seconds``."""
-    done = 0
-    start = time.perf_counter()
-    while True:
-        for t in topics:
-            fn(t)
-        done += len(topics)
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return done / elapsed
+def _rates(
+    fns: list[Callable[[str], Any]], topics: list[str], seconds: float, rounds: int = 10
+) -> list[float]:
+    """Lookups per second of each function, measured in alternating short rounds
+    (so a load change on a shared machine hits every contender alike); the
+    median round rate of each."""
+    per_round = seconds / rounds
+    rates: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for k, fn in enumerate(fns):
+            done = 0
+            start = time.perf_counter()
+            while True:
+                for t in topics:
+                    fn(t)
+                done += len(topics)
+                elapsed = time.perf_counter() - start
+                if elapsed >= per_round:
+                    break
+            rates[k].append(done / elapsed)
+    return [sorted(r)[len(r) // 2] for r in rates]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,15 +91,18 @@ def run(args: argparse.Namespace) -> int:
         if sorted(map(str, fast.lookup(t))) != sorted(map(str, slow.lookup(t))):
             print(f"MISMATCH on {t!r}", file=sys.stderr)
             return 1
-    sample = topics[: min(len(topics), 20000)]
-    fast_rate = _rate(fast.lookup, sample, args.seconds)
-    slow_rate = _rate(slow.lookup, sample, args.seconds)
+    sample = topics[: min(len(topics), 2000)]
+    fast_rate, slow_rate = _rates([fast.lookup, slow.lookup], sample, 2 * args.seconds)
     per_topic = sum(len(fast.lookup(t)) for t in sample) / len(sample)
     print(
         f"lookup: cstrie {fast_rate:,.0f} topics/s, pure-Python trie {slow_rate:,.0f} "
         f"topics/s ({per_topic:.1f} matching subscribers per topic)"
     )
-    print(f"cstrie is {fast_rate / slow_rate:.1f}x the pure-Python trie on this run")
+    print(
+        f"cstrie is {fast_rate / slow_rate:.1f}x the pure-Python trie on this run "
+        "(median of 10 alternating rounds; one thread - see docs/free-threading.md for "
+        "many)"
+    )
     snap = fast.snapshot()
     print(
         f"snapshot: {len(snap)} pairs, {len(snap.subscriptions())} patterns; "
