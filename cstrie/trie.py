@@ -100,26 +100,31 @@ class _Reader:
         True
         [1]
         """
-        data = _encode(topic, "topic", self._dialect)
+        if type(topic) is str and topic.isascii():
+            data = topic.encode()  # the common case, without a call
+        else:
+            data = _encode(topic, "topic", self._dialect)
         calls = _calls
         h = self._h
+        objects = self._reg.objects
+        n = calls.lookup(h, data, len(data), calls.ids, calls.cap)
         for _attempt in range(MAX_ATTEMPTS):
-            n = calls.lookup(h, data, len(data), calls.ids, calls.cap)
-            if n <= 1:
-                if n < 0:
-                    nb.raise_status(n, self._dialect, "topic", topic)
-                if n == 0:
-                    return []
-                obj = self._reg.objects.get(calls.ids[0], _MISSING)
-                if obj is not _MISSING:
-                    return [obj]
-                continue
             if n > calls.cap:
                 calls.grow(n)
-                continue
-            res = self._objects(_unpack(calls.ids, n))
-            if res is not None:
-                return res
+            elif n > 1:
+                try:
+                    return list(map(objects.__getitem__, _unpack(calls.ids, n)))
+                except KeyError:
+                    pass  # an id was freed after the engine answered: ask again
+            elif n == 1:
+                obj = objects.get(calls.ids[0], _MISSING)
+                if obj is not _MISSING:
+                    return [obj]
+            elif n == 0:
+                return []
+            else:
+                nb.raise_status(n, self._dialect, "topic", topic)
+            n = calls.lookup(h, data, len(data), calls.ids, calls.cap)
         raise nb.unmapped_id_error()
 
     def has_subscribers(self, topic: str) -> bool:
