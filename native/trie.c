@@ -286,6 +286,18 @@ static void snode_retain_parts(const snode *sn, int subs, int child)
         node_retain(&sn->child->h);
 }
 
+/* A copy of sn with the same subscribers and `child` (whose reference is
+ * taken over on success; on failure, NULL, and child is still the caller's). */
+static snode *snode_with_child(const snode *sn, inode *child)
+{
+    snode_retain_parts(sn, 1, 0);
+    snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one, sn->nsubs >= 2 ? sn->subs.set : NULL,
+                            child);
+    if (nsn == NULL && sn->nsubs >= 2)
+        set_release(sn->subs.set);
+    return nsn;
+}
+
 /*
  * A new C-node equal to cn except that the entry for `key` (a hash fragment,
  * or a spec slot when is_spec) becomes nb (NULL removes it).  nb's reference
@@ -658,16 +670,49 @@ static int resurrect(ctx *c, cst_hdr *b, cst_hdr **repl)
         *repl = NULL;
         return 1;
     }
-    snode_retain_parts(sn, 1, 0);
-    snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one, sn->nsubs >= 2 ? sn->subs.set : NULL,
-                            NULL);
-    if (nsn == NULL) {
-        if (sn->nsubs >= 2)
-            set_release(sn->subs.set);
+    snode *nsn = snode_with_child(sn, NULL);
+    if (nsn == NULL)
         return -1;
-    }
     *repl = &nsn->h;
     return 1;
+}
+
+/* Where a word's S-node sits inside a main node. */
+typedef struct slot {
+    int in_lnode;
+    int is_spec;
+    unsigned key;              /* hash fragment, spec slot, or L-node index */
+} slot;
+
+/* A new main equal to m with the S-node at `at` replaced by nb (NULL drops). */
+static mainnode *main_with(const mainnode *m, const slot *at, uint64_t gen, cst_hdr *nb)
+{
+    if (at->in_lnode)
+        return (mainnode *)ln_with((const lnode *)m, at->key, (snode *)nb);
+    return (mainnode *)cn_with((const cnode *)m, gen, at->is_spec, at->key, nb);
+}
+
+/* The number of branches of a C-node or L-node. */
+static uint32_t entry_count(const mainnode *m)
+{
+    return m->h.kind == K_CNODE ? ((const cnode *)m)->n : ((const lnode *)m)->n;
+}
+
+/* Branch i of a C-node or L-node, and the slot it sits in. */
+static cst_hdr *entry_at(const mainnode *m, uint32_t i, slot *at)
+{
+    if (m->h.kind == K_LNODE) {
+        *at = (slot){1, 0, i};
+        return &((const lnode *)m)->sn[i]->h;
+    }
+    const cnode *cn = (const cnode *)m;
+    uint32_t nb = (uint32_t)popc(cn->bitmap);
+    uint32_t bits = i < nb ? cn->bitmap : cn->m.h.b2;
+    uint32_t rank = i < nb ? i : i - nb;
+    for (uint32_t r = 0; r < rank; r++)
+        bits &= bits - 1; /* drop the lowest set bit */
+    *at = (slot){0, i >= nb, (unsigned)__builtin_ctz(bits)};
+    return cn->array[i];
 }
 
 /*
@@ -679,74 +724,32 @@ static int clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t sta
 {
     for (int attempt = 0; attempt < 64; attempt++) {
         mainnode *m = gcas_read(c, in);
-        mainnode *nm = NULL;
-        if (m->h.kind == K_CNODE) {
-            cnode *cn = (cnode *)m;
-            cnode *cur = NULL; /* the compressed copy, built lazily */
-            for (unsigned s = 0; s < 32 + SPEC_SLOTS; s++) {
-                int is_spec = s >= 32;
-                unsigned key = is_spec ? s - 32 : s;
-                cst_hdr *b;
-                if (is_spec)
-                    b = spec_get(cn, key);
-                else
-                    b = (cn->bitmap & (1u << key))
-                            ? cn->array[popc(cn->bitmap & ((1u << key) - 1))] : NULL;
-                if (b == NULL)
-                    continue;
-                cst_hdr *repl = NULL;
-                int r = resurrect(c, b, &repl);
-                if (r == 0)
-                    continue;
-                if (r < 0)
-                    return 0;
-                cnode *next = cn_with(cur ? cur : cn, startgen, is_spec, key, repl);
-                if (next == NULL) {
-                    if (repl)
-                        node_release(repl);
-                    if (cur)
-                        node_release(&cur->m.h);
-                    return 0;
-                }
-                if (cur)
-                    node_release(&cur->m.h);
-                cur = next;
-            }
-            if (cur == NULL)
-                return 1;
-            nm = to_contracted(&cur->m, lev, is_trie_root);
-        } else if (m->h.kind == K_LNODE) {
-            /* The words of an L-node can have entombed next levels too. */
-            lnode *ln = (lnode *)m;
-            lnode *cur = NULL;
-            for (uint32_t i = ln->n; i-- > 0;) {
-                cst_hdr *repl = NULL;
-                int r = resurrect(c, &ln->sn[i]->h, &repl);
-                if (r == 0)
-                    continue;
-                if (r < 0) {
-                    if (cur)
-                        node_release(&cur->m.h);
-                    return 0;
-                }
-                lnode *next = ln_with(cur ? cur : ln, i, (snode *)repl);
-                if (next == NULL) {
-                    if (repl)
-                        node_release(repl);
-                    if (cur)
-                        node_release(&cur->m.h);
-                    return 0;
-                }
-                if (cur)
-                    node_release(&cur->m.h);
-                cur = next;
-            }
-            if (cur == NULL)
-                return 1;
-            nm = to_contracted(&cur->m, lev, is_trie_root);
-        } else {
+        if (m->h.kind != K_CNODE && m->h.kind != K_LNODE)
             return 1;
+        /* Descending, so that an L-node index still names the same word
+         * after a later (higher) one was dropped. */
+        mainnode *cur = NULL; /* the compressed copy, built lazily */
+        for (uint32_t i = entry_count(m); i-- > 0;) {
+            slot at;
+            cst_hdr *repl = NULL;
+            int r = resurrect(c, entry_at(m, i, &at), &repl);
+            if (r == 0)
+                continue;
+            mainnode *next = r < 0 ? NULL : main_with(cur ? cur : m, &at, startgen, repl);
+            if (next == NULL) {
+                if (repl)
+                    node_release(repl);
+                if (cur)
+                    node_release(&cur->h);
+                return 0;
+            }
+            if (cur)
+                node_release(&cur->h);
+            cur = next;
         }
+        if (cur == NULL)
+            return 1;
+        mainnode *nm = to_contracted(cur, lev, is_trie_root);
         if (nm == NULL)
             return 0;
         if (gcas(c, in, m, nm))
@@ -771,21 +774,6 @@ typedef struct upd {
     int touch;                 /* walk the path only: renew it and clean tombs */
     int dirty;                 /* a cleanup gave up: a tomb may be left behind */
 } upd;
-
-/* Where a word's S-node sits inside a main node. */
-typedef struct slot {
-    int in_lnode;
-    int is_spec;
-    unsigned key;              /* hash fragment, spec slot, or L-node index */
-} slot;
-
-/* A new main equal to m with the S-node at `at` replaced by nb (NULL drops). */
-static mainnode *main_with(const mainnode *m, const slot *at, uint64_t gen, cst_hdr *nb)
-{
-    if (at->in_lnode)
-        return (mainnode *)ln_with((const lnode *)m, at->key, (snode *)nb);
-    return (mainnode *)cn_with((const cnode *)m, gen, at->is_spec, at->key, nb);
-}
 
 static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent,
                         unsigned plev, int parent_is_root);
@@ -888,12 +876,8 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
             node_release(&lc->m.h);
             return CST_ENOMEM;
         }
-        snode_retain_parts(sn, 1, 0);
-        snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one,
-                                sn->nsubs >= 2 ? sn->subs.set : NULL, ni);
+        snode *nsn = snode_with_child(sn, ni);
         if (nsn == NULL) {
-            if (sn->nsubs >= 2)
-                set_release(sn->subs.set);
             node_release(&ni->h);
             return CST_ENOMEM;
         }
@@ -907,12 +891,8 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
         inode *cp = inode_copy(u->c, ch, gen);
         if (cp == NULL)
             return CST_ENOMEM;
-        snode_retain_parts(sn, 1, 0);
-        snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one,
-                                sn->nsubs >= 2 ? sn->subs.set : NULL, cp);
+        snode *nsn = snode_with_child(sn, cp);
         if (nsn == NULL) {
-            if (sn->nsubs >= 2)
-                set_release(sn->subs.set);
             node_release(&cp->h);
             return CST_ENOMEM;
         }
@@ -1345,9 +1325,9 @@ static int has_tomb(ctx *c, mainnode *m)
 {
     if (m->h.kind == K_TNODE)
         return 1;
-    uint32_t n = m->h.kind == K_CNODE ? ((cnode *)m)->n : ((lnode *)m)->n;
-    for (uint32_t i = 0; i < n; i++) {
-        cst_hdr *b = m->h.kind == K_CNODE ? ((cnode *)m)->array[i] : &((lnode *)m)->sn[i]->h;
+    for (uint32_t i = 0; i < entry_count(m); i++) {
+        slot at;
+        cst_hdr *b = entry_at(m, i, &at);
         inode *ch = b->kind == K_INODE ? (inode *)b : ((snode *)b)->child;
         if (ch != NULL && has_tomb(c, gcas_read(c, ch)))
             return 1;
@@ -1367,12 +1347,11 @@ static void compact_in(ctx *c, inode *in, unsigned lev, int is_root, uint64_t ge
         mainnode *m = gcas_read(c, in);
         if (m->h.kind == K_TNODE)
             return;
-        int is_c = m->h.kind == K_CNODE;
-        uint32_t n = is_c ? ((cnode *)m)->n : ((lnode *)m)->n;
         mainnode *renewed = NULL;
         int failed = 0;
-        for (uint32_t i = 0; i < n && renewed == NULL && !failed; i++) {
-            cst_hdr *b = is_c ? ((cnode *)m)->array[i] : &((lnode *)m)->sn[i]->h;
+        for (uint32_t i = 0; i < entry_count(m) && renewed == NULL && !failed; i++) {
+            slot at;
+            cst_hdr *b = entry_at(m, i, &at);
             int is_in = b->kind == K_INODE;
             inode *ch = is_in ? (inode *)b : ((snode *)b)->child;
             if (ch == NULL)
@@ -1380,9 +1359,8 @@ static void compact_in(ctx *c, inode *in, unsigned lev, int is_root, uint64_t ge
             mainnode *cm = gcas_read(c, ch);
             if (cm->h.kind == K_TNODE || !has_tomb(c, cm))
                 continue; /* a tombed child is clean()'s job, below */
-            unsigned clev = is_in ? lev + 5 : 0;
             if (ch->gen == gen) {
-                compact_in(c, ch, clev, 0, gen);
+                compact_in(c, ch, is_in ? lev + 5 : 0, 0, gen);
                 continue;
             }
             /* renew this branch into gen, then look again */
@@ -1393,41 +1371,15 @@ static void compact_in(ctx *c, inode *in, unsigned lev, int is_root, uint64_t ge
             }
             cst_hdr *nb = &cp->h;
             if (!is_in) {
-                snode *sn = (snode *)b;
-                snode_retain_parts(sn, 1, 0);
-                snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one,
-                                        sn->nsubs >= 2 ? sn->subs.set : NULL, cp);
+                snode *nsn = snode_with_child((snode *)b, cp);
                 if (nsn == NULL) {
-                    if (sn->nsubs >= 2)
-                        set_release(sn->subs.set);
                     node_release(&cp->h);
                     failed = 1;
                     break;
                 }
                 nb = &nsn->h;
             }
-            if (is_c) {
-                cnode *cn = (cnode *)m;
-                unsigned key;
-                int is_spec = i >= (uint32_t)popc(cn->bitmap);
-                if (is_spec) {
-                    unsigned k2 = i - (uint32_t)popc(cn->bitmap);
-                    for (key = 0; key < SPEC_SLOTS; key++)
-                        if ((cn->m.h.b2 & (1u << key)) &&
-                            popc(cn->m.h.b2 & ((1u << key) - 1)) == (int)k2)
-                            break;
-                } else {
-                    for (key = 0; key < 32; key++)
-                        if ((cn->bitmap & (1u << key)) &&
-                            popc(cn->bitmap & ((1u << key) - 1)) == (int)i)
-                            break;
-                }
-                cnode *ncn = cn_with(cn, gen, is_spec, key, nb);
-                renewed = ncn ? &ncn->m : NULL;
-            } else {
-                lnode *nl = ln_with((lnode *)m, i, (snode *)nb);
-                renewed = nl ? &nl->m : NULL;
-            }
+            renewed = main_with(m, &at, gen, nb);
             if (renewed == NULL) {
                 node_release(nb);
                 failed = 1;
