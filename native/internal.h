@@ -79,7 +79,7 @@ void words_seed_init(void);
 void node_retain(cst_hdr *h);
 void node_release(cst_hdr *h);
 void retire(ctx *c, cst_hdr *h);
-mainnode *gcas_read(ctx *c, inode *in);
+mainnode *gcas_commit(ctx *c, inode *in, mainnode *m);
 inode *root_read(ctx *c);
 int ctx_enter(ctx *c, cst_trie *t);
 uint64_t new_gen(void);
@@ -93,6 +93,20 @@ void ctx_exit(ctx *c);
 
 static inline uint32_t frag(uint64_t h, unsigned lev) { return (uint32_t)(h >> lev) & 31u; }
 static inline int popc(uint32_t x) { return __builtin_popcount(x); }
+
+/* GCAS_READ of the paper: in's main node, after helping a pending GCAS on it
+ * to its end (gcas_commit, trie.c).  The loads are those of trie.c's
+ * load_main/load_prev: seq_cst, because gcas_commit's decision reads prev,
+ * then the root, then CASes prev, and main must not be read before a CAS on
+ * it that this thread made (StoreLoad); both are also acquire, so the main
+ * node's fields are visible once its pointer is. */
+static inline mainnode *gcas_read(ctx *c, inode *in)
+{
+    mainnode *m = atomic_load_explicit(&in->main, memory_order_seq_cst);
+    if (atomic_load_explicit(&m->prev, memory_order_seq_cst) == 0)
+        return m;
+    return gcas_commit(c, in, m);
+}
 
 static inline cst_hdr *spec_get(const cnode *cn, unsigned s)
 {

@@ -172,7 +172,8 @@ static void emit(mctx *x, snode *sn)
         emit_group(x, sn);
         return;
     }
-    if (scratch_reserve((void **)&x->sc->groups, &x->sc->gcap, x->ngroups + 1,
+    if (x->ngroups >= x->sc->gcap &&
+        scratch_reserve((void **)&x->sc->groups, &x->sc->gcap, x->ngroups + 1,
                         sizeof(snode *)) < 0) {
         x->oom = 1;
         return;
@@ -224,7 +225,8 @@ static void match_node(mctx *x, snode *sn, size_t j, int memo_on)
         return;
     if (memo_on && memo_seen(x, sn, j))
         return;
-    if (scratch_reserve((void **)&x->sc->path, &x->sc->pathcap, x->depth + 1,
+    if (x->depth >= x->sc->pathcap &&
+        scratch_reserve((void **)&x->sc->path, &x->sc->pathcap, x->depth + 1,
                         sizeof(snode *)) < 0) {
         x->oom = 1;
         return;

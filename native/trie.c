@@ -360,7 +360,7 @@ static cnode *cn_single(snode *sn, uint64_t gen)
 
 static inode *rdcss_read_root(ctx *c, int abort_pending);
 
-static mainnode *gcas_commit(ctx *c, inode *in, mainnode *m)
+mainnode *gcas_commit(ctx *c, inode *in, mainnode *m)
 {
     for (;;) {
         uintptr_t p = load_prev(m);
@@ -392,13 +392,8 @@ static mainnode *gcas_commit(ctx *c, inode *in, mainnode *m)
     }
 }
 
-mainnode *gcas_read(ctx *c, inode *in)
-{
-    mainnode *m = load_main(in);
-    if (load_prev(m) == 0)
-        return m;
-    return gcas_commit(c, in, m);
-}
+/* gcas_read itself is inline in internal.h: lookups call it once per topic
+ * level, and its common case (no GCAS pending) is two loads. */
 
 /*
  * GCAS: replace in's main `old` by n if, when the change commits, the root is
