@@ -4,13 +4,17 @@ Everything that touches ``ffi``/``lib`` lives here; the public classes in
 :mod:`cstrie.trie` are built only on these functions.  :func:`check` is the single
 place where an engine status code becomes a Python exception.
 
-Hot paths use :class:`ThreadCalls`: per-thread cdata function pointers and
-buffers, because on free-threaded CPython a ``lib.f`` object or a buffer shared by
-every thread is a contended reference count (see docs/free-threading.md).
+Hot paths use :class:`ThreadCalls`: per-thread buffers and, on free-threaded
+CPython, per-thread cdata function pointers, because there a ``lib.f`` object or
+a buffer shared by every thread is a contended reference count (see
+docs/free-threading.md).  With the GIL the hot paths call ``lib.f`` directly:
+cffi's compiled direct call is much cheaper than a call through a function
+pointer, which goes through libffi.
 """
 
 from __future__ import annotations
 
+import sysconfig
 import threading
 from collections.abc import Iterator
 from typing import Any, NoReturn
@@ -134,14 +138,27 @@ LOOKUP_SIG = "int64_t(*)(cst_trie *, const char *, size_t, uint64_t *, size_t)"
 HAS_SIG = "int(*)(cst_trie *, const char *, size_t)"
 
 
+#: True on a free-threaded (``--disable-gil``) build of CPython.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
 class ThreadCalls(threading.local):
-    """Per-thread function pointers and result buffers for the hot paths."""
+    """Per-thread engine entry points and result buffers for the hot paths.
+
+    ``hot`` is ``(lookup, ids, cap)`` in one tuple, so a lookup reads one
+    thread-local attribute instead of three.
+    """
 
     def __init__(self) -> None:
-        self.lookup = ffi.cast(LOOKUP_SIG, ffi.addressof(lib, "cst_lookup"))
-        self.has = ffi.cast(HAS_SIG, ffi.addressof(lib, "cst_has_subscribers"))
+        if FREE_THREADED:
+            self.lookup = ffi.cast(LOOKUP_SIG, ffi.addressof(lib, "cst_lookup"))
+            self.has = ffi.cast(HAS_SIG, ffi.addressof(lib, "cst_has_subscribers"))
+        else:
+            self.lookup = lib.cst_lookup
+            self.has = lib.cst_has_subscribers
         self.cap = 256
         self.ids = ffi.new("uint64_t[]", self.cap)
+        self.hot = (self.lookup, self.ids, self.cap)
         self.groups = Groups(1024, 256, 64)
 
     def grow(self, need: int) -> None:
@@ -150,6 +167,7 @@ class ThreadCalls(threading.local):
             cap *= 2
         self.ids = ffi.new("uint64_t[]", cap)
         self.cap = cap
+        self.hot = (self.lookup, self.ids, self.cap)
 
 
 class Groups:

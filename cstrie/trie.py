@@ -104,27 +104,41 @@ class _Reader:
             data = topic.encode()  # the common case, without a call
         else:
             data = _encode(topic, "topic", self._dialect)
+        fn, ids, cap = _calls.hot
+        n = fn(self._h, data, len(data), ids, cap)
+        # The common cases, straight through; anything else (a buffer too
+        # small, an error, an id freed after the engine answered) goes to
+        # _lookup_again.
+        if 1 < n <= cap:
+            try:
+                return list(map(self._reg.objects.__getitem__, _unpack(ids, n)))
+            except KeyError:
+                pass
+        elif n == 1:
+            obj = self._reg.objects.get(ids[0], _MISSING)
+            if obj is not _MISSING:
+                return [obj]
+        elif n == 0:
+            return []
+        return self._lookup_again(topic, data, n)
+
+    def _lookup_again(self, topic: str, data: bytes, n: int) -> list[Any]:
+        """The rest of :meth:`lookup` after a first answer ``n`` it could not use."""
         calls = _calls
-        h = self._h
         objects = self._reg.objects
-        n = calls.lookup(h, data, len(data), calls.ids, calls.cap)
         for _attempt in range(MAX_ATTEMPTS):
+            if n < 0:
+                nb.raise_status(n, self._dialect, "topic", topic)
             if n > calls.cap:
                 calls.grow(n)
-            elif n > 1:
+            elif n == 0:
+                return []
+            else:
                 try:
                     return list(map(objects.__getitem__, _unpack(calls.ids, n)))
                 except KeyError:
                     pass  # an id was freed after the engine answered: ask again
-            elif n == 1:
-                obj = objects.get(calls.ids[0], _MISSING)
-                if obj is not _MISSING:
-                    return [obj]
-            elif n == 0:
-                return []
-            else:
-                nb.raise_status(n, self._dialect, "topic", topic)
-            n = calls.lookup(h, data, len(data), calls.ids, calls.cap)
+            n = calls.lookup(self._h, data, len(data), calls.ids, calls.cap)
         raise nb.unmapped_id_error()
 
     def has_subscribers(self, topic: str) -> bool:
