@@ -452,9 +452,7 @@ class Trie(_Reader):
         if n and (off[0] < 0 or off[n] > len(blob)):
             raise ValueError("offsets point outside the pattern data")
         reg = Registry()
-        for k, obj in enumerate(subscribers, 1):
-            if reg.id_for(obj) != k:
-                raise ValueError(f"subscriber {obj!r} appears twice in the subscriber table")
+        reg.adopt(subscribers)
         kept = ffi.new("uint8_t[]", max(n, 1))
         status = ffi.new("int *")
         bad = ffi.new("int64_t *")
@@ -465,6 +463,8 @@ class Trie(_Reader):
         if ptr == ffi.NULL:
             if status[0] == nb.lib.CST_EINVAL:
                 k = bad[0]
+                if k < 0:
+                    raise ValueError(f"{n} pairs are more than one bulk build takes (2**32 - 2)")
                 if off[k + 1] < off[k]:
                     raise ValueError(f"pair {k}: offsets decrease ({off[k]} > {off[k + 1]})")
                 if not 1 <= ids[k] <= len(subscribers):

@@ -2,86 +2,36 @@
  * build.c - bulk construction of a trie from (pattern, id) pairs.
  *
  * Loading a million pairs through subscribe() copies a path per pair.  A
- * private trie that nobody else can see yet needs none of that: the pairs are
- * parsed, sorted by their word sequence, and every node is built once,
- * bottom-up, in its final shape (C-nodes with their final bitmaps, subscriber
- * sets built by bucketing).  The result is an ordinary writable handle.
+ * private trie that nobody else can see yet needs none of that.  The build
+ * runs in three linear passes, with no comparison sort over the pairs:
+ *
+ *  1. parse every pattern and intern its prefixes: one hash table maps
+ *     (parent prefix, word) to a prefix number, so every distinct prefix of
+ *     every pattern - every S-node to be - gets a number, and a prefix's
+ *     number is always greater than its parent's;
+ *  2. bucket the pairs by the prefix they end at and the prefixes by their
+ *     parent (counting sorts: compressed rows, input order kept inside each);
+ *  3. make the nodes from the highest prefix number down, so each S-node's
+ *     children exist before it: its subscriber set (its pairs' ids, sorted and
+ *     deduplicated), the C-node of its children in its final shape, the I-node
+ *     over it.  The children of prefix 0 (the empty prefix) form the top level.
+ *
+ * The result is an ordinary writable handle.
  */
 #include <stdlib.h>
 
 #include "internal.h"
 
-typedef struct bpair {
-    size_t w0;       /* first word in the flat word array */
-    uint32_t nw;
-    uint64_t id;
-    int64_t index;   /* position in the caller's arrays */
-} bpair;
-
 typedef struct builder {
     word *w;         /* every pair's words, flat */
-    uint32_t *uid;   /* interned id of each word */
-    bpair *p;
     uint64_t gen;
-    uint64_t *ids;   /* scratch for one pattern's ids */
     uint8_t *kept;   /* caller's: 1 for each pair that was not a duplicate */
 } builder;
-
-static _Thread_local const uint32_t *sort_uid;
-
-/* Patterns compare word by word on interned word ids (any total order that
- * groups equal words works), a prefix before its extensions, then by id. */
-static int pair_cmp(const void *x, const void *y)
-{
-    const bpair *a = x, *b = y;
-    uint32_t m = a->nw < b->nw ? a->nw : b->nw;
-    const uint32_t *ua = sort_uid + a->w0, *ub = sort_uid + b->w0;
-    for (uint32_t i = 0; i < m; i++)
-        if (ua[i] != ub[i])
-            return ua[i] < ub[i] ? -1 : 1;
-    if (a->nw != b->nw)
-        return a->nw < b->nw ? -1 : 1;
-    return a->id == b->id ? 0 : (a->id < b->id ? -1 : 1);
-}
 
 static int same_word(const word *a, const word *b)
 {
     return a->kind == b->kind && a->hash == b->hash && a->len == b->len &&
            memcmp(a->p, b->p, a->len) == 0;
-}
-
-/* Give every distinct word (kind + bytes) a small id: uid[i] for word i. */
-static int intern_words(const word *w, size_t nw, uint32_t *uid)
-{
-    size_t cap = 16;
-    while (cap < nw * 2)
-        cap *= 2;
-    int64_t *table = malloc(cap * sizeof *table); /* index of a word, -1 empty */
-    if (table == NULL)
-        return -1;
-    for (size_t i = 0; i < cap; i++)
-        table[i] = -1;
-    uint32_t next = 0;
-    for (size_t i = 0; i < nw; i++) {
-        uint64_t h = w[i].hash ^ ((uint64_t)w[i].kind * UINT64_C(0x9e3779b97f4a7c15)) ^
-                     w[i].len;
-        size_t slot = (size_t)(h * UINT64_C(0xff51afd7ed558ccd) >> 7) & (cap - 1);
-        for (;;) {
-            int64_t e = table[slot];
-            if (e < 0) {
-                table[slot] = (int64_t)i;
-                uid[i] = next++;
-                break;
-            }
-            if (same_word(&w[e], &w[i])) {
-                uid[i] = uid[e];
-                break;
-            }
-            slot = (slot + 1) & (cap - 1);
-        }
-    }
-    free(table);
-    return 0;
 }
 
 /* Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
@@ -119,8 +69,6 @@ static int utf8_valid(const char *p, size_t n)
     }
     return 1;
 }
-
-static mainnode *build_level(builder *b, size_t lo, size_t hi, uint32_t k);
 
 /* A C-node at hash level lev over literal S-nodes sn[0..m) (references taken
  * over), plus the spec S-nodes at level 0.  On failure everything is released. */
@@ -221,95 +169,133 @@ fail:
     return NULL;
 }
 
-/* The S-node for the group p[lo..hi) sharing words 0..k (all have > k words). */
-static snode *build_word(builder *b, size_t lo, size_t hi, uint32_t k)
+/* ------------------------------------------------------------------------
+ * Pass 1: prefixes
+ * ---------------------------------------------------------------------- */
+
+/* Every distinct prefix of the patterns; prefix 0 is the empty one. */
+typedef struct prefixes {
+    size_t *word;        /* word[v]: index in b->w of prefix v's last word */
+    uint32_t *parent;    /* parent[v]: the prefix one word shorter */
+    size_t n;            /* prefixes so far, counting prefix 0 */
+    uint32_t *table;     /* open addressing over (parent, word); 0 = empty */
+    size_t cap;          /* table slots, a power of two */
+} prefixes;
+
+static size_t prefix_slot(const prefixes *px, uint32_t parent, const word *w)
 {
-    const word *wk = &b->w[b->p[lo].w0 + k];
-    size_t t = lo;
-    size_t nids = 0;
-    while (t < hi && b->p[t].nw == k + 1) {
-        if (nids == 0 || b->ids[nids - 1] != b->p[t].id) {
-            b->ids[nids++] = b->p[t].id;
-            if (b->kept)
-                b->kept[b->p[t].index] = 1;
-        }
-        t++;
-    }
-    /* The set first: the recursion below reuses b->ids. */
-    setnode *set = NULL;
-    uint64_t one = nids == 1 ? b->ids[0] : 0;
-    if (nids >= 2 && (set = set_build(b->ids, nids)) == NULL)
-        return NULL;
-    inode *child = NULL;
-    if (t < hi) {
-        mainnode *m = build_level(b, t, hi, k + 1);
-        if (m == NULL)
-            goto fail;
-        child = inode_new(b->gen, m);
-        if (child == NULL) {
-            node_release(&m->h);
-            goto fail;
-        }
-    }
-    snode *sn = snode_make(wk->p, wk->len, wk->kind, wk->kind == W_LITERAL ? wk->hash : 0,
-                           (uint32_t)nids, one, set, child);
-    if (sn == NULL) {
-        if (child)
-            node_release(&child->h);
-        goto fail;
-    }
-    return sn;
-fail:
-    if (set)
-        set_release(set);
-    return NULL;
+    uint64_t h = (w->hash ^ ((uint64_t)w->kind << 56) ^ w->len) +
+                 (uint64_t)parent * UINT64_C(0x9e3779b97f4a7c15);
+    return (size_t)((h * UINT64_C(0xff51afd7ed558ccd)) >> 17) & (px->cap - 1);
 }
 
-/* The hash-level-0 C-node of topic level k for pairs p[lo..hi). */
-static mainnode *build_level(builder *b, size_t lo, size_t hi, uint32_t k)
+/* The number of prefix (parent, b->w[wi]), made if new. */
+static uint32_t prefix_of(prefixes *px, const word *all, uint32_t parent, size_t wi)
 {
-    size_t cap = 16, m = 0;
-    snode **lit = malloc(cap * sizeof *lit);
-    snode *spec[SPEC_SLOTS] = {NULL, NULL, NULL};
-    if (lit == NULL)
-        return NULL;
-    size_t i = lo;
-    while (i < hi) {
-        const word *wi = &b->w[b->p[i].w0 + k];
-        size_t j = i + 1;
-        uint32_t ui = b->uid[b->p[i].w0 + k];
-        while (j < hi && b->uid[b->p[j].w0 + k] == ui)
-            j++;
-        snode *sn = build_word(b, i, j, k);
-        if (sn == NULL)
-            goto fail;
-        if (wi->kind == W_LITERAL) {
-            if (m == cap) {
-                snode **n2 = realloc(lit, 2 * cap * sizeof *lit);
-                if (n2 == NULL) {
-                    node_release(&sn->h);
-                    goto fail;
-                }
-                lit = n2;
-                cap *= 2;
-            }
-            lit[m++] = sn;
-        } else {
-            spec[wi->kind - 1] = sn;
+    const word *w = &all[wi];
+    size_t slot = prefix_slot(px, parent, w);
+    for (;;) {
+        uint32_t e = px->table[slot];
+        if (e == 0) {
+            uint32_t v = (uint32_t)px->n++;
+            px->table[slot] = v;
+            px->word[v] = wi;
+            px->parent[v] = parent;
+            return v;
         }
-        i = j;
+        if (px->parent[e] == parent && same_word(&all[px->word[e]], w))
+            return e;
+        slot = (slot + 1) & (px->cap - 1);
     }
-    cnode *cn = build_hash(b, lit, m, 0, spec);
-    free(lit);
-    return cn ? &cn->m : NULL;
-fail:
-    for (size_t x = 0; x < m; x++)
-        node_release(&lit[x]->h);
-    for (unsigned s = 0; s < SPEC_SLOTS; s++)
-        if (spec[s])
-            node_release(&spec[s]->h);
-    free(lit);
-    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Pass 2: compressed rows (a counting sort that keeps input order)
+ * ---------------------------------------------------------------------- */
+
+/* start[k] .. start[k+1] index the members of bucket k in item[]; member i
+ * of the input belongs to bucket key[i]. */
+static int rows_make(const uint32_t *key, size_t n, size_t nkeys, size_t **startp,
+                     uint32_t **itemp)
+{
+    size_t *start = calloc(nkeys + 1, sizeof *start);
+    uint32_t *item = malloc((n ? n : 1) * sizeof *item);
+    if (start == NULL || item == NULL) {
+        free(start);
+        free(item);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        start[key[i] + 1]++;
+    for (size_t k = 0; k < nkeys; k++)
+        start[k + 1] += start[k];
+    for (size_t i = 0; i < n; i++)
+        item[start[key[i]]++] = (uint32_t)i;
+    for (size_t k = nkeys; k > 0; k--)
+        start[k] = start[k - 1];
+    start[0] = 0;
+    *startp = start;
+    *itemp = item;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Pass 3: nodes, from the longest prefixes up
+ * ---------------------------------------------------------------------- */
+
+typedef struct idpos {
+    uint64_t id;
+    uint32_t pos;        /* the pair's index in the input */
+} idpos;
+
+static int idpos_cmp(const void *x, const void *y)
+{
+    const idpos *a = x, *b = y;
+    if (a->id != b->id)
+        return a->id < b->id ? -1 : 1;
+    return a->pos < b->pos ? -1 : (a->pos > b->pos);
+}
+
+/* The subscriber ids of the pairs pair[0..np) (input positions): sorted,
+ * each once, into ids; the first pair of each id in input order is kept. */
+static size_t group_ids(builder *b, const uint64_t *in_ids, const uint32_t *pair, size_t np,
+                        idpos *tmp, uint64_t *ids)
+{
+    if (np == 1) {
+        if (b->kept)
+            b->kept[pair[0]] = 1;
+        ids[0] = in_ids[pair[0]];
+        return 1;
+    }
+    for (size_t i = 0; i < np; i++)
+        tmp[i] = (idpos){in_ids[pair[i]], pair[i]};
+    qsort(tmp, np, sizeof *tmp, idpos_cmp);
+    size_t n = 0;
+    for (size_t i = 0; i < np; i++) {
+        if (n > 0 && ids[n - 1] == tmp[i].id)
+            continue;
+        ids[n++] = tmp[i].id;
+        if (b->kept)
+            b->kept[tmp[i].pos] = 1;
+    }
+    return n;
+}
+
+/* The hash-level-0 C-node over the S-nodes of prefixes kid[0..nk) (their
+ * references move into it: sn[kid] is cleared); lit is scratch of nk slots. */
+static cnode *level_of(builder *b, snode **sn, const uint32_t *kid, size_t nk, snode **lit)
+{
+    snode *spec[SPEC_SLOTS] = {NULL, NULL, NULL};
+    size_t m = 0;
+    for (size_t i = 0; i < nk; i++) {
+        snode *c = sn[kid[i]];
+        sn[kid[i]] = NULL;
+        if (c->h.b1 == W_LITERAL)
+            lit[m++] = c;
+        else
+            spec[c->h.b1 - 1] = c;
+    }
+    return build_hash(b, lit, m, 0, spec);
 }
 
 cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offsets,
@@ -318,6 +304,10 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
 {
     *status = CST_OK;
     *bad_index = -1;
+    if (n > (int64_t)UINT32_MAX - 1) {
+        *status = CST_EINVAL;
+        return NULL;
+    }
     cst_trie *t = cst_new(d);
     if (t == NULL) {
         *status = CST_ENOMEM;
@@ -329,23 +319,26 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
     b.kept = kept;
     if (kept)
         memset(kept, 0, (size_t)n);
+    prefixes px = {0};
+    uint32_t *end = NULL;                 /* end[i]: the prefix pair i ends at */
+    size_t *pstart = NULL, *kstart = NULL;
+    uint32_t *pitem = NULL, *kitem = NULL;
+    snode **sn = NULL;                    /* sn[v]: prefix v's S-node, until taken */
+    idpos *tmp = NULL;
+    uint64_t *gids = NULL;
+    snode **lit = NULL;
     size_t wcap = 1024, nw = 0;
     scratch *sc = scratch_get();
     b.w = malloc(wcap * sizeof *b.w);
-    b.p = malloc((size_t)n * sizeof *b.p);
-    b.ids = malloc((size_t)n * sizeof *b.ids);
-    if (sc == NULL || b.w == NULL || b.p == NULL || b.ids == NULL) {
-        *status = CST_ENOMEM;
-        goto out;
-    }
+    end = malloc((size_t)n * sizeof *end);
+    if (sc == NULL || b.w == NULL || end == NULL)
+        goto oom;
+
+    /* Pass 1: parse, then number the prefixes. */
     for (int64_t i = 0; i < n; i++) {
         if (offsets[i + 1] < offsets[i] ||
-            !utf8_valid(data + offsets[i], (size_t)(offsets[i + 1] - offsets[i]))) {
-            *status = CST_EINVAL;
-            *bad_index = i;
-            goto out;
-        }
-        if (max_id && (ids[i] == 0 || ids[i] > max_id)) {
+            !utf8_valid(data + offsets[i], (size_t)(offsets[i + 1] - offsets[i])) ||
+            (max_id && (ids[i] == 0 || ids[i] > max_id))) {
             *status = CST_EINVAL;
             *bad_index = i;
             goto out;
@@ -360,47 +353,128 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
             while (nw + (size_t)k > wcap)
                 wcap *= 2;
             word *w2 = realloc(b.w, wcap * sizeof *b.w);
-            if (w2 == NULL) {
-                *status = CST_ENOMEM;
-                goto out;
-            }
+            if (w2 == NULL)
+                goto oom;
             b.w = w2;
         }
         memcpy(b.w + nw, sc->w, (size_t)k * sizeof(word));
-        b.p[i] = (bpair){nw, (uint32_t)k, ids[i], i};
         nw += (size_t)k;
+        end[i] = (uint32_t)k; /* its word count, until pass 1 numbers it */
     }
-    b.uid = malloc((nw ? nw : 1) * sizeof *b.uid);
-    if (b.uid == NULL || intern_words(b.w, nw, b.uid) < 0) {
-        *status = CST_ENOMEM;
-        goto out;
+    if (nw >= UINT32_MAX)
+        goto oom;
+    px.cap = 16;
+    while (px.cap < (nw + 1) * 2)
+        px.cap *= 2;
+    px.table = calloc(px.cap, sizeof *px.table);
+    px.word = malloc((nw + 1) * sizeof *px.word);
+    px.parent = malloc((nw + 1) * sizeof *px.parent);
+    if (px.table == NULL || px.word == NULL || px.parent == NULL)
+        goto oom;
+    px.n = 1; /* prefix 0: the empty prefix */
+    px.parent[0] = 0;
+    px.word[0] = 0;
+    size_t wi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        /* parse_words gives every pattern one word at least (the zero-word
+         * pattern is one W_EMPTY_PATTERN word), so v ends above 0. */
+        uint32_t v = 0;
+        for (size_t stop = wi + end[i]; wi < stop; wi++)
+            v = prefix_of(&px, b.w, v, wi);
+        end[i] = v;
     }
-    sort_uid = b.uid;
-    qsort(b.p, (size_t)n, sizeof *b.p, pair_cmp);
+    free(px.table);
+    px.table = NULL;
+
+    /* Pass 2: pairs by the prefix they end at; prefixes by their parent. */
+    if (rows_make(end, (size_t)n, px.n, &pstart, &pitem) < 0 ||
+        rows_make(px.parent + 1, px.n - 1, px.n, &kstart, &kitem) < 0)
+        goto oom;
+    size_t maxp = 1, maxk = 1;
+    for (size_t v = 0; v < px.n; v++) {
+        if (pstart[v + 1] - pstart[v] > maxp)
+            maxp = pstart[v + 1] - pstart[v];
+        if (kstart[v + 1] - kstart[v] > maxk)
+            maxk = kstart[v + 1] - kstart[v];
+    }
+    /* kitem holds positions in parent + 1: prefix numbers minus one */
+    for (size_t k = 0; k < px.n - 1; k++)
+        kitem[k] += 1;
+    sn = calloc(px.n, sizeof *sn);
+    tmp = malloc(maxp * sizeof *tmp);
+    gids = malloc(maxp * sizeof *gids);
+    lit = malloc(maxk * sizeof *lit);
+    if (sn == NULL || tmp == NULL || gids == NULL || lit == NULL)
+        goto oom;
+
+    /* Pass 3: S-nodes from the longest prefixes up. */
     ctx c;
-    if (ctx_enter(&c, t) < 0) {
-        *status = CST_ENOMEM;
-        goto out;
-    }
+    if (ctx_enter(&c, t) < 0)
+        goto oom;
     inode *root = root_read(&c);
     b.gen = root->gen;
-    mainnode *m = build_level(&b, 0, (size_t)n, 0);
-    if (m == NULL) {
-        ctx_exit(&c);
-        *status = CST_ENOMEM;
-        goto out;
+    for (size_t v = px.n - 1; v > 0; v--) {
+        size_t np = pstart[v + 1] - pstart[v];
+        size_t nids = np ? group_ids(&b, ids, pitem + pstart[v], np, tmp, gids) : 0;
+        setnode *set = NULL;
+        if (nids >= 2 && (set = set_build(gids, nids)) == NULL)
+            goto oom_in;
+        inode *child = NULL;
+        size_t nk = kstart[v + 1] - kstart[v];
+        if (nk > 0) {
+            cnode *cn = level_of(&b, sn, kitem + kstart[v], nk, lit);
+            child = cn ? inode_new(b.gen, &cn->m) : NULL;
+            if (child == NULL) {
+                if (cn)
+                    node_release(&cn->m.h);
+                if (set)
+                    set_release(set);
+                goto oom_in;
+            }
+        }
+        const word *w = &b.w[px.word[v]];
+        sn[v] = snode_make(w->p, w->len, w->kind, w->kind == W_LITERAL ? w->hash : 0,
+                           (uint32_t)nids, nids == 1 ? gids[0] : 0, set, child);
+        if (sn[v] == NULL) {
+            if (child)
+                node_release(&child->h);
+            if (set)
+                set_release(set);
+            goto oom_in;
+        }
     }
+    cnode *top = level_of(&b, sn, kitem + kstart[0], kstart[1] - kstart[0], lit);
+    if (top == NULL)
+        goto oom_in;
     /* The handle is private: swap its empty top C-node for the built one. */
     mainnode *old = atomic_load_explicit(&root->main, memory_order_relaxed);
     /* release: the built nodes are initialised before the handle is shared. */
-    atomic_store_explicit(&root->main, m, memory_order_release);
+    atomic_store_explicit(&root->main, &top->m, memory_order_release);
     retire(&c, &old->h);
     ctx_exit(&c);
+    goto out;
+oom_in:
+    ctx_exit(&c);
+oom:
+    *status = CST_ENOMEM;
 out:
+    if (sn != NULL)
+        for (size_t v = 1; v < px.n; v++)
+            if (sn[v] != NULL)
+                node_release(&sn[v]->h);
     free(b.w);
-    free(b.uid);
-    free(b.p);
-    free(b.ids);
+    free(end);
+    free(px.table);
+    free(px.word);
+    free(px.parent);
+    free(pstart);
+    free(pitem);
+    free(kstart);
+    free(kitem);
+    free(sn);
+    free(tmp);
+    free(gids);
+    free(lit);
     if (*status != CST_OK) {
         cst_free(t);
         return NULL;

@@ -400,3 +400,32 @@ def test_out_of_memory_for_a_new_subscriber_leaves_no_registry_entry() -> None:
     assert set(trie._reg.objects.values()) == {"old"}
     assert list(trie) == [("a", "old")]
     assert trie.subscribe("b.c", "brand-new") is True
+
+
+def test_out_of_memory_in_bulk_build_builds_nothing_and_leaks_nothing() -> None:
+    """``Trie.from_pairs`` (the engine's bulk build) either returns the whole trie
+    or raises MemoryError; a failure at any allocation frees every node it made."""
+    pairs = [(f"a.{i % 7}.{i % 3}", f"s{i % 5}") for i in range(60)]
+    pairs += [(f"#.{i % 4}", i) for i in range(60)]  # subscriber sets
+    pairs += [(f"wide.{i}", "w") for i in range(100)]  # deeper hash levels
+    pairs += [("", "empty-key"), ("a.*", "x"), ("a.1.0", "s1")]  # spec slots, a duplicate
+    expected = sorted(set(pairs), key=repr)
+    base = stable_baseline()
+    failures = 0
+    for k in range(0, 2000, 7):
+        lib.cst_fail_allocations_after(k)
+        try:
+            trie = Trie.from_pairs(pairs)
+        except MemoryError:
+            failures += 1
+            continue
+        finally:
+            lib.cst_fail_allocations_after(-1)
+        assert sorted(trie, key=repr) == expected
+        trie.check_invariants(strict=True)
+        del trie
+        break
+    else:
+        pytest.fail("from_pairs never succeeded")
+    assert failures >= 10, "the injected failures did not reach the build"
+    assert wait_for(base) == base, "memory leaked on an out-of-memory path of the bulk build"
