@@ -1,0 +1,78 @@
+"""The classic topic-matching algorithms, for comparison with cstrie (issue #5).
+
+Every matcher has :class:`cstrie.Trie`'s update/lookup interface and its exact
+answers (as sets), validates input the same way, and registers in :data:`CLASSIC`:
+
+===================  ==========================================================
+``naive``            a dict of compiled patterns; every lookup scans them all
+``inverted-bitmap``  a precomputed bitmap per topic (the topic space is given
+                     up front: ``topics=``)
+``level-bitmap``     the optimised inverted bitmap: per-level word/"other"/"null"
+                     rows ANDed with early exit, plus an exact-topic ``dict``
+``locked-trie``      a pure-Python trie behind one lock (:mod:`cstrie.pytrie`)
+``regex``            a compiled regex per binding, kombu-style
+``paho``             paho-mqtt's ``MQTTMatcher`` (MQTT only; needs paho-mqtt)
+===================  ==========================================================
+
+Only ``locked-trie`` may be called from many threads at once (``thread_safe``).
+
+    >>> m = make_classic("level-bitmap", dialect="mqtt")
+    >>> m.subscribe("sensors/+/temp", "a")
+    True
+    >>> m.lookup("sensors/k1/temp")
+    ['a']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cstrie.classic.base import ClassicMatcher
+from cstrie.classic.inverted_bitmap import InvertedBitmapMatcher
+from cstrie.classic.level_bitmap import LevelBitmapMatcher
+from cstrie.classic.locked_trie import LockedTrieMatcher
+from cstrie.classic.naive import NaiveMatcher
+from cstrie.classic.paho_matcher import PahoMatcher
+from cstrie.classic.regex_bindings import RegexMatcher
+from cstrie.dialect import Dialect
+
+__all__ = [
+    "CLASSIC",
+    "ClassicMatcher",
+    "InvertedBitmapMatcher",
+    "LevelBitmapMatcher",
+    "LockedTrieMatcher",
+    "NaiveMatcher",
+    "PahoMatcher",
+    "RegexMatcher",
+    "make_classic",
+]
+
+#: matcher name -> class, in the order tables list them
+CLASSIC: dict[str, type[ClassicMatcher]] = {
+    cls.name: cls
+    for cls in (
+        NaiveMatcher,
+        InvertedBitmapMatcher,
+        LevelBitmapMatcher,
+        LockedTrieMatcher,
+        RegexMatcher,
+        PahoMatcher,
+    )
+}
+
+
+def make_classic(name: str, dialect: str | Dialect = "amqp", **options: Any) -> ClassicMatcher:
+    """A new ``CLASSIC[name]`` matcher; ``options`` go to its constructor.
+
+    Raises ``ValueError`` naming the known matchers when ``name`` is not one of them.
+    """
+    try:
+        cls = CLASSIC[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown classic matcher {name!r}; expected one of {list(CLASSIC)}"
+        ) from None
+    factory: Any = cls  # the constructors take different keyword options
+    matcher: ClassicMatcher = factory(dialect, **options)
+    return matcher
