@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import sysconfig
 import threading
+from array import array
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from cstrie._native import ffi, lib
 from cstrie.dialect import Dialect
 
-__all__ = ["ThreadCalls", "check", "ffi", "lib", "native_dialect", "thread_calls"]
+__all__ = ["IdNumbering", "ThreadCalls", "check", "ffi", "lib", "native_dialect", "thread_calls"]
 
 _VALIDATION = {
     lib.CST_EEMPTY,
@@ -248,6 +249,44 @@ def ids_call(fn: Any, handle: Any, data: bytes) -> list[int] | int:
             ids: list[int] = ffi.unpack(calls.ids, n)
             return ids
         calls.grow(n)
+
+
+class IdNumbering:
+    """Engine ids -> 1, 2, 3, ... in order of first appearance (``cst_numbering``).
+
+    :meth:`number` numbers a whole array of ids in one engine call; ``order``
+    lists the ids in the order they were numbered (id ``order[k - 1]`` has
+    number ``k``).  One per export; not for sharing between threads.
+    """
+
+    __slots__ = ("_nm", "order")
+
+    def __init__(self) -> None:
+        nm = lib.cst_numbering_new()
+        if nm == ffi.NULL:
+            raise MemoryError("cstrie engine: out of memory starting a numbering")
+        self._nm = ffi.gc(nm, lib.cst_numbering_free)
+        self.order: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def number(self, ids: array[int]) -> array[int]:
+        """The numbers of ``ids`` (an ``array('Q')``), new ids numbered in order."""
+        n = len(ids)
+        refs = array("Q", bytes(8 * n))
+        fresh = array("Q", bytes(8 * n))
+        if n:
+            r = lib.cst_numbering_apply(
+                self._nm,
+                ffi.from_buffer("uint64_t[]", ids),
+                n,
+                ffi.from_buffer("uint64_t[]", refs, require_writable=True),
+                ffi.from_buffer("uint64_t[]", fresh, require_writable=True),
+            )
+            check(r)
+            self.order.extend(fresh[:r])
+        return refs
 
 
 def iterate(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, list[int]]]:

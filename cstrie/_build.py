@@ -18,7 +18,17 @@ from cffi import FFI
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "native"
-SOURCES = ["alloc.c", "ebr.c", "subset.c", "words.c", "trie.c", "match.c", "walk.c", "build.c"]
+SOURCES = [
+    "alloc.c",
+    "ebr.c",
+    "subset.c",
+    "words.c",
+    "trie.c",
+    "match.c",
+    "walk.c",
+    "build.c",
+    "numbering.c",
+]
 
 
 def cdef_from_header(text: str) -> str:

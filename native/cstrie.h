@@ -163,6 +163,16 @@ size_t cst_dump(cst_trie *t, char *buf, size_t cap);
  * words or a CST_E* code.  Used to share validation with the Python layer. */
 int64_t cst_validate(cst_trie *t, const char *s, size_t len, int is_pattern);
 
+/* Dense numbers for subscriber ids in order of first appearance (exports).
+ * cst_numbering_apply writes the number of ids[i] to refs[i] (1, 2, 3, ...)
+ * and the ids seen for the first time, in order, to fresh (room for n);
+ * returns how many are fresh, or CST_ENOMEM (numbers given before stay). */
+typedef struct cst_numbering cst_numbering;
+cst_numbering *cst_numbering_new(void);
+void cst_numbering_free(cst_numbering *nm);
+int64_t cst_numbering_apply(cst_numbering *nm, const uint64_t *ids, size_t n, uint64_t *refs,
+                            uint64_t *fresh);
+
 /* Reclamation and allocator introspection (tests, stats). */
 int64_t cst_reclaim(void);           /* quiescent reclaim; returns objects still pending */
 void cst_thread_detach(void);        /* hand this thread's garbage over now */

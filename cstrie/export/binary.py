@@ -93,7 +93,7 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
     total = plan.total if plan.total is not None else (len(snap) if progress else 0)
     for c in chunks(snap):
         data, ends = c.pair_patterns(base)
-        refs = array("Q", map(index.__getitem__, c.ids))
+        refs = index.number(c.ids)
         put(_SECTION.pack(b"PAIR", len(refs), len(data)))
         put(array("q", ends).tobytes())
         put(refs.tobytes())
@@ -105,7 +105,7 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
             progress(pairs, total)
     # The table, a slice of subscribers at a time (their bytes are made twice,
     # for the lengths and for the blob, rather than all held at once).
-    order = list(index)
+    order = index.order
     values = plan.values
     starts = range(0, len(order), _TABLE_SLICE)
 

@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 from cstrie.export import meta as m
 from cstrie.export.codec import Decode, Plan, value_from_json
 from cstrie.export.errors import FormatError
-from cstrie.export.source import chunks
+from cstrie.export.source import Numbering, chunks
 
 __all__ = ["loads", "read", "write"]
 
@@ -65,18 +65,26 @@ def _json_text(v: str | int | bytes) -> str:
 
 
 class _Tails:
-    """engine id -> b'","subscriber":<JSON>}\\n{"pattern":"': the end of a pair
-    line after the pattern's text, and the start of the next line, made once
-    per subscriber (a chunk's new ones at once)."""
+    """Subscriber number -> b'","subscriber":<JSON>}\\n{"pattern":"': the end of a
+    pair line after the pattern's text, and the start of the next line, made
+    once per subscriber (a chunk's new ones at once).  Numbers come from a
+    :class:`~cstrie.export.source.Numbering`, so ``tails[number]`` is a list
+    index, not a dict lookup per pair."""
 
     def __init__(self, values: dict[int, str | int | bytes]) -> None:
-        self.tails: dict[int, bytes] = {}  # a plain dict: set.difference is O(chunk)
+        self.numbering = Numbering()
+        self.tails: list[bytes] = [b""]  # numbers start at 1
         self._source = values
 
-    def add(self, ids: list[int]) -> None:
-        keys = list(set(ids).difference(self.tails))
-        if not keys:
-            return
+    def refs(self, ids: array[int]) -> array[int]:
+        """Number a chunk's engine ids, making the tails of its new subscribers."""
+        refs = self.numbering.number(ids)
+        order = self.numbering.order
+        if len(order) >= len(self.tails):
+            self._add(order[len(self.tails) - 1 :])
+        return refs
+
+    def _add(self, keys: list[int]) -> None:
         vals = list(map(self._source.__getitem__, keys))
         texts: list[str] | None = None
         if set(map(type, vals)) == {str}:
@@ -87,7 +95,7 @@ class _Tails:
                 texts = None
         if texts is None:
             texts = list(map(_json_text, vals))
-        self.tails.update(zip(keys, [(_MID + t + _CLOSE).encode() for t in texts], strict=True))
+        self.tails.extend([(_MID + t + _CLOSE).encode() for t in texts])
 
 
 def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None) -> None:
@@ -104,8 +112,7 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
     total = plan.total if plan.total is not None else (len(snap) if progress else 0)
     pairs = 0
     for c in chunks(snap):
-        ids = c.ids.tolist()
-        tails.add(ids)
+        refs = tails.refs(c.ids)
         heads: Iterable[bytes]
         if not c.pat.translate(None, _PLAIN):
             # no quote, backslash or control character: a pattern's JSON text is
@@ -115,9 +122,9 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
             heads = [_enc_str(p.decode())[1:-1].encode() for p in c.group_patterns()]
         if not c.simple:
             heads = chain.from_iterable(map(repeat, heads, c.counts()))
-        n = len(ids)
+        n = len(refs)
         text = b"".join(
-            chain.from_iterable(zip(heads, map(tails.tails.__getitem__, ids), strict=True))
+            chain.from_iterable(zip(heads, map(tails.tails.__getitem__, refs), strict=True))
         )
         put(_OPEN_B)
         put(memoryview(text)[: -len(_OPEN_B)])

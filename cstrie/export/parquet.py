@@ -34,12 +34,13 @@ from typing import Any, BinaryIO
 from cstrie.export import meta as m
 from cstrie.export.codec import INT, STR, Decode, Plan, kind_name
 from cstrie.export.errors import FormatError
-from cstrie.export.source import chunks
+from cstrie.export.source import Numbering, chunks
 
 __all__ = ["prepare", "read", "require_pyarrow", "write"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _KIND_NAMES = {str: "str", int: "int", bytes: "bytes"}
+_PLACEHOLDER: dict[str, Any] = {"str": "", "int": 0, "bytes": b""}
 
 
 def require_pyarrow() -> Any:
@@ -153,8 +154,14 @@ def write(
     names = schema.names
     digest = _Digest(names)
     values = plan.values
-    texts: dict[int, str] = {}
-    types: dict[int, str] = {}
+    # Subscriber columns are taken (pc.take, C speed) from per-subscriber
+    # dictionaries indexed by the numbers a Numbering gives a chunk's ids; entry
+    # 0 is a placeholder, since numbers start at 1.
+    numbering = Numbering()
+    if prep.kind != "mixed":
+        dicts = [[pa.array([_PLACEHOLDER[prep.kind]], prep.type)]]
+    else:
+        dicts = [[pa.array([""], pa.large_string())], [pa.array([""], pa.large_string())]]
     total = plan.total if plan.total is not None else (len(snap) if progress else 0)
     pairs = 0
     with pq.ParquetWriter(f, schema, write_page_checksum=True, compression="zstd") as w:
@@ -167,17 +174,21 @@ def write(
             if not c.simple:
                 parents = array("q", chain.from_iterable(map(repeat, range(c.ngroups), c.counts())))
                 patterns = pc.take(patterns, _int64(parents))
-            if prep.kind != "mixed":
-                cols = [patterns, pa.array(list(map(values.__getitem__, c.ids)), prep.type)]
-            else:
-                new = set(c.ids).difference(texts)
-                texts.update(zip(new, map(_text, map(values.__getitem__, new)), strict=True))
-                types.update(zip(new, (_KIND_NAMES[type(values[i])] for i in new), strict=True))
-                cols = [
-                    patterns,
-                    pa.array(list(map(texts.__getitem__, c.ids)), pa.large_string()),
-                    pa.array(list(map(types.__getitem__, c.ids)), pa.large_string()),
-                ]
+            refs = numbering.number(c.ids)
+            known = sum(map(len, dicts[0])) - 1
+            if len(numbering) > known:
+                new = list(map(values.__getitem__, numbering.order[known:]))
+                if prep.kind != "mixed":
+                    dicts[0].append(pa.array(new, prep.type))
+                else:
+                    dicts[0].append(pa.array(list(map(_text, new)), pa.large_string()))
+                    kinds = [_KIND_NAMES[type(v)] for v in new]
+                    dicts[1].append(pa.array(kinds, pa.large_string()))
+            index = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(refs)])
+            cols = [patterns]
+            for d in dicts:
+                col = pc.take(pa.chunked_array(d), index)
+                cols.append(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
             for name, col in zip(names, cols, strict=True):
                 digest.update(name, col)
             w.write_table(pa.Table.from_arrays(cols, schema=schema), row_group_size=max(n, 1))

@@ -93,13 +93,9 @@ class Chunk:
         return list(map(self.pat.__getitem__, map(slice, chain((0,), ends), ends)))
 
 
-class Numbering(dict[int, int]):
-    """engine id -> 1, 2, 3, ... in order of first lookup (``map(n.__getitem__,
-    ids)`` numbers a chunk at C speed; only new ids call Python)."""
-
-    def __missing__(self, key: int) -> int:
-        value = self[key] = len(self) + 1
-        return value
+#: engine id -> 1, 2, 3, ... in order of first appearance, a chunk at a time in
+#: one engine call (see :class:`cstrie._binding.IdNumbering`).
+Numbering = nb.IdNumbering
 
 
 def _copy(buf: Any, typecode: str, n: int) -> array[int]:
