@@ -37,7 +37,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
         "--scenario",
         action="append",
         metavar="NAME",
-        help=f"run this scenario (repeatable; default: all). One of: {', '.join(registry.names())}",
+        help=f"run this scenario (repeatable; default: all). One of: {', '.join(registry.names())}"
+        "; or 'suite' for issue 5's four suite-* scenarios (cstrie beside the classic "
+        "matchers: ops, throughput, threads, scale)",
     )
     p.add_argument(
         "--quick", action="store_true", help="small sizes and few repetitions (CI smoke, < 60 s)"
@@ -58,7 +60,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
         metavar="[NAME=]N,N,...",
         help="override sizes (1000, 10k, 1M ...): for every selected scenario, or for NAME "
         "only; repeatable. Meaning per scenario: lookup-vs-paho filters, scale trie sizes "
-        "(smallest is the baseline), fan subscribers, memory subscriptions, churn cycles",
+        "(smallest is the baseline), fan subscribers, memory subscriptions, churn cycles; "
+        "suite-ops hot subscriptions, suite-throughput messages, suite-threads milliseconds "
+        "per run (e.g. 500), suite-scale subscription counts",
     )
     p.add_argument("--repeat", type=int, metavar="N", help="override the number of repetitions")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -93,6 +97,8 @@ def _select(names: list[str] | None) -> list[str]:
     for n in names:
         if n == "all":
             chosen.extend(k for k in known if k not in chosen)
+        elif n in registry.GROUPS:
+            chosen.extend(k for k in registry.GROUPS[n] if k not in chosen)
         elif n not in known:
             raise ValueError(f"unknown scenario {n!r} (known: {', '.join(known)})")
         elif n not in chosen:
@@ -125,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         for name in registry.names():
             print(f"{name:16} {registry.get(name).summary}")
+        for group, members in registry.GROUPS.items():
+            print(f"{group:16} = {', '.join(members)}")
         return EXIT_OK
     try:
         selected = _select(args.scenario)

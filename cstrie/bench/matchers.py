@@ -20,26 +20,46 @@ Built in:
 * ``pytrie``          - :class:`cstrie.pytrie.PyTrie` (pure Python, one lock);
 * ``paho``            - ``paho.mqtt.matcher.MQTTMatcher`` (pure Python, MQTT only,
                         one value per filter).
+
+The classic matchers of :mod:`cstrie.classic` (issue 5's suite) register through
+one generic adapter, :class:`ClassicAdapter`: ``naive``, ``inverted-bitmap``
+(needs the topic space up front: ``make(..., topics=...)``), ``level-bitmap``,
+``locked-trie``, ``regex`` and ``paho-classic`` (paho's ``MQTTMatcher`` with a set
+of subscribers per filter and unsubscribe, MQTT only).  Every matcher that can
+also remove pairs implements :meth:`Matcher.remove`; :attr:`Matcher.thread_safe`
+says whether threads may share it without a lock of their own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from cstrie.bench.base import MissingDependency
 
-__all__ = ["MATCHERS", "Matcher", "MatcherKind", "make"]
+__all__ = ["CLASSIC_KEYS", "MATCHERS", "ClassicAdapter", "Matcher", "MatcherKind", "make"]
 
 
 class Matcher:
     """Base class: subclasses fill :meth:`add` and :meth:`batch`."""
 
     name = "?"
+    #: threads may share it without a lock of their own
+    thread_safe = False
 
     def add(self, pattern: str, value: Any) -> None:
         raise NotImplementedError
+
+    def remove(self, pattern: str, value: Any) -> bool:
+        """Remove one pair (for matchers that can; the suite's write workloads)."""
+        raise NotImplementedError(f"{self.name} cannot remove pairs")
+
+    def ops(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[str], Any]]:
+        """The underlying object's own ``(subscribe, unsubscribe, lookup)`` bound
+        methods, so that timed loops call them without this adapter in between."""
+        return self.add, self.remove, self.lookup
 
     def add_all(self, pairs: Iterable[tuple[str, Any]]) -> None:
         for pattern, value in pairs:
@@ -62,6 +82,7 @@ class Matcher:
 
 class CstrieMatcher(Matcher):
     name = "cstrie"
+    thread_safe = True
 
     def __init__(self, dialect: str) -> None:
         from cstrie.trie import Trie
@@ -70,6 +91,12 @@ class CstrieMatcher(Matcher):
 
     def add(self, pattern: str, value: Any) -> None:
         self.trie.subscribe(pattern, value)
+
+    def remove(self, pattern: str, value: Any) -> bool:
+        return self.trie.unsubscribe(pattern, value)
+
+    def ops(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[str], Any]]:
+        return self.trie.subscribe, self.trie.unsubscribe, self.trie.lookup
 
     def lookup(self, topic: str) -> list[Any]:
         return self.trie.lookup(topic)
@@ -165,6 +192,7 @@ class CstrieNullCallMatcher(CstrieEmptyMatcher):
 
 class PyTrieMatcher(Matcher):
     name = "pytrie"
+    thread_safe = True  # one lock inside
 
     def __init__(self, dialect: str) -> None:
         from cstrie.pytrie import PyTrie
@@ -173,6 +201,12 @@ class PyTrieMatcher(Matcher):
 
     def add(self, pattern: str, value: Any) -> None:
         self.trie.subscribe(pattern, value)
+
+    def remove(self, pattern: str, value: Any) -> bool:
+        return self.trie.unsubscribe(pattern, value)
+
+    def ops(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[str], Any]]:
+        return self.trie.subscribe, self.trie.unsubscribe, self.trie.lookup
 
     def lookup(self, topic: str) -> list[Any]:
         return self.trie.lookup(topic)
@@ -220,12 +254,76 @@ class PahoMatcher(Matcher):
         return run
 
 
+class ClassicAdapter(Matcher):
+    """Any matcher of :mod:`cstrie.classic`, by its key in ``CLASSIC``.
+
+    ``topics`` is the topic space, given to the matchers that need it up front
+    (the full inverted bitmap) and ignored by the others.  Raises
+    :class:`MissingDependency` when :mod:`cstrie.classic` (or, for paho,
+    paho-mqtt) is not installed, ``ValueError`` for a dialect the matcher does
+    not speak.
+    """
+
+    def __init__(self, key: str, dialect: str, topics: Sequence[str] | None = None) -> None:
+        try:
+            from cstrie.classic import make_classic
+        except ImportError as exc:  # pragma: no cover - depends on the checkout
+            raise MissingDependency(f"cstrie.classic is not available: {exc}") from exc
+        kwargs: dict[str, Any] = {}
+        if key in NEEDS_TOPICS:
+            if topics is None:
+                raise ValueError(f"the {key} matcher needs the topic space up front")
+            kwargs["topics"] = list(topics)
+        self.m: Any = make_classic(key, dialect=dialect, **kwargs)
+        self.key = key
+        self.name = key
+        self.description = str(getattr(self.m, "description", key))
+        self.thread_safe = bool(getattr(self.m, "thread_safe", False))
+
+    def add(self, pattern: str, value: Any) -> None:
+        self.m.subscribe(pattern, value)
+
+    def remove(self, pattern: str, value: Any) -> bool:
+        return bool(self.m.unsubscribe(pattern, value))
+
+    def ops(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[str], Any]]:
+        return self.m.subscribe, self.m.unsubscribe, self.m.lookup
+
+    def lookup(self, topic: str) -> list[Any]:
+        return list(self.m.lookup(topic))
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        lookup = self.m.lookup
+
+        def run() -> None:
+            for t in topics:
+                lookup(t)
+
+        return run
+
+
+#: the keys of :data:`cstrie.classic.CLASSIC`, in the suite's order
+CLASSIC_KEYS = ("inverted-bitmap", "level-bitmap", "locked-trie", "naive", "regex", "paho")
+#: classic matchers that must be told the topic space up front
+NEEDS_TOPICS = frozenset({"inverted-bitmap"})
+_CLASSIC_DESCRIPTIONS = {
+    "naive": "cstrie.classic naive: every pattern tested on every lookup",
+    "inverted-bitmap": "cstrie.classic inverted bitmap: one bitmap per topic of a known space",
+    "level-bitmap": "cstrie.classic optimised inverted bitmap: per-level bitmaps ANDed",
+    "locked-trie": "cstrie.classic trie behind one lock (the classic broker structure)",
+    "regex": "cstrie.classic regex per binding (as kombu's in-memory topic exchange)",
+    "paho": "cstrie.classic paho: paho-mqtt MQTTMatcher with subscriber sets (MQTT only)",
+}
+
+
 @dataclass(frozen=True)
 class MatcherKind:
     name: str
-    factory: Callable[[str], Matcher]
+    factory: Callable[..., Matcher]
     description: str
     diagnostic: bool = False
+    #: the factory takes ``topics=`` (the topic space known up front)
+    needs_topics: bool = False
 
 
 MATCHERS: dict[str, MatcherKind] = {
@@ -261,8 +359,24 @@ MATCHERS: dict[str, MatcherKind] = {
         ),
     )
 }
+for _key in CLASSIC_KEYS:
+    # "paho" is taken by the add-only adapter above: the classic one is "paho-classic"
+    _name = "paho-classic" if _key == "paho" else _key
+    MATCHERS[_name] = MatcherKind(
+        _name,
+        partial(ClassicAdapter, _key),
+        _CLASSIC_DESCRIPTIONS[_key],
+        needs_topics=_key in NEEDS_TOPICS,
+    )
 
 
-def make(name: str, dialect: str) -> Matcher:
-    """A new, empty matcher of the registered kind ``name``."""
-    return MATCHERS[name].factory(dialect)
+def make(name: str, dialect: str, *, topics: Sequence[str] | None = None) -> Matcher:
+    """A new, empty matcher of the registered kind ``name``.
+
+    ``topics`` (the topic space) goes to the kinds that need it up front and is
+    ignored by the others.
+    """
+    kind = MATCHERS[name]
+    if kind.needs_topics:
+        return kind.factory(dialect, topics=topics)
+    return kind.factory(dialect)

@@ -10,18 +10,31 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
+    "ARTICLE_SUBJECT",
     "BROKER_FILTERS_PER_CLIENT",
+    "DigitsWorkload",
+    "OpsWorkload",
+    "article_patterns",
+    "article_vocab",
     "broker_pairs",
     "broker_topics",
+    "digits_workload",
+    "fill_pattern",
     "harsh_pairs",
     "harsh_topics",
     "matching_topics",
+    "mix_chunks",
+    "ops_workload",
     "random_mqtt_filters",
+    "scale_article_topics",
     "scale_extra_pairs",
     "scale_pairs",
     "scale_topics",
+    "to_mqtt",
 ]
 
 # ------------------------------------------------------------ random MQTT filters
@@ -255,3 +268,238 @@ def harsh_pairs(rng: random.Random, clients: int) -> list[tuple[str, str]]:
 
 def harsh_topics(rng: random.Random, pairs: list[tuple[str, str]], count: int) -> list[str]:
     return [rng.choice(pairs)[0] for _ in range(count)]
+
+
+# ------------------------------------------------- issue 5: the articles' workloads
+# AMQP throughout (the articles' dialect): ``.`` between words, ``*`` one word,
+# ``#`` zero or more words.  paho-mqtt only speaks MQTT, so it is given the exact
+# MQTT translation of the same workload (:func:`to_mqtt`) where one exists.
+ARTICLE_SUBJECT = "foo.*.baz.qux.quux"
+ARTICLE_WORDS = ("foo", "bar", "baz", "qux", "quux")
+
+
+def article_vocab(width: int) -> list[list[str]]:
+    """Per-level vocabularies for 5-word topics: level ``k`` has ``width`` words,
+    the article's word itself (``foo``, ``bar``, ``baz``, ``qux``, ``quux``) and
+    ``foo1``, ``foo2``, ... (``bar1``, ...)."""
+    return [[w] + [f"{w}{i}" for i in range(1, width)] for w in ARTICLE_WORDS]
+
+
+def article_patterns(
+    rng: random.Random,
+    n: int,
+    *,
+    width: int = 16,
+    star: float = 0.1,
+    hash_last: float = 0.05,
+    exclude: set[str] | frozenset[str] = frozenset(),
+) -> list[str]:
+    """``n`` distinct random 5-word AMQP patterns (the articles' "random 5-word
+    subscriptions"), none of them in ``exclude``.
+
+    Level ``k`` is a word of :func:`article_vocab` (``width`` words per level) or,
+    at levels 1 to 3, ``*`` with probability ``star``; the last word is ``#``
+    with probability ``hash_last`` (so ``#`` is only ever last and the MQTT
+    translation is exact).  The first word is always literal.
+    """
+    vocab = article_vocab(width)
+    space = width * (width + 1) ** 3 * (width + 1)
+    if n > space // 4:
+        raise ValueError(f"at most {space // 4} patterns of width {width}, asked for {n}")
+    seen: set[str] = set()
+    out: list[str] = []
+    choice, rand = rng.choice, rng.random
+    while len(out) < n:
+        words = [choice(vocab[0])]
+        for k in (1, 2, 3):
+            words.append("*" if rand() < star else choice(vocab[k]))
+        words.append("#" if rand() < hash_last else choice(vocab[4]))
+        p = ".".join(words)
+        if p not in seen and p not in exclude:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def fill_pattern(rng: random.Random, pattern: str, vocab: list[list[str]]) -> str:
+    """A topic that ``pattern`` matches: each ``*`` becomes a word of its level's
+    vocabulary (level ``k % len(vocab)``), a ``#`` 0 to 2 words of the next levels."""
+    words: list[str] = []
+    for k, w in enumerate(pattern.split(".")):
+        if w == "*":
+            words.append(rng.choice(vocab[k % len(vocab)]))
+        elif w == "#":
+            words.extend(rng.choice(vocab[(k + j) % len(vocab)]) for j in range(rng.randint(0, 2)))
+        else:
+            words.append(w)
+    return ".".join(words)
+
+
+def to_mqtt(text: str) -> str | None:
+    """The exact MQTT form of an AMQP pattern or topic, or None if there is none.
+
+    ``.`` -> ``/``, ``*`` -> ``+``, ``#`` -> ``#``.  Exact only when ``#`` is the
+    last word (MQTT allows no other), no word contains ``/``, ``+``, ``#`` or is
+    empty, and the first word does not start with ``$`` (MQTT's rule that
+    wildcards skip ``$`` topics has no AMQP counterpart).  Then ``a.#`` and
+    ``a/#`` agree (both match ``a`` itself), and so do ``*`` and ``+``.
+    """
+    if not text:
+        return None
+    words = text.split(".")
+    out: list[str] = []
+    for i, w in enumerate(words):
+        if w == "*":
+            out.append("+")
+        elif w == "#":
+            if i != len(words) - 1:
+                return None
+            out.append("#")
+        elif not w or "/" in w or "+" in w or "#" in w or (i == 0 and w.startswith("$")):
+            return None
+        else:
+            out.append(w)
+    return "/".join(out)
+
+
+@dataclass(frozen=True)
+class OpsWorkload:
+    """Workload (a): operation costs, cold and hot.
+
+    * ``hot``: 1,000 random 5-word subscriptions (:func:`article_patterns`,
+      16 words per level), subscriber ``i`` for pattern ``i``;
+    * ``subject``: ``foo.*.baz.qux.quux`` with subscriber ``-1``: held by the
+      cold lookup matcher alone and by the hot one beside ``hot``;
+    * ``lookups``: ``foo.W.baz.qux.quux`` topics, ``W`` a random level-2 word
+      (each matches ``subject``, and in the hot matcher the ``hot`` patterns that
+      happen to match);
+    * ``writes``: distinct ``foo.*.baz.qux.quux``-shaped patterns (``*`` second,
+      literal words of the vocabulary elsewhere, none in ``hot``), one new
+      subscriber each (ids from 1,000,000): subscribed in batches and removed again;
+    * ``topic_space``: what the full inverted bitmap is told up front: the lookup
+      topics, one topic filled from every hot and write pattern.
+    """
+
+    hot: list[tuple[str, int]]
+    subject: tuple[str, int]
+    lookups: list[str]
+    writes: list[tuple[str, int]]
+    topic_space: list[str]
+
+
+def ops_workload(
+    rng: random.Random, hot: int = 1_000, lookups: int = 512, writes: int = 512
+) -> OpsWorkload:
+    """Build workload (a); see :class:`OpsWorkload`."""
+    width = 16
+    vocab = article_vocab(width)
+    hot_patterns = article_patterns(rng, hot, width=width, exclude={ARTICLE_SUBJECT})
+    taken = set(hot_patterns) | {ARTICLE_SUBJECT}
+    write_patterns: list[str] = []
+    while len(write_patterns) < writes:
+        p = ".".join([rng.choice(vocab[0]), "*", *(rng.choice(vocab[k]) for k in (2, 3, 4))])
+        if p not in taken:
+            taken.add(p)
+            write_patterns.append(p)
+    topics = [f"foo.{rng.choice(vocab[1])}.baz.qux.quux" for _ in range(lookups)]
+    space = set(topics)
+    space.update(fill_pattern(rng, p, vocab) for p in hot_patterns)
+    space.update(fill_pattern(rng, p, vocab) for p in write_patterns)
+    return OpsWorkload(
+        hot=[(p, i) for i, p in enumerate(hot_patterns)],
+        subject=(ARTICLE_SUBJECT, -1),
+        lookups=topics,
+        writes=[(p, 1_000_000 + i) for i, p in enumerate(write_patterns)],
+        topic_space=sorted(space),
+    )
+
+
+@dataclass(frozen=True)
+class DigitsWorkload:
+    """Workload (b): the articles' throughput test over three levels of digits.
+
+    ``pairs``: 1,000 subscriptions, 100 of shape ``*.d.d`` (every ``d.d``), 20 of
+    ``d.*.d``, 9 of ``d.d.*`` and 871 literal ``d.d.d`` (random, distinct),
+    subscriber ``i`` for pattern ``i``; ``messages``: made by picking a random
+    subscription and filling its wildcard with a random digit; ``topic_space``:
+    all 1,000 ``d.d.d`` topics (the full inverted bitmap's a-priori space).
+    """
+
+    pairs: list[tuple[str, int]]
+    messages: list[str]
+    topic_space: list[str]
+
+
+DIGIT_SHAPES = (("*.d.d", 100), ("d.*.d", 20), ("d.d.*", 9), ("d.d.d", 871))
+
+
+def digits_workload(rng: random.Random, messages: int = 100_000) -> DigitsWorkload:
+    """Build workload (b); see :class:`DigitsWorkload`."""
+    digits = "0123456789"
+    patterns: list[str] = []
+    for shape, count in DIGIT_SHAPES:
+        every = []
+        for combo in _digit_combos(shape.count("d")):
+            fill = iter(combo)
+            every.append(".".join(next(fill) if s == "d" else "*" for s in shape.split(".")))
+        patterns.extend(rng.sample(every, count))
+    pairs = [(p, i) for i, p in enumerate(patterns)]
+    msgs = [
+        ".".join(rng.choice(digits) if w == "*" else w for w in rng.choice(patterns).split("."))
+        for _ in range(messages)
+    ]
+    return DigitsWorkload(pairs, msgs, [".".join(c) for c in _digit_combos(3)])
+
+
+def _digit_combos(k: int) -> list[tuple[str, ...]]:
+    combos: list[tuple[str, ...]] = [()]
+    for _ in range(k):
+        combos = [(*c, d) for c in combos for d in "0123456789"]
+    return combos
+
+
+def mix_chunks(
+    rng: random.Random,
+    write_share: float,
+    pairs: list[tuple[str, Any]],
+    topics: list[str],
+    chunks: int,
+    size: int = 20,
+) -> list[list[tuple[str, str, Any]]]:
+    """Workload (c): ``chunks`` chunks of ``size`` operations for one thread.
+
+    Each chunk has ``round(size * write_share)`` writes (an even number: half
+    ``("sub", pattern, subscriber)``, half the matching ``("unsub", ...)``, each
+    unsubscribe after its subscribe) and lookups ``("lookup", topic, None)`` of
+    random ``topics`` in the other slots, shuffled.  So a chunk leaves the
+    matcher's size as it found it, and a thread may stop at any chunk boundary.
+    ``pairs`` are the write subjects, used round-robin.
+    """
+    writes = round(size * write_share)
+    if writes % 2:
+        raise ValueError(f"{size} x {write_share} writes per chunk is not an even number")
+    out: list[list[tuple[str, str, Any]]] = []
+    k = 0
+    for _ in range(chunks):
+        slots = sorted(rng.sample(range(size), writes))
+        # pair the write slots: each subscribe is followed by its unsubscribe
+        ops: list[tuple[str, str, Any]] = [
+            ("lookup", rng.choice(topics), None) for _ in range(size)
+        ]
+        for _ in range(0, writes, 2):
+            p, s = pairs[k % len(pairs)]
+            k += 1
+            a, b = sorted(rng.sample(slots, 2))
+            slots.remove(a)
+            slots.remove(b)
+            ops[a] = ("sub", p, s)
+            ops[b] = ("unsub", p, s)
+        out.append(ops)
+    return out
+
+
+def scale_article_topics(rng: random.Random, patterns: list[str], count: int) -> list[str]:
+    """Workload (d): ``count`` topics, each filled from a random pattern of
+    ``patterns`` (width-32 vocabulary), so each matches at least that pattern."""
+    vocab = article_vocab(32)
+    return [fill_pattern(rng, rng.choice(patterns), vocab) for _ in range(count)]

@@ -13,7 +13,7 @@ import importlib
 
 from cstrie.bench.base import Scenario
 
-__all__ = ["REGISTRY", "get", "names"]
+__all__ = ["GROUPS", "REGISTRY", "get", "names"]
 
 #: scenario name -> module (in the order "all" runs them)
 REGISTRY: dict[str, str] = {
@@ -22,6 +22,16 @@ REGISTRY: dict[str, str] = {
     "fan": "cstrie.bench.scenarios.fan",
     "memory": "cstrie.bench.scenarios.memory",
     "churn": "cstrie.bench.scenarios.churn",
+    # issue 5: cstrie beside the classic matchers (``--scenario suite`` runs these)
+    "suite-ops": "cstrie.bench.scenarios.suite_ops",
+    "suite-throughput": "cstrie.bench.scenarios.suite_throughput",
+    "suite-threads": "cstrie.bench.scenarios.suite_threads",
+    "suite-scale": "cstrie.bench.scenarios.suite_scale",
+}
+
+#: names that stand for several scenarios on the command line
+GROUPS: dict[str, list[str]] = {
+    "suite": ["suite-ops", "suite-throughput", "suite-threads", "suite-scale"],
 }
 
 
