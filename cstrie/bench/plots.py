@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["DPI", "grouped_bars", "hbars", "lines", "save"]
 
-DPI = 90
+DPI = 80
 
 
 def save(fig: Any, path: Path) -> None:

@@ -209,7 +209,10 @@ def run(ctx: Context) -> Result:
             if prev and before and "build_seconds" in prev:
                 rate = max(rate or 0.0, prev["build_seconds"] / before)
             if prev and "skipped" in prev and prev.get("final"):
-                memory[lab][n] = {"skipped": prev["skipped"], "final": True}
+                why = prev["skipped"]
+                if not why.startswith("at "):
+                    why = f"at {fmt_size(before or 0)} already: {why}"
+                memory[lab][n] = {"skipped": why, "final": True}
                 continue
             if rate is not None and rate * n > budget:
                 memory[lab][n] = {
