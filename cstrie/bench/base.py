@@ -35,8 +35,9 @@ class Floor:
     """A performance floor from the issue, checked against a measured value.
 
     ``kind`` is ``"max"`` (measured must be <= limit) or ``"min"`` (>= limit).
-    ``standard`` is False when the value was measured at other sizes than the
-    floor is defined for (``--quick`` or ``--sizes``): it is then indicative only.
+    ``standard`` is False when the value was measured in other conditions than
+    the floor is defined for (by default: other sizes, from ``--quick`` or
+    ``--sizes``); it is then indicative only, and ``indicative`` says why.
     """
 
     name: str
@@ -46,6 +47,7 @@ class Floor:
     kind: str = "max"
     unit: str = "x"
     standard: bool = True
+    indicative: str = "non-standard sizes"
 
     @property
     def passed(self) -> bool:
@@ -68,6 +70,7 @@ class Floor:
             "kind": self.kind,
             "unit": self.unit,
             "standard": self.standard,
+            "indicative": None if self.standard else self.indicative,
             "passed": self.passed,
         }
 

@@ -44,7 +44,7 @@ def floors_table(floors: Sequence[tuple[str, Floor]]) -> Table:
         limit = (
             f"{op} {f.limit:g}{f.unit}" if f.unit in ("x", "%") else f"{op} {f.limit:g} {f.unit}"
         )
-        verdict = f.verdict if f.standard else f"{f.verdict} (indicative: non-standard sizes)"
+        verdict = f.verdict if f.standard else f"{f.verdict} (indicative: {f.indicative})"
         t.add(scenario, f.description, value, limit, verdict)
     return t
 

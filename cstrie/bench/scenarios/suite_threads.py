@@ -274,6 +274,7 @@ def run(ctx: Context) -> Result:
             limit=FLOOR,
             kind="min",
             standard=standard,
+            indicative="non-standard sizes" if not standard_size else "the GIL is on",
         )
     )
     if gil:
