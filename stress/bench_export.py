@@ -43,6 +43,7 @@ from itertools import accumulate
 from typing import Any
 
 from cstrie import Trie
+from cstrie._binding import lib
 from cstrie.demo import workload
 from cstrie.export import export, load
 
@@ -69,8 +70,17 @@ def make_pairs(kind: str, n: int, seed: int) -> tuple[list[tuple[str, Any]], str
     return out, "amqp"
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Timing, Any]:
+def settle() -> None:
+    """Collect Python garbage, then let the engine free what earlier rounds
+    retired (dropped tries are freed through epoch reclamation, lazily, by
+    whichever later operation advances the epoch; without this, the next
+    measurement would pay for freeing the previous ones' nodes)."""
     gc.collect()
+    lib.cst_reclaim()
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Timing, Any]:
+    settle()
     c0, w0 = time.process_time(), time.perf_counter()
     result = fn()
     return (time.process_time() - c0, time.perf_counter() - w0), result
@@ -97,7 +107,7 @@ def bulk_build(pairs: list[tuple[str, Any]], dialect: str) -> Timing:
 
 
 def peak_export_memory(snap: Any, fmt: str, path: str) -> int:
-    gc.collect()
+    settle()
     tracemalloc.start()
     try:
         export(snap, path, format=fmt)
