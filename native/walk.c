@@ -328,6 +328,12 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
             continue;
         }
         cst_hdr *b = entry_at(f->m, f->idx++);
+        /* The walk is a chain of cache misses; start loading the next sibling
+         * (and, through an S-node, its next level) while this one is done. */
+        if (f->idx < entry_count(f->m))
+            __builtin_prefetch(entry_at(f->m, f->idx));
+        if (b->kind == K_SNODE && ((snode *)b)->child != NULL)
+            __builtin_prefetch(((snode *)b)->child);
         if (b->kind == K_INODE) {
             if (push_frame(it, gcas_read(&c, (inode *)b), 0) < 0) {
                 r = CST_ENOMEM;

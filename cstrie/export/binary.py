@@ -103,24 +103,26 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
         sections += 1
         if progress is not None:
             progress(pairs, total)
-    # The table, a slice of subscribers at a time (their bytes are made twice,
-    # for the lengths and for the blob, rather than all held at once).
+    # The table, a slice of subscribers at a time: each value is looked up and
+    # encoded once; a slice's bytes are kept joined (O(subscribers) bytes, no
+    # object per subscriber) until the section header with their total is out.
     order = index.order
     values = plan.values
-    starts = range(0, len(order), _TABLE_SLICE)
-
-    def part(k: int) -> list[str | int | bytes]:
-        return list(map(values.__getitem__, order[k : k + _TABLE_SLICE]))
-
-    kinds = b"".join(bytes(map(_KIND_OF.__getitem__, map(type, part(k)))) for k in starts)
+    kinds = bytearray()
     lengths = array("q")
-    for k in starts:
-        lengths.extend(map(len, _encoded(part(k))))
+    blobs: list[bytes] = []
+    for k in range(0, len(order), _TABLE_SLICE):
+        part = list(map(values.__getitem__, order[k : k + _TABLE_SLICE]))
+        kinds += bytes(map(_KIND_OF.__getitem__, map(type, part)))
+        encoded = _encoded(part)
+        lengths.extend(map(len, encoded))
+        blobs.append(b"".join(encoded))
+        del part, encoded
     put(_SECTION.pack(b"SUBS", len(order), sum(lengths)))
-    put(kinds)
+    put(bytes(kinds))
     put(array("q", accumulate(lengths)).tobytes())
-    for k in starts:
-        put(b"".join(_encoded(part(k))))
+    for blob in blobs:
+        put(blob)
     put(_TRAILER.pack(b"END\0", pairs, base, sections, 0)[:-4])
     f.write(struct.pack("<I", crc))
 
