@@ -79,6 +79,12 @@ class Registry:
         """A writable handle is gone: free the ids that only it held (rule 3)."""
         with self._meta:
             counts = self._handles.pop(serial, None)
+            if counts and not self._handles and not self._pins:
+                # The last handle and no snapshot: every id is dead at once
+                # (nothing can make a handle of this family again).
+                self.objects.clear()
+                self._ids.clear()
+                return
         if not counts:
             return
         for i in list(counts):
