@@ -35,7 +35,7 @@ Example::
 from __future__ import annotations
 
 import weakref
-from collections import Counter
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from itertools import accumulate, compress
 from typing import Any
@@ -51,6 +51,14 @@ __all__ = ["Snapshot", "Trie"]
 _calls = nb.thread_calls()
 _unpack = nb.ffi.unpack
 _MISSING = object()
+
+
+def _pair_counts(ids: Any, kept: Any, n: int, max_id: int) -> Counts:
+    """Pairs per subscriber id among the n pairs a bulk build kept (in C: a
+    Counter over a million ids would make a million Python ints)."""
+    per_id = array("I", bytes(4 * (max_id + 1)))
+    nb.check(nb.lib.cst_count_ids(ids, kept, n, nb.ffi.from_buffer("uint32_t[]", per_id), max_id))
+    return Counts(zip(compress(range(max_id + 1), per_id), compress(per_id, per_id), strict=True))
 
 
 def _encode(text: object, what: str, dialect: Dialect) -> bytes:
@@ -457,6 +465,8 @@ class Trie(_Reader):
         status = ffi.new("int *")
         bad = ffi.new("int64_t *")
         native = nb.NativeDialect(d)
+        if n and not subscribers:
+            raise ValueError(f"{n} pairs refer to subscribers, but the subscriber table is empty")
         ptr = nb.lib.cst_build(
             native.ptr, blob, off, ids, n, max(1, len(subscribers)), kept, status, bad
         )
@@ -477,8 +487,9 @@ class Trie(_Reader):
                 k = bad[0]
                 text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
             nb.raise_status(status[0], d, "pattern", text)
-        counts = reg.new_counts(Counts(Counter(compress(ffi.unpack(ids, n), ffi.buffer(kept, n)))))
-        return cls._make(ffi.gc(ptr, nb.lib.cst_free), d, reg, counts)
+        handle = ffi.gc(ptr, nb.lib.cst_free)
+        counts = reg.new_counts(_pair_counts(ids, kept, n, len(subscribers)))
+        return cls._make(handle, d, reg, counts)
 
     @classmethod
     def _make(cls, handle: Any, dialect: Dialect, reg: Registry, counts: Counts) -> Trie:

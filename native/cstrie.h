@@ -172,6 +172,11 @@ cst_numbering *cst_numbering_new(void);
 void cst_numbering_free(cst_numbering *nm);
 int64_t cst_numbering_apply(cst_numbering *nm, const uint64_t *ids, size_t n, uint64_t *refs,
                             uint64_t *fresh);
+/* counts[ids[i]] += 1 for every i with kept[i] (every i when kept is NULL);
+ * counts has max_id + 1 entries.  CST_EINVAL (nothing counted) if an id is
+ * above max_id. */
+int cst_count_ids(const uint64_t *ids, const uint8_t *kept, size_t n, uint32_t *counts,
+                  uint64_t max_id);
 
 /* Reclamation and allocator introspection (tests, stats). */
 int64_t cst_reclaim(void);           /* quiescent reclaim; returns objects still pending */

@@ -7,6 +7,10 @@
  * pair; here it is one pass over the chunk's ids through an open-addressing
  * table, which also reports the chunk's new ids in order, so the caller can
  * append them to its table.  Single-threaded: one numbering per export.
+ *
+ * cst_count_ids, the other id helper here, counts a bulk build's kept pairs
+ * per id for the Python registry, which would otherwise count a million
+ * Python ints.
  */
 #include <stdlib.h>
 
@@ -104,4 +108,15 @@ int64_t cst_numbering_apply(cst_numbering *nm, const uint64_t *ids, size_t n, ui
         refs[i] = nm->num[s];
     }
     return (int64_t)nfresh;
+}
+
+int cst_count_ids(const uint64_t *ids, const uint8_t *kept, size_t n, uint32_t *counts,
+                  uint64_t max_id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] > max_id)
+            return CST_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        counts[ids[i]] += kept == NULL || kept[i];
+    return CST_OK;
 }

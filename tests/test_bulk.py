@@ -65,6 +65,8 @@ def test_from_buffers_checks_refs_and_offsets() -> None:
         )
     with pytest.raises(ValueError, match="twice"):
         Trie.from_buffers(b"a.b", off, nb.ffi.new("uint64_t[]", [1]), ["x", "x"])
+    with pytest.raises(ValueError, match="subscriber table is empty"):
+        Trie.from_buffers(b"a.b", off, nb.ffi.new("uint64_t[]", [1]), [])
     t = Trie.from_buffers(
         b"a.ba.c", nb.ffi.new("int64_t[]", [0, 3, 6]), nb.ffi.new("uint64_t[]", [1, 2]), ["x", "y"]
     )
@@ -89,3 +91,19 @@ def test_subscribe_many_counts_new_pairs_and_is_all_or_nothing_on_bad_input() ->
     for p, s in before:
         t.unsubscribe(p, s)
     assert len(t._reg) == 0
+
+
+def test_from_buffers_counts_pairs_per_subscriber_for_later_unsubscribes() -> None:
+    """Duplicates count once; a subscriber stays until its last pair goes."""
+    pats = [b"a.b", b"a.b", b"a.c", b"d", b"a.c"]
+    off = nb.ffi.new("int64_t[]", [0, 3, 6, 9, 10, 13])
+    refs = nb.ffi.new("uint64_t[]", [1, 1, 1, 2, 2])
+    t = Trie.from_buffers(b"".join(pats), off, refs, ["x", "y"])
+    assert len(t) == 4
+    assert t.unsubscribe("a.b", "x") is True
+    assert sorted(t.lookup("a.c")) == ["x", "y"]
+    assert t.unsubscribe("a.c", "x") is True
+    assert t.lookup("a.c") == ["y"]
+    assert t.unsubscribe("a.c", "y") and t.unsubscribe("d", "y")
+    assert len(t) == 0 and t.lookup("d") == []
+    assert t.subscribe("d", "y") is True

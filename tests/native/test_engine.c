@@ -2133,6 +2133,16 @@ static void test_numbering(void)
     free(r);
     free(f);
     cst_numbering_free(nm);
+
+    /* cst_count_ids: kept pairs per id; an id above max_id counts nothing */
+    uint64_t cids[] = {1, 3, 1, 2, 1};
+    uint8_t kept[] = {1, 1, 0, 1, 1};
+    uint32_t counts[4] = {0};
+    CHECK(cst_count_ids(cids, kept, 5, counts, 3) == CST_OK);
+    CHECK(counts[0] == 0 && counts[1] == 2 && counts[2] == 1 && counts[3] == 1);
+    uint32_t none[3] = {0};
+    CHECK(cst_count_ids(cids, NULL, 5, none, 2) == CST_EINVAL);
+    CHECK(none[0] == 0 && none[1] == 0 && none[2] == 0);
 }
 
 /* ------------------------------------------------------------------------
