@@ -148,6 +148,10 @@ int cst_stats_get(cst_trie *t, cst_stats *out);
 /* Iteration over a consistent snapshot of t, in bounded chunks. */
 typedef struct cst_iter cst_iter;
 cst_iter *cst_iter_new(cst_trie *t);
+/* The same, but every group holds exactly one id: a pattern with k
+ * subscribers comes as k groups, its text repeated (what row-per-pair
+ * formats write, with no expansion afterwards). */
+cst_iter *cst_iter_new_pairs(cst_trie *t);
 /* Fills out with whole or partial groups; returns the number of groups
  * written, 0 at the end, < 0 on error.  A group may continue in the next call
  * (same pattern again). */

@@ -182,6 +182,7 @@ struct cst_iter {
     set_cursor sc;
     int one_done;
     int started;
+    int per_pair;              /* one id per group (cst_iter_new_pairs) */
 };
 
 static int push_frame(cst_iter *it, mainnode *m, int level_top)
@@ -202,6 +203,14 @@ cst_iter *cst_iter_new(cst_trie *t)
         free(it);
         return NULL;
     }
+    return it;
+}
+
+cst_iter *cst_iter_new_pairs(cst_trie *t)
+{
+    cst_iter *it = cst_iter_new(t);
+    if (it != NULL)
+        it->per_pair = 1;
     return it;
 }
 
@@ -293,13 +302,16 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
                 got = 1;
                 finished = 1;
             } else {
-                got = set_cursor_next(&it->sc, out->ids + ids, out->ids_cap - ids);
+                got = set_cursor_next(&it->sc, out->ids + ids,
+                                      it->per_pair ? 1 : out->ids_cap - ids);
                 finished = set_cursor_done(&it->sc);
             }
             ids += got;
             out->pat_end[out->ngroups] = (int64_t)pat;
             out->ids_end[out->ngroups] = (int64_t)ids;
             out->ngroups++;
+            if (!finished && it->per_pair)
+                continue; /* the next id of this pattern, as its own group */
             if (!finished)
                 break; /* ids buffer full; continue this group next call */
             it->stage = STAGE_CHILD;

@@ -27,6 +27,7 @@ a round trip lost pairs, 2 bad usage (e.g. pyarrow missing for parquet).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import os
@@ -46,6 +47,11 @@ from cstrie import Trie
 from cstrie._binding import lib
 from cstrie.demo import workload
 from cstrie.export import export, load
+
+try:
+    _malloc_trim: Callable[[int], int] | None = ctypes.CDLL("libc.so.6").malloc_trim
+except (OSError, AttributeError):  # not glibc
+    _malloc_trim = None
 
 SUFFIX = {"binary": ".cstrie", "jsonl": ".jsonl", "parquet": ".parquet"}
 FLOOR = 3.0
@@ -74,9 +80,12 @@ def settle() -> None:
     """Collect Python garbage, then let the engine free what earlier rounds
     retired (dropped tries are freed through epoch reclamation, lazily, by
     whichever later operation advances the epoch; without this, the next
-    measurement would pay for freeing the previous ones' nodes)."""
+    measurement would pay for freeing the previous ones' nodes), and have
+    glibc consolidate the freed chunks now rather than in the next malloc."""
     gc.collect()
     lib.cst_reclaim()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Timing, Any]:

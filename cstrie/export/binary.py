@@ -91,7 +91,7 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
     index = Numbering()  # engine id -> 1-based table position, in order of appearance
     base = pairs = sections = 0
     total = plan.total if plan.total is not None else (len(snap) if progress else 0)
-    for c in chunks(snap):
+    for c in chunks(snap, per_pair=True):
         data, ends = c.pair_patterns(base)
         refs = index.number(c.ids)
         put(_SECTION.pack(b"PAIR", len(refs), len(data)))

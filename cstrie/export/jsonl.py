@@ -111,7 +111,7 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
     tails = _Tails(plan.values)
     total = plan.total if plan.total is not None else (len(snap) if progress else 0)
     pairs = 0
-    for c in chunks(snap):
+    for c in chunks(snap, per_pair=True):
         refs = tails.refs(c.ids)
         heads: Iterable[bytes]
         if not c.pat.translate(None, _PLAIN):

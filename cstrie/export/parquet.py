@@ -165,7 +165,7 @@ def write(
     total = plan.total if plan.total is not None else (len(snap) if progress else 0)
     pairs = 0
     with pq.ParquetWriter(f, schema, write_page_checksum=True, compression="zstd") as w:
-        for c in chunks(snap):
+        for c in chunks(snap, per_pair=True):
             n = c.npairs
             pat_off = array("q", chain((0,), c.pat_end))
             patterns = pa.LargeStringArray.from_buffers(

@@ -63,7 +63,7 @@ class Chunk:
         pat = self.pat
         ends = self.pat_end.tolist()
         if self.simple:
-            return pat, [base + e for e in ends] if base else ends
+            return pat, list(map(base.__add__, ends)) if base else ends
         counts = self.counts()
         pieces: list[bytes] = []
         out: list[int] = []
@@ -105,11 +105,15 @@ def _copy(buf: Any, typecode: str, n: int) -> array[int]:
     return out
 
 
-def chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS) -> Iterator[Chunk]:
+def chunks(
+    reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False
+) -> Iterator[Chunk]:
     """The chunks of ``reader``'s engine handle (a Snapshot: it is immutable, so
-    every walk over it gives the same pairs)."""
+    every walk over it gives the same pairs).  With ``per_pair`` every group is
+    one pair (the engine repeats a pattern once per subscriber), so every chunk
+    is :attr:`Chunk.simple`: what the row-per-pair formats want."""
     lib, ffi = nb.lib, nb.ffi
-    it = lib.cst_iter_new(reader._h)
+    it = (lib.cst_iter_new_pairs if per_pair else lib.cst_iter_new)(reader._h)
     if it == ffi.NULL:
         raise MemoryError("cstrie engine: out of memory starting an iteration")
     it = ffi.gc(it, lib.cst_iter_free)
@@ -132,7 +136,8 @@ def chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS) -> Iterator[Chunk]:
         pat_end = _copy(s.pat_end, "q", n)
         ids_end = _copy(s.ids_end, "q", n)
         pat = bytes(ffi.buffer(s.pat, pat_end[-1])) if n else b""
-        yield Chunk(pat, pat_end, _copy(s.ids, "Q", ids_end[-1] if n else 0), ids_end)
+        ids = _copy(s.ids, "Q", ids_end[-1] if n else 0)
+        yield Chunk(pat, pat_end, ids, ids_end, True if per_pair else None)
 
 
 def distinct_ids(reader: Any) -> tuple[list[int], int]:

@@ -1366,8 +1366,31 @@ static void test_len_and_iteration(void)
     pairs_sort(&got);
     CHECK(pairs_equal(&got, &want));
     cst_iter_free(it);
-    gbuf_free(&b);
     pairs_free(&got);
+    /* Per-pair iteration: the same pairs, every group holding exactly one id,
+     * through a small buffer so that groups split across calls. */
+    for (int i = 0; i < NPAT; i++)
+        for (int id = 0; id < NIDS; id++)
+            if (model[i * NIDS + id])
+                sub(t, pats[i], (uint64_t)id);
+    it = cst_iter_new_pairs(t);
+    gbuf small;
+    gbuf_init(&small, 64, 3, 5);
+    pairs per = {0};
+    int one_each = 1;
+    while ((r = cst_iter_next(it, &small.g)) > 0) {
+        for (int g = 0; g < r; g++)
+            one_each &= small.g.ids_end[g] - (g ? small.g.ids_end[g - 1] : 0) == 1;
+        groups_to_pairs(&small.g, (size_t)r, &per, NULL);
+    }
+    CHECK_EQ(r, 0);
+    CHECK(one_each);
+    pairs_sort(&per);
+    CHECK(pairs_equal(&per, &want));
+    cst_iter_free(it);
+    gbuf_free(&small);
+    pairs_free(&per);
+    gbuf_free(&b);
     pairs_free(&want);
     free(model);
     cst_free(t);
