@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cstrie.bench import matchers as mk
-from cstrie.bench.base import BenchError, Floor, MissingDependency
+from cstrie.bench.base import BenchError, Context, Floor, MissingDependency
 from cstrie.bench.format import fmt_ratio
 from cstrie.bench.workloads import to_mqtt
 
@@ -151,6 +151,34 @@ def new_entry(
     except MissingDependency as exc:
         raise Skipped(str(exc)) from exc
     return Entry(kind, m, translate, alias=alias)
+
+
+def build_all(
+    ctx: Context,
+    name: str,
+    topic_space: Sequence[str],
+    pairs: Sequence[tuple[str, Any]],
+    prepare: Callable[[Entry], None] | None = None,
+) -> tuple[list[Entry], dict[str, str]]:
+    """Every kind of :data:`KINDS` built with ``pairs`` (and ``prepare``d):
+    the entries, cstrie first, and the skipped kinds' reasons by label.
+    :class:`BenchError` when cstrie itself could not be built."""
+    entries: list[Entry] = []
+    skipped: dict[str, str] = {}
+    with ctx.progress.task(f"{name}: build {len(KINDS)} matchers", len(KINDS)) as t:
+        for kind in KINDS:
+            try:
+                e = new_entry(kind, topic_space)
+                e.build(e.pairs(pairs))
+                if prepare is not None:
+                    prepare(e)
+                entries.append(e)
+            except Skipped as exc:
+                skipped[label(kind)] = str(exc)
+            t.advance()
+    if not entries or entries[0].label != "cstrie":
+        raise BenchError("cstrie could not be built")
+    return entries, skipped
 
 
 def check_agree(

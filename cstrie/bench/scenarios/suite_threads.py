@@ -182,20 +182,8 @@ def run(ctx: Context) -> Result:
         },
     )
     runners: list[_Runner] = []
-    skipped: dict[str, str] = {}
     base_sizes: dict[str, int] = {}
-    with ctx.progress.task(f"{NAME}: build {len(suite.KINDS)} matchers", len(suite.KINDS)) as t:
-        entries = []
-        for kind in suite.KINDS:
-            try:
-                e = suite.new_entry(kind, w.topic_space)
-                e.build(e.pairs(w.pairs))
-                entries.append(e)
-            except suite.Skipped as exc:
-                skipped[suite.label(kind)] = str(exc)
-            t.advance()
-    if not entries or entries[0].label != "cstrie":
-        raise BenchError("cstrie could not be built")
+    entries, skipped = suite.build_all(ctx, NAME, w.topic_space, w.pairs)
     sample = 300 if ctx.quick else None
     suite.check_agree(entries, w.topic_space, rng, sample=sample)
     for e in entries:

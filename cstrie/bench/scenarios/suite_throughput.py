@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from cstrie.bench import suite
-from cstrie.bench.base import BenchError, Context, Result, Scenario, Table
+from cstrie.bench.base import Context, Result, Scenario, Table
 from cstrie.bench.format import fmt_ns, fmt_ratio, fmt_size
 from cstrie.bench.timing import chunks, interleave, rotating
 from cstrie.bench.workloads import DIGIT_SHAPES, digits_workload
@@ -71,20 +71,10 @@ def run(ctx: Context) -> Result:
             "dialect": "amqp (paho: exact MQTT translation)",
         },
     )
-    entries: list[suite.Entry] = []
-    skipped: dict[str, str] = {}
-    with ctx.progress.task(f"{NAME}: build {len(suite.KINDS)} matchers", len(suite.KINDS)) as t:
-        for kind in suite.KINDS:
-            try:
-                e = suite.new_entry(kind, w.topic_space)
-                e.build(e.pairs(w.pairs))
-                e.extra["messages"] = e.topics(w.messages)
-                entries.append(e)
-            except suite.Skipped as exc:
-                skipped[suite.label(kind)] = str(exc)
-            t.advance()
-    if not entries or entries[0].label != "cstrie":
-        raise BenchError("cstrie could not be built")
+    def prepare(e: suite.Entry) -> None:
+        e.extra["messages"] = e.topics(w.messages)
+
+    entries, skipped = suite.build_all(ctx, NAME, w.topic_space, w.pairs, prepare)
     mean_matches = suite.check_agree(entries, w.topic_space, rng, sample=300 if ctx.quick else None)
     # batch sizes: about TARGET_NS per batch (from a quick probe), at most MAX_BATCH
     cases = {}
