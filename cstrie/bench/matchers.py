@@ -80,26 +80,24 @@ class Matcher:
         return run
 
 
-class CstrieMatcher(Matcher):
-    name = "cstrie"
-    thread_safe = True
+class Subscribing(Matcher):
+    """A matcher around an object with the ``subscribe`` / ``unsubscribe`` /
+    ``lookup`` interface (``self.trie``): cstrie, PyTrie, :mod:`cstrie.classic`.
+    Timed loops call that object's own bound methods."""
 
-    def __init__(self, dialect: str) -> None:
-        from cstrie.trie import Trie
-
-        self.trie = Trie(dialect)
+    trie: Any
 
     def add(self, pattern: str, value: Any) -> None:
         self.trie.subscribe(pattern, value)
 
     def remove(self, pattern: str, value: Any) -> bool:
-        return self.trie.unsubscribe(pattern, value)
+        return bool(self.trie.unsubscribe(pattern, value))
 
     def ops(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[str], Any]]:
         return self.trie.subscribe, self.trie.unsubscribe, self.trie.lookup
 
     def lookup(self, topic: str) -> list[Any]:
-        return self.trie.lookup(topic)
+        return list(self.trie.lookup(topic))
 
     def batch(self, topics: Sequence[str]) -> Callable[[], object]:
         lookup = self.trie.lookup
@@ -109,6 +107,16 @@ class CstrieMatcher(Matcher):
                 lookup(t)
 
         return run
+
+
+class CstrieMatcher(Subscribing):
+    name = "cstrie"
+    thread_safe = True
+
+    def __init__(self, dialect: str) -> None:
+        from cstrie.trie import Trie
+
+        self.trie = Trie(dialect)
 
 
 class CstrieManyMatcher(CstrieMatcher):
@@ -190,7 +198,7 @@ class CstrieNullCallMatcher(CstrieEmptyMatcher):
         return run
 
 
-class PyTrieMatcher(Matcher):
+class PyTrieMatcher(Subscribing):
     name = "pytrie"
     thread_safe = True  # one lock inside
 
@@ -198,27 +206,6 @@ class PyTrieMatcher(Matcher):
         from cstrie.pytrie import PyTrie
 
         self.trie = PyTrie(dialect)
-
-    def add(self, pattern: str, value: Any) -> None:
-        self.trie.subscribe(pattern, value)
-
-    def remove(self, pattern: str, value: Any) -> bool:
-        return self.trie.unsubscribe(pattern, value)
-
-    def ops(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[str], Any]]:
-        return self.trie.subscribe, self.trie.unsubscribe, self.trie.lookup
-
-    def lookup(self, topic: str) -> list[Any]:
-        return self.trie.lookup(topic)
-
-    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
-        lookup = self.trie.lookup
-
-        def run() -> None:
-            for t in topics:
-                lookup(t)
-
-        return run
 
 
 class PahoMatcher(Matcher):
@@ -254,7 +241,7 @@ class PahoMatcher(Matcher):
         return run
 
 
-class ClassicAdapter(Matcher):
+class ClassicAdapter(Subscribing):
     """Any matcher of :mod:`cstrie.classic`, by its key in ``CLASSIC``.
 
     ``topics`` is the topic space, given to the matchers that need it up front
@@ -274,32 +261,11 @@ class ClassicAdapter(Matcher):
             if topics is None:
                 raise ValueError(f"the {key} matcher needs the topic space up front")
             kwargs["topics"] = list(topics)
-        self.m: Any = make_classic(key, dialect=dialect, **kwargs)
+        self.trie = make_classic(key, dialect=dialect, **kwargs)
         self.key = key
         self.name = key
-        self.description = str(getattr(self.m, "description", key))
-        self.thread_safe = bool(getattr(self.m, "thread_safe", False))
-
-    def add(self, pattern: str, value: Any) -> None:
-        self.m.subscribe(pattern, value)
-
-    def remove(self, pattern: str, value: Any) -> bool:
-        return bool(self.m.unsubscribe(pattern, value))
-
-    def ops(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[str], Any]]:
-        return self.m.subscribe, self.m.unsubscribe, self.m.lookup
-
-    def lookup(self, topic: str) -> list[Any]:
-        return list(self.m.lookup(topic))
-
-    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
-        lookup = self.m.lookup
-
-        def run() -> None:
-            for t in topics:
-                lookup(t)
-
-        return run
+        self.description = str(getattr(self.trie, "description", key))
+        self.thread_safe = bool(getattr(self.trie, "thread_safe", False))
 
 
 #: the keys of :data:`cstrie.classic.CLASSIC`, in the suite's order

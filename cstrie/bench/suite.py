@@ -102,10 +102,7 @@ class Entry:
     def size(self) -> int:
         """The number of (pattern, subscriber) pairs the matcher holds."""
         m: Any = self.matcher
-        obj = getattr(m, "trie", None)
-        if obj is None:
-            obj = m.m
-        return len(obj)
+        return len(m.trie)
 
     def pairs(self, pairs: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
         tr = self.translate
