@@ -468,7 +468,7 @@ class Trie(_Reader):
         if n and not subscribers:
             raise ValueError(f"{n} pairs refer to subscribers, but the subscriber table is empty")
         ptr = nb.lib.cst_build(
-            native.ptr, blob, off, ids, n, max(1, len(subscribers)), kept, status, bad
+            native.ptr, blob, off, ids, n, len(subscribers), kept, status, bad
         )
         if ptr == ffi.NULL:
             if status[0] == nb.lib.CST_EINVAL:

@@ -214,9 +214,9 @@ static uint32_t prefix_of(prefixes *px, const word *all, uint32_t parent, size_t
  * ---------------------------------------------------------------------- */
 
 /* start[k] .. start[k+1] index the members of bucket k in item[]; member i
- * of the input belongs to bucket key[i]. */
-static int rows_make(const uint32_t *key, size_t n, size_t nkeys, size_t **startp,
-                     uint32_t **itemp)
+ * of the input, named first + i in item[], belongs to bucket key[i]. */
+static int rows_make(const uint32_t *key, size_t n, size_t nkeys, uint32_t first,
+                     size_t **startp, uint32_t **itemp)
 {
     size_t *start = calloc(nkeys + 1, sizeof *start);
     uint32_t *item = malloc((n ? n : 1) * sizeof *item);
@@ -230,7 +230,7 @@ static int rows_make(const uint32_t *key, size_t n, size_t nkeys, size_t **start
     for (size_t k = 0; k < nkeys; k++)
         start[k + 1] += start[k];
     for (size_t i = 0; i < n; i++)
-        item[start[key[i]]++] = (uint32_t)i;
+        item[start[key[i]]++] = first + (uint32_t)i;
     for (size_t k = nkeys; k > 0; k--)
         start[k] = start[k - 1];
     start[0] = 0;
@@ -387,8 +387,8 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
     px.table = NULL;
 
     /* Pass 2: pairs by the prefix they end at; prefixes by their parent. */
-    if (rows_make(end, (size_t)n, px.n, &pstart, &pitem) < 0 ||
-        rows_make(px.parent + 1, px.n - 1, px.n, &kstart, &kitem) < 0)
+    if (rows_make(end, (size_t)n, px.n, 0, &pstart, &pitem) < 0 ||
+        rows_make(px.parent + 1, px.n - 1, px.n, 1, &kstart, &kitem) < 0)
         goto oom;
     size_t maxp = 1, maxk = 1;
     for (size_t v = 0; v < px.n; v++) {
@@ -397,9 +397,6 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
         if (kstart[v + 1] - kstart[v] > maxk)
             maxk = kstart[v + 1] - kstart[v];
     }
-    /* kitem holds positions in parent + 1: prefix numbers minus one */
-    for (size_t k = 0; k < px.n - 1; k++)
-        kitem[k] += 1;
     sn = calloc(px.n, sizeof *sn);
     tmp = malloc(maxp * sizeof *tmp);
     gids = malloc(maxp * sizeof *gids);

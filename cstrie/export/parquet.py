@@ -174,8 +174,8 @@ def write(
             if not c.simple:
                 parents = array("q", chain.from_iterable(map(repeat, range(c.ngroups), c.counts())))
                 patterns = pc.take(patterns, _int64(parents))
+            known = len(numbering)
             refs = numbering.number(c.ids)
-            known = sum(map(len, dicts[0])) - 1
             if len(numbering) > known:
                 new = list(map(values.__getitem__, numbering.order[known:]))
                 if prep.kind != "mixed":
