@@ -730,14 +730,18 @@ static void op_batch(worker *me, int d)
     }
 }
 
-static void op_snapshot(worker *me, int d)
+/* A snapshot (readonly) or copy of shared[d], and this worker's pairs in it
+ * as *gotp (npat x IDS_PER_THREAD cells, to free), compared with the model
+ * when no clear ran meanwhile; *total gets the number of pairs iterated.
+ * NULL (a failure recorded) when the engine is out of memory. */
+static cst_trie *snapshot_own(worker *me, int d, int readonly, const char *what,
+                              unsigned char **gotp, int64_t *total)
 {
-    keyspace *k = &ks[d];
     window w = window_open(d);
-    cst_trie *s = cst_snapshot(shared[d], 1);
+    cst_trie *s = cst_snapshot(shared[d], readonly);
     if (s == NULL) {
-        FAIL("cst_snapshot = NULL");
-        return;
+        FAIL("cst_snapshot(%s) = NULL", what);
+        return NULL;
     }
     int clean = window_clean(d, w);
     if (!clean) {
@@ -746,13 +750,24 @@ static void op_snapshot(worker *me, int d)
     } else {
         apply_clears(me, d, w);
     }
-    unsigned char *got = xcalloc((size_t)k->npat * IDS_PER_THREAD, 1);
-    int64_t total = own_pairs_by_iteration(me, s, d, got);
+    *gotp = xcalloc((size_t)ks[d].npat * IDS_PER_THREAD, 1);
+    *total = own_pairs_by_iteration(me, s, d, *gotp);
+    if (clean)
+        compare_models(me, d, *gotp, what);
+    return s;
+}
+
+static void op_snapshot(worker *me, int d)
+{
+    keyspace *k = &ks[d];
+    unsigned char *got;
+    int64_t total;
+    cst_trie *s = snapshot_own(me, d, 1, "snapshot", &got, &total);
+    if (s == NULL)
+        return;
     int64_t len = cst_len(s);
     if (len != total)
         FAIL("snapshot: cst_len %" PRId64 " != iterated pairs %" PRId64, len, total);
-    if (clean)
-        compare_models(me, d, got, "snapshot");
     /* A snapshot of the snapshot: identical; lookups on it agree. */
     cst_trie *s2 = cst_snapshot(s, 1);
     if (s2 == NULL || cst_len(s2) != len)
@@ -792,23 +807,11 @@ static void op_snapshot(worker *me, int d)
 static void op_copy(worker *me, int d)
 {
     keyspace *k = &ks[d];
-    window w = window_open(d);
-    cst_trie *c = cst_snapshot(shared[d], 0);
-    if (c == NULL) {
-        FAIL("cst_snapshot(copy) = NULL");
+    unsigned char *got;
+    int64_t total;
+    cst_trie *c = snapshot_own(me, d, 0, "copy", &got, &total);
+    if (c == NULL)
         return;
-    }
-    int clean = window_clean(d, w);
-    if (!clean) {
-        me->skipped_checks++;
-        resync(me, d);
-    } else {
-        apply_clears(me, d, w);
-    }
-    unsigned char *got = xcalloc((size_t)k->npat * IDS_PER_THREAD, 1);
-    own_pairs_by_iteration(me, c, d, got);
-    if (clean)
-        compare_models(me, d, got, "copy");
     /* Write our own ids into the copy; the live trie must not see them. */
     for (int i = 0; i < 4; i++) {
         int p = (int)(rng_next(&me->rng) % (uint64_t)k->npat);
@@ -835,7 +838,7 @@ static void op_copy(worker *me, int d)
         }
     }
     unsigned char *again = xcalloc((size_t)k->npat * IDS_PER_THREAD, 1);
-    int64_t total = own_pairs_by_iteration(me, c, d, again);
+    total = own_pairs_by_iteration(me, c, d, again);
     if (memcmp(again, got, (size_t)k->npat * IDS_PER_THREAD) != 0)
         FAIL("copy: own pairs differ from the copy's own model");
     if (cst_len(c) != total)
