@@ -40,6 +40,7 @@
 
 #include "cstrie.h"
 #include "ebr.h"
+#include "support.h"
 
 static _Atomic long g_failures;
 
@@ -52,21 +53,6 @@ static _Atomic long g_failures;
             fputc('\n', stderr);                                          \
         }                                                                 \
     } while (0)
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int nwriters, nsnappers, nreaders, nephemeral;
 static long nops;

@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "cstrie.h"
+#include "support.h"
 
 #define IDS_PER_THREAD 8
 #define NTRIES 2
@@ -57,93 +58,6 @@ static _Atomic int g_stop; /* a fatal inconsistency: threads wind down */
             fputc('\n', stderr);                                           \
         }                                                                  \
     } while (0)
-
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz ? sz : 1);
-    if (p == NULL) {
-        fputs("torture_trie: out of memory\n", stderr);
-        abort();
-    }
-    return p;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ------------------------------------------------------------------------
- * Reference matcher (dynamic programming over words)
- * ---------------------------------------------------------------------- */
-
-typedef struct sv {
-    const char *p;
-    size_t n;
-} sv;
-
-static size_t split_words(const char *s, size_t len, const cst_dialect *d, sv *w, size_t cap)
-{
-    size_t n = 0, start = 0;
-    if (len == 0 && d->empty_topic)
-        return 0;
-    for (;;) {
-        size_t end = start;
-        while (end < len && !(end + d->sep_len <= len && memcmp(s + end, d->sep, d->sep_len) == 0))
-            end++;
-        if (n < cap)
-            w[n] = (sv){s + start, end - start};
-        n++;
-        if (end >= len)
-            break;
-        start = end + d->sep_len;
-    }
-    return n;
-}
-
-static int sv_is(sv w, const char *tok, size_t tlen)
-{
-    return tok != NULL && w.n == tlen && memcmp(w.p, tok, tlen) == 0;
-}
-
-static int ref_match(const cst_dialect *d, const char *pat, const char *top)
-{
-    sv p[16], t[16];
-    size_t m = split_words(pat, strlen(pat), d, p, 16);
-    size_t n = split_words(top, strlen(top), d, t, 16);
-    if (m > 16 || n > 16)
-        abort();
-    unsigned char dp[17][17];
-    memset(dp, 0, sizeof dp);
-    dp[m][n] = 1;
-    for (size_t i = m; i-- > 0;)
-        for (size_t j = n + 1; j-- > 0;) {
-            int r;
-            if (sv_is(p[i], d->multi, d->multi_len))
-                r = dp[i + 1][j] || (j < n && dp[i][j + 1]);
-            else if (sv_is(p[i], d->single, d->single_len))
-                r = j < n && dp[i + 1][j + 1];
-            else
-                r = j < n && p[i].n == t[j].n && memcmp(p[i].p, t[j].p, t[j].n) == 0 &&
-                    dp[i + 1][j + 1];
-            dp[i][j] = (unsigned char)r;
-        }
-    int res = dp[0][0];
-    if (res && d->dollar_rule && n > 0 && t[0].n > 0 && t[0].p[0] == '$' && m > 0 &&
-        (sv_is(p[0], d->multi, d->multi_len) || sv_is(p[0], d->single, d->single_len)))
-        res = 0;
-    return res;
-}
 
 /* ------------------------------------------------------------------------
  * Key space: patterns, topics and the pattern x topic match matrix
@@ -197,8 +111,8 @@ static void gen_pattern(uint64_t *rng, int dial, char *out, size_t cap)
 static void instantiate(uint64_t *rng, int dial, const char *p, char *out)
 {
     const cst_dialect *d = &dialects[dial];
-    sv w[16];
-    size_t n = split_words(p, strlen(p), d, w, 16);
+    sv *w;
+    size_t n = split_words(p, strlen(p), d, &w, d->empty_topic);
     size_t len = 0;
     size_t words_out = 0;
     for (size_t i = 0; i < n; i++) {
@@ -223,6 +137,7 @@ static void instantiate(uint64_t *rng, int dial, const char *p, char *out)
         }
     }
     out[len] = 0;
+    free(w);
     if (dial == 1 && len == 0) {
         out[0] = 'q';
         out[1] = 0;
@@ -289,7 +204,7 @@ static void build_keyspace(int dial, int npat, uint64_t seed)
             abort();
         }
         for (int p = 0; p < k->npat; p++) {
-            int m = ref_match(&dialects[dial], k->pat[p], k->top[t]);
+            int m = ref_match(&dialects[dial], k->pat[p], strlen(k->pat[p]), k->top[t], strlen(k->top[t]));
             k->match[(size_t)t * (size_t)k->npat + (size_t)p] = (unsigned char)m;
             if (m && k->topic_of[p] < 0)
                 k->topic_of[p] = t;
