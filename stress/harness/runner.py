@@ -161,6 +161,28 @@ class _Run:
             th.start()
         return threads
 
+    def go(
+        self,
+        target: Callable[[int], None],
+        n: int,
+        progress: Progress,
+        label: str,
+        total: int | None,
+        duration: float | None,
+    ) -> None:
+        """Start n workers, release them together, show progress until they
+        end, and join them (:class:`HangError` past the timeout)."""
+        threads = self.start(target, n)
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            pass
+        progress.watch(label, self.counters, total, duration)
+        try:
+            self.join(threads)
+        finally:
+            progress.done()
+
     def join(self, threads: list[threading.Thread]) -> None:
         deadline = time.monotonic() + self.timeout
         for th in threads:
@@ -255,17 +277,8 @@ def measure(
         starts[t] = t0
         done[t] = count
 
-    threads = run.start(worker, n)
-    try:
-        run.barrier.wait()
-    except threading.BrokenBarrierError:
-        pass
     total = None if duration is not None else sum(len(s) for s in seqs)
-    progress.watch(label, run.counters, total, duration)
-    try:
-        run.join(threads)
-    finally:
-        progress.done()
+    run.go(worker, n, progress, label, total, duration)
     lookups, updates, snaps = _kind_counts(seqs, done)
     return MeasureResult(
         impl=impl.name,
@@ -372,17 +385,8 @@ def record(
         for src, dst in ((seq.kind, h.kind), (seq.arg, h.arg), (seq.bit, h.bit)):
             dst.extend((src * reps)[:count])
 
-    threads = run.start(worker, n)
-    try:
-        run.barrier.wait()
-    except threading.BrokenBarrierError:
-        pass
     total = None if duration is not None else sum(len(s) for s in seqs)
-    progress.watch(label, run.counters, total, duration)
-    try:
-        run.join(threads)
-    finally:
-        progress.done()
+    run.go(worker, n, progress, label, total, duration)
     final = impl.final(state)
     history = History(
         keyspace=ks,
