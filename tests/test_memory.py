@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import pytest
+from helpers import run_threads
 
 from cstrie._binding import lib
 from cstrie.trie import Trie
@@ -153,28 +154,8 @@ def _worker(shared: Trie, k: int, detach: bool) -> Callable[[], None]:
 def test_threads_that_work_and_exit_leak_nothing(detach: bool) -> None:
     base = stable_baseline()
     shared = Trie()
-    errors: list[BaseException] = []
-
-    def guard(fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                fn()
-            except BaseException as exc:
-                errors.append(exc)
-
-        return run
-
     for _round in range(2):  # a second round reuses the finished threads' records
-        threads = [
-            threading.Thread(target=guard(_worker(shared, k + 4 * _round, detach)))
-            for k in range(4)
-        ]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(30)
-        assert not any(th.is_alive() for th in threads)
-    assert not errors, errors
+        run_threads([_worker(shared, k + 4 * _round, detach) for k in range(4)])
     shared.check_invariants(strict=True)
     shared.clear()
     del shared

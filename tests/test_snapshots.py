@@ -25,6 +25,7 @@ from typing import Any
 
 import oracle
 import pytest
+from helpers import Sub
 
 from cstrie._binding import ffi, lib
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
@@ -332,22 +333,6 @@ def test_lazy_iteration_is_a_consistent_view() -> None:
 
 
 # ---------------------------------------------------------------- registry
-class Sub:
-    """A hashable subscriber compared by name, so identity shows which object we get."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sub) and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash(("Sub", self.name))
-
-    def __repr__(self) -> str:
-        return f"Sub({self.name!r})"
-
-
 def test_subscriber_held_only_by_snapshot_stays_mapped_then_is_freed() -> None:
     trie = Trie()
     obj = Sub("only-in-snapshot")
