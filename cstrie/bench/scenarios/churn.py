@@ -36,6 +36,7 @@ from cstrie.bench.base import BenchError, Context, Floor, Result, Scenario, Tabl
 from cstrie.bench.child import run_child
 from cstrie.bench.format import fmt_bytes, fmt_size
 from cstrie.bench.machine import rss_bytes
+from cstrie.bench.plots import save
 from cstrie.bench.progress import Progress
 from cstrie.bench.workloads import broker_pairs, broker_topics
 
@@ -313,10 +314,8 @@ def plot(res: Result, out: Path) -> list[Path]:
     ax.set_ylim(bottom=0)
     ax.set_title("cstrie memory under subscribe/unsubscribe churn")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     path = out / "churn.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return [path]
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from cstrie.bench.base import BenchError, Context, Floor, Result, Scenario, Table
 from cstrie.bench.format import fmt_ns, fmt_ratio, fmt_size
+from cstrie.bench.plots import save
 from cstrie.bench.timing import gc_paused, summarize
 from cstrie.trie import Trie
 
@@ -235,10 +236,8 @@ def plot(res: Result, out: Path) -> list[Path]:
     ax.set_ylim(bottom=0)
     ax.set_title("cstrie: subscribe/unsubscribe cost as one pattern / one level fills up")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     path = out / "fan.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return [path]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from cstrie.bench import matchers as mk
 from cstrie.bench.base import BenchError, Context, Floor, Result, Scenario, Table
 from cstrie.bench.format import fmt_ns, fmt_ratio, fmt_size
+from cstrie.bench.plots import save
 from cstrie.bench.timing import chunks, interleave, paired_ratio, rotating
 from cstrie.bench.workloads import matching_topics, random_mqtt_filters
 
@@ -152,10 +153,8 @@ def plot(res: Result, out: Path) -> list[Path]:
     ax.set_ylabel("ns per lookup (median, log)")
     ax.set_title("MQTT lookup: cstrie vs paho-mqtt vs PyTrie")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     path = out / "lookup-vs-paho.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return [path]
 
 

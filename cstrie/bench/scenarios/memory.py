@@ -39,6 +39,7 @@ from cstrie.bench.base import Context, Floor, Result, Scenario, Table
 from cstrie.bench.child import run_child
 from cstrie.bench.format import fmt_bytes, fmt_size
 from cstrie.bench.machine import rss_bytes
+from cstrie.bench.plots import save
 from cstrie.bench.progress import Progress
 from cstrie.bench.workloads import BROKER_FILTERS_PER_CLIENT, broker_pairs, harsh_pairs
 
@@ -199,10 +200,8 @@ def plot(res: Result, out: Path) -> list[Path]:
     ax.set_ylabel("bytes per subscription")
     ax.set_title(f"Memory per subscription at {res.params['subscriptions']:,} subscriptions")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     path = out / "memory.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return [path]
 
 

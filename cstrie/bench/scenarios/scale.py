@@ -39,6 +39,7 @@ from pathlib import Path
 
 from cstrie.bench.base import BenchError, Context, Floor, Result, Scenario, Table
 from cstrie.bench.format import fmt_ns, fmt_ratio, fmt_size
+from cstrie.bench.plots import save
 from cstrie.bench.timing import chunks, summarize, time_batch
 from cstrie.bench.workloads import scale_extra_pairs, scale_pairs, scale_topics
 from cstrie.trie import Snapshot, Trie
@@ -249,10 +250,8 @@ def plot(res: Result, out: Path) -> list[Path]:
     ax.set_ylabel("ns per operation (median)")
     ax.set_title("cstrie: cost per operation vs trie size")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     path = out / "scale.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return [path]
 
 
