@@ -40,19 +40,10 @@
 
 #include "cstrie.h"
 #include "ebr.h"
-#include "support.h"
 
 static _Atomic long g_failures;
-
-#define FAIL(...)                                                         \
-    do {                                                                  \
-        long n_ = atomic_fetch_add(&g_failures, 1);                       \
-        if (n_ < 50) {                                                    \
-            fprintf(stderr, "torture_ebr: %s:%d: ", __FILE__, __LINE__);  \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
+#define PROGRAM_NAME "torture_ebr"
+#include "support.h"
 
 static int nwriters, nsnappers, nreaders, nephemeral;
 static long nops;

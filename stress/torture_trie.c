@@ -34,7 +34,6 @@
 #include <time.h>
 
 #include "cstrie.h"
-#include "support.h"
 
 #define IDS_PER_THREAD 8
 #define NTRIES 2
@@ -47,17 +46,10 @@ static const cst_dialect dialects[NTRIES] = {
 static const char *dialect_names[NTRIES] = {"amqp", "mqtt"};
 
 static _Atomic long g_failures;
-static _Atomic int g_stop; /* a fatal inconsistency: threads wind down */
+#define PROGRAM_NAME "torture_trie"
+#include "support.h"
 
-#define FAIL(...)                                                          \
-    do {                                                                   \
-        long n_ = atomic_fetch_add(&g_failures, 1);                        \
-        if (n_ < 50) {                                                     \
-            fprintf(stderr, "torture_trie: %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+static _Atomic int g_stop; /* a fatal inconsistency: threads wind down */
 
 /* ------------------------------------------------------------------------
  * Key space: patterns, topics and the pattern x topic match matrix

@@ -13,6 +13,7 @@
 #ifndef CSTRIE_TEST_SUPPORT_H
 #define CSTRIE_TEST_SUPPORT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,19 @@
 #include <time.h>
 
 #include "cstrie.h"
+
+/* FAIL(fmt, ...): count a failure in the program's `g_failures` (an
+ * _Atomic long it defines) and report the first 50 on stderr, prefixed with
+ * PROGRAM_NAME (which it defines before including this header). */
+#define FAIL(...)                                                               \
+    do {                                                                        \
+        long n_ = atomic_fetch_add(&g_failures, 1);                             \
+        if (n_ < 50) {                                                          \
+            fprintf(stderr, "%s: %s:%d: ", PROGRAM_NAME, __FILE__, __LINE__);   \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fputc('\n', stderr);                                                \
+        }                                                                       \
+    } while (0)
 
 static inline void *xcalloc(size_t n, size_t sz)
 {
