@@ -465,8 +465,6 @@ class Trie(_Reader):
         status = ffi.new("int *")
         bad = ffi.new("int64_t *")
         native = nb.NativeDialect(d)
-        if n and not subscribers:
-            raise ValueError(f"{n} pairs refer to subscribers, but the subscriber table is empty")
         ptr = nb.lib.cst_build(
             native.ptr, blob, off, ids, n, len(subscribers), kept, status, bad
         )

@@ -338,7 +338,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
     for (int64_t i = 0; i < n; i++) {
         if (offsets[i + 1] < offsets[i] ||
             !utf8_valid(data + offsets[i], (size_t)(offsets[i + 1] - offsets[i])) ||
-            (max_id && (ids[i] == 0 || ids[i] > max_id))) {
+            (ids[i] == 0 || ids[i] > max_id)) {
             *status = CST_EINVAL;
             *bad_index = i;
             goto out;

@@ -121,9 +121,8 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
 
 /* A new writable trie holding exactly the pairs (pattern i =
  * data[offsets[i] .. offsets[i+1]), subscriber ids[i]), built bottom-up with
- * no path copying.  Offsets must not decrease and every pattern must be
- * valid UTF-8, and when max_id > 0 every id must be in 1..max_id (else
- * CST_EINVAL).  kept (may be NULL) receives 1 for each pair that was not a
+ * no path copying.  Offsets must not decrease, every pattern must be valid
+ * UTF-8 and every id must be in 1..max_id (else CST_EINVAL).  kept (may be NULL) receives 1 for each pair that was not a
  * duplicate of an earlier one.  NULL on error: *status is the CST_E* code and
  * *bad_index the first bad pair (or -1). */
 cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offsets,

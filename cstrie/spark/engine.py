@@ -136,7 +136,7 @@ class NativeMatcher(_Base):
             offsets,
             ffi.from_buffer("uint64_t[]", ids),
             n,
-            max(n, 1),
+            n,
             ffi.NULL,
             status,
             bad,
