@@ -85,10 +85,13 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
     for (unsigned s = 0; spec && s < SPEC_SLOTS; s++)
         if (spec[s])
             specmask |= 1u << s;
-    snode **sorted = malloc((m ? m : 1) * sizeof *sorted);
+    /* Most levels are narrow: their sort buffer lives on the stack. */
+    snode *local[64];
+    snode **sorted = m <= 64 ? local : malloc(m * sizeof *sorted);
     cnode *cn = cnode_alloc((uint32_t)(popc(bitmap) + popc(specmask)), lev, b->gen);
     if (sorted == NULL || cn == NULL) {
-        free(sorted);
+        if (sorted != local)
+            free(sorted);
         if (cn)
             cst_dealloc(cn, sizeof(cnode) + cn->n * sizeof(cst_hdr *));
         goto fail;
@@ -145,7 +148,8 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
     for (unsigned s = 0; spec && s < SPEC_SLOTS; s++)
         if (spec[s])
             cn->array[w++] = &spec[s]->h;
-    free(sorted);
+    if (sorted != local)
+        free(sorted);
     if (failed) {
         /* drop the NULL holes, then the node with what it holds */
         uint32_t j = 0;

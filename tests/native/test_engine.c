@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "cstrie.h"
 #include "support.h"
 
@@ -2013,6 +2014,64 @@ static void test_idle_thread_garbage(void)
     CHECK_NO_LEAK(start);
 }
 
+/* The allocation counters are per thread (alloc.c): they must stay exact when
+ * memory is allocated in one thread and freed in another, and when threads
+ * exit and later threads take over their counter blocks. */
+enum { ALLOC_JOB_N = 1000 };
+typedef struct alloc_job {
+    void *p[ALLOC_JOB_N];
+} alloc_job;
+
+static void *alloc_job_thread(void *arg)
+{
+    alloc_job *j = arg;
+    for (size_t i = 0; i < ALLOC_JOB_N; i++)
+        j->p[i] = cst_alloc(16 + i);
+    return NULL;
+}
+
+static void *free_job_thread(void *arg)
+{
+    alloc_job *j = arg;
+    for (size_t i = 0; i < ALLOC_JOB_N; i++)
+        cst_dealloc(j->p[i], 16 + i);
+    return NULL;
+}
+
+static void run_jobs(void *(*fn)(void *), alloc_job *jobs, int n)
+{
+    pthread_t th[8];
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, fn, &jobs[i]), 0);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+static void test_alloc_counters(void)
+{
+    enum { ROUNDS = 6, THREADS = 4 };
+    const int64_t job_bytes = ALLOC_JOB_N * 16 + (int64_t)ALLOC_JOB_N * (ALLOC_JOB_N - 1) / 2;
+    int64_t live0 = cst_alloc_live_count(), bytes0 = cst_alloc_live_bytes();
+    int64_t total0 = cst_alloc_total_count(), frees0 = cst_alloc_total_frees();
+    alloc_job *jobs = xcalloc(THREADS, sizeof *jobs);
+    for (int r = 0; r < ROUNDS; r++) {
+        run_jobs(alloc_job_thread, jobs, THREADS); /* threads that exit at once */
+        CHECK_EQ(cst_alloc_live_count(), live0 + THREADS * ALLOC_JOB_N);
+        CHECK_EQ(cst_alloc_live_bytes(), bytes0 + THREADS * job_bytes);
+        if (r % 2 == 0) { /* freed by this thread ... */
+            for (int i = 0; i < THREADS; i++)
+                free_job_thread(&jobs[i]);
+        } else { /* ... or by new threads (which may take over exited ones' blocks) */
+            run_jobs(free_job_thread, jobs, THREADS);
+        }
+        CHECK_EQ(cst_alloc_live_count(), live0);
+        CHECK_EQ(cst_alloc_live_bytes(), bytes0);
+    }
+    CHECK_EQ(cst_alloc_total_count(), total0 + ROUNDS * THREADS * ALLOC_JOB_N);
+    CHECK_EQ(cst_alloc_total_frees(), frees0 + ROUNDS * THREADS * ALLOC_JOB_N);
+    free(jobs);
+}
+
 /* Numbers in order of first appearance, across calls; id 0 is an id like any
  * other; the table grows past its first size without renumbering. */
 static void test_numbering(void)
@@ -2085,6 +2144,7 @@ int main(int argc, char **argv)
         {"multi_wildcards", test_multi_wildcards},
         {"oom", test_oom},
         {"numbering", test_numbering},
+        {"alloc_counters", test_alloc_counters},
         {"idle_thread_garbage", test_idle_thread_garbage}, /* last: starts a thread */
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
