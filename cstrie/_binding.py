@@ -289,6 +289,31 @@ class IdNumbering:
         return refs
 
 
+def interleave(
+    a: bytes, a_end: array[int], b: bytes | bytearray, b_end: array[int], refs: array[int]
+) -> bytearray:
+    """Item i of byte table ``a`` then item ``refs[i]`` of table ``b``, for every
+    i, in one engine call (``cst_interleave``).  A table is a blob and the end
+    offset of each item (``array('q')``); ``refs`` is an ``array('Q')`` as long
+    as ``a_end``.  ``ValueError`` for a ref past ``b``'s items."""
+    n = len(a_end)
+    if len(refs) != n:
+        raise ValueError(f"interleave: {len(refs)} refs for {n} items")
+    args = (
+        ffi.from_buffer(a),
+        ffi.from_buffer("int64_t[]", a_end),
+        n,
+        ffi.from_buffer(b),
+        ffi.from_buffer("int64_t[]", b_end),
+        len(b_end),
+        ffi.from_buffer("uint64_t[]", refs),
+    )
+    out = bytearray(check(lib.cst_interleave(*args, ffi.NULL)))
+    if out:
+        lib.cst_interleave(*args, ffi.from_buffer(out, require_writable=True))
+    return out
+
+
 def iterate(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, list[int]]]:
     """(pattern bytes, ids) groups of a consistent snapshot of handle.
 

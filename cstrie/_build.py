@@ -28,6 +28,7 @@ SOURCES = [
     "walk.c",
     "build.c",
     "numbering.c",
+    "tables.c",
 ]
 
 

@@ -181,6 +181,14 @@ int64_t cst_numbering_apply(cst_numbering *nm, const uint64_t *ids, size_t n, ui
 int cst_count_ids(const uint64_t *ids, const uint8_t *kept, size_t n, uint32_t *counts,
                   uint64_t max_id);
 
+/* Byte tables (tables.c): item i of (data, end) is data[end[i-1] .. end[i]),
+ * end[-1] being 0.  cst_interleave writes item i of table a followed by item
+ * refs[i] of table b (nb items), for i in 0..n, to out and returns the size;
+ * with out NULL it only returns the size.  CST_EINVAL (nothing written) if a
+ * ref is >= nb or an item used has a negative length. */
+int64_t cst_interleave(const char *a, const int64_t *a_end, int64_t n, const char *b,
+                       const int64_t *b_end, int64_t nb, const uint64_t *refs, char *out);
+
 /* Reclamation and allocator introspection (tests, stats). */
 int64_t cst_reclaim(void);           /* quiescent reclaim; returns objects still pending */
 void cst_thread_detach(void);        /* hand this thread's garbage over now */

@@ -633,3 +633,57 @@ def test_jsonl_odd_lines_fall_back_to_the_python_reader() -> None:
         with pytest.raises(FormatError, match="line 2"):
             load(io.BytesIO(_jsonl_with(jsonl_header(), body)), format="jsonl")
         assert name
+
+
+# ------------------------------------------------------------- byte tables
+# nb.interleave is what writes JSON Lines: item i of table a, then item refs[i]
+# of table b (a table: a blob and each item's end offset).
+
+
+def _table(items: list[bytes]) -> tuple[bytes, Any]:
+    from array import array
+    from itertools import accumulate
+
+    return b"".join(items), array("q", accumulate(map(len, items)))
+
+
+def test_interleave_follows_each_item_with_the_referenced_one() -> None:
+    from array import array
+
+    from cstrie import _binding as nb
+
+    a, a_end = _table([b"x", b"", b"yy", b"z\x00z"])
+    b, b_end = _table([b"", b"-1-", b"-22-"])
+    refs = array("Q", [2, 0, 1, 2])
+    got = nb.interleave(a, a_end, b, b_end, refs)
+    assert bytes(got) == b"x-22-" + b"" + b"yy-1-" + b"z\x00z-22-"
+    assert nb.interleave(b"", array("q"), b, b_end, array("Q")) == b""
+
+
+def test_interleave_rejects_bad_tables_and_refs() -> None:
+    from array import array
+
+    from cstrie import _binding as nb
+
+    a, a_end = _table([b"x", b"y"])
+    b, b_end = _table([b"1", b"2"])
+    with pytest.raises(ValueError, match="invalid argument"):
+        nb.interleave(a, a_end, b, b_end, array("Q", [0, 2]))  # only items 0 and 1
+    with pytest.raises(ValueError, match="2 refs for 1 items"):
+        nb.interleave(a, array("q", [1]), b, b_end, array("Q", [0, 1]))
+    with pytest.raises(ValueError, match="invalid argument"):  # an end before its start
+        nb.interleave(a, array("q", [2, 1]), b, b_end, array("Q", [0, 1]))
+
+
+def test_jsonl_escapes_patterns_that_need_it(tmp_path: Path) -> None:
+    """Quotes, backslashes and control characters in a pattern (NATS and a custom
+    dialect allow them) are escaped in the JSON text and come back exact."""
+    t = Trie("nats")
+    pats = ['a."q".b', "a.back\\slash", "a.tab\there", "a.plain", "a.é"]
+    for k, p in enumerate(pats):
+        t.subscribe(p, f"s{k % 2}")
+    path = tmp_path / "x.jsonl"
+    t.snapshot().export(path)
+    for line in path.read_text(encoding="utf-8").splitlines()[1:-1]:
+        json.loads(line)  # every line is JSON on its own
+    assert sorted(load(path)) == sorted(t)

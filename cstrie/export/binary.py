@@ -139,14 +139,17 @@ def _encoded(values: list[str | int | bytes]) -> list[bytes]:
 
 def _values(kinds: bytes, ends: array[int], blob: bytes) -> list[str | int | bytes]:
     n = len(kinds)
-    slices = list(map(slice, chain((0,), ends), ends))
+    # (start, end) pairs straight from the offsets: a list of slice objects
+    # first cost 4x more (300k tracked objects wake the garbage collector).
+    bounds = zip(chain((0,), ends), ends, strict=False)  # one longer than the other
     if kinds.count(STR) == n:  # the common case: every subscriber a str
         if blob.isascii():
-            return list(map(blob.decode("ascii").__getitem__, slices))
-        return [blob[s].decode("utf-8", "surrogatepass") for s in slices]
+            text = blob.decode("ascii")
+            return [text[a:b] for a, b in bounds]
+        return [blob[a:b].decode("utf-8", "surrogatepass") for a, b in bounds]
     out: list[str | int | bytes] = []
-    for k, sl in zip(kinds, slices, strict=True):
-        piece = blob[sl]
+    for k, (a, b) in zip(kinds, bounds, strict=True):
+        piece = blob[a:b]
         if k == STR:
             out.append(piece.decode("utf-8", "surrogatepass"))
         elif k == INT:

@@ -27,11 +27,12 @@ import json
 import re
 import zlib
 from array import array
-from collections.abc import Callable, Iterable
-from itertools import accumulate, chain, repeat
+from collections.abc import Callable
+from itertools import accumulate, islice
 from operator import itemgetter
 from typing import Any, BinaryIO
 
+from cstrie import _binding as nb
 from cstrie.export import meta as m
 from cstrie.export.codec import Decode, Plan, value_from_json
 from cstrie.export.errors import FormatError
@@ -68,20 +69,22 @@ class _Tails:
     """Subscriber number -> b'","subscriber":<JSON>}\\n{"pattern":"': the end of a
     pair line after the pattern's text, and the start of the next line, made
     once per subscriber (a chunk's new ones at once).  Numbers come from a
-    :class:`~cstrie.export.source.Numbering`, so ``tails[number]`` is a list
-    index, not a dict lookup per pair."""
+    :class:`~cstrie.export.source.Numbering`; the tails are one byte table
+    (``blob``, ``ends``; item 0 is empty, numbers start at 1) that the engine
+    interleaves with a chunk's patterns."""
 
     def __init__(self, values: dict[int, str | int | bytes]) -> None:
         self.numbering = Numbering()
-        self.tails: list[bytes] = [b""]  # numbers start at 1
+        self.blob = bytearray()
+        self.ends = array("q", [0])
         self._source = values
 
     def refs(self, ids: array[int]) -> array[int]:
         """Number a chunk's engine ids, making the tails of its new subscribers."""
         refs = self.numbering.number(ids)
         order = self.numbering.order
-        if len(order) >= len(self.tails):
-            self._add(order[len(self.tails) - 1 :])
+        if len(order) >= len(self.ends):
+            self._add(order[len(self.ends) - 1 :])
         return refs
 
     def _add(self, keys: list[int]) -> None:
@@ -95,7 +98,9 @@ class _Tails:
                 texts = None
         if texts is None:
             texts = list(map(_json_text, vals))
-        self.tails.extend([(_MID + t + _CLOSE).encode() for t in texts])
+        tails = [(_MID + t + _CLOSE).encode() for t in texts]
+        self.ends.extend(islice(accumulate(map(len, tails), initial=self.ends[-1]), 1, None))
+        self.blob += b"".join(tails)
 
 
 def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None) -> None:
@@ -111,21 +116,17 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
     tails = _Tails(plan.values)
     total = plan.total if plan.total is not None else (len(snap) if progress else 0)
     pairs = 0
-    for c in chunks(snap, per_pair=True):
+    for c in chunks(snap, per_pair=True):  # one group per pair
         refs = tails.refs(c.ids)
-        heads: Iterable[bytes]
-        if not c.pat.translate(None, _PLAIN):
-            # no quote, backslash or control character: a pattern's JSON text is
-            # its own UTF-8 bytes between quotes (non-ASCII stays as it is)
-            heads = c.group_patterns()
-        else:
+        pat, pat_end = c.pat, c.pat_end
+        if c.pat.translate(None, _PLAIN):
+            # a quote, backslash or control character somewhere: escape them
+            # (otherwise a pattern's JSON text is its own UTF-8 bytes, non-ASCII
+            # as it is)
             heads = [_enc_str(p.decode())[1:-1].encode() for p in c.group_patterns()]
-        if not c.simple:
-            heads = chain.from_iterable(map(repeat, heads, c.counts()))
+            pat, pat_end = b"".join(heads), array("q", accumulate(map(len, heads)))
         n = len(refs)
-        text = b"".join(
-            chain.from_iterable(zip(heads, map(tails.tails.__getitem__, refs), strict=True))
-        )
+        text = nb.interleave(pat, pat_end, tails.blob, tails.ends, refs)
         put(_OPEN_B)
         put(memoryview(text)[: -len(_OPEN_B)])
         pairs += n
