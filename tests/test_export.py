@@ -687,3 +687,22 @@ def test_jsonl_escapes_patterns_that_need_it(tmp_path: Path) -> None:
     for line in path.read_text(encoding="utf-8").splitlines()[1:-1]:
         json.loads(line)  # every line is JSON on its own
     assert sorted(load(path)) == sorted(t)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    ['say "hi"', "back\\slash", "tab\there", "nul\x00", "é", "\U0001f600", "\ud800"],
+)
+def test_jsonl_subscriber_text_is_escaped_where_needed(odd: str, tmp_path: Path) -> None:
+    """Plain ASCII subscribers are written as they are; one that needs escaping
+    (or is not ASCII) among them is escaped and every one comes back exact."""
+    t = Trie("mqtt")
+    for k in range(50):
+        t.subscribe(f"a/{k}", f"plain-{k}")
+    t.subscribe("a/odd", odd)
+    t.subscribe("b/#", odd)
+    path = tmp_path / "x.jsonl"
+    t.snapshot().export(path)
+    lines = path.read_bytes().splitlines()[1:-1]
+    assert {json.loads(x)["subscriber"] for x in lines} == {odd} | {f"plain-{k}" for k in range(50)}
+    assert sorted(load(path), key=repr) == sorted(t, key=repr)

@@ -27,7 +27,7 @@ import json
 import re
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import accumulate, islice
 from operator import itemgetter
 from typing import Any, BinaryIO
@@ -45,6 +45,7 @@ _enc_ascii: Callable[[str], str] = json.encoder.encode_basestring_ascii
 _OPEN_B = b'{"pattern":"'
 _MID = '","subscriber":'
 _CLOSE = '}\n{"pattern":"'  # each tail also opens the next line (trimmed at the end)
+_TAIL = len(_MID) + len(_CLOSE)  # a tail's length beside its subscriber's JSON text
 # bytes a pattern can hold as they are inside a JSON string (not ", \\ or controls)
 _PLAIN = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
 
@@ -88,19 +89,33 @@ class _Tails:
         return refs
 
     def _add(self, keys: list[int]) -> None:
-        vals = list(map(self._source.__getitem__, keys))
-        texts: list[str] | None = None
-        if set(map(type, vals)) == {str}:
-            texts = list(map(_enc_str, vals))  # type: ignore[arg-type]
-            try:
-                "".join(texts).encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate somewhere
-                texts = None
-        if texts is None:
-            texts = list(map(_json_text, vals))
-        tails = [(_MID + t + _CLOSE).encode() for t in texts]
-        self.ends.extend(islice(accumulate(map(len, tails), initial=self.ends[-1]), 1, None))
-        self.blob += b"".join(tails)
+        texts, q = _texts(list(map(self._source.__getitem__, keys)))
+        body = (_MID + q + (q + _CLOSE + _MID + q).join(texts) + q + _CLOSE).encode("utf-8")
+        sizes: Iterable[int]
+        if body.isascii():  # a tail is as long in bytes as in characters
+            sizes = map((_TAIL + 2 * len(q)).__add__, map(len, texts))
+        else:
+            sizes = [len((_MID + q + t + q + _CLOSE).encode("utf-8")) for t in texts]
+        self.ends.extend(islice(accumulate(sizes, initial=self.ends[-1]), 1, None))
+        self.blob += body
+
+
+def _texts(vals: list[str | int | bytes]) -> tuple[list[str], str]:
+    """The JSON texts of subscribers, and a quote to put around each: plain
+    ASCII strings (no quote, backslash or control character) are their own
+    text between quotes, so the common case encodes nothing one by one."""
+    if set(map(type, vals)) == {str}:
+        strs: list[str] = vals  # type: ignore[assignment]
+        joined = "".join(strs)
+        if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
+            return strs, '"'
+        try:
+            joined.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate somewhere
+            pass
+        else:
+            return list(map(_enc_str, strs)), ""
+    return list(map(_json_text, vals)), ""
 
 
 def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None) -> None:
