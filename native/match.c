@@ -483,6 +483,10 @@ static int row_is_valid(const uint8_t *validity, int64_t off, int64_t r)
     return (validity[b >> 3] >> (b & 7)) & 1;
 }
 
+/* Rows matched per epoch section: long enough to make entering cheap, short
+ * enough that a batch never holds reclamation back for long. */
+#define BATCH_EPOCH_ROWS 256
+
 int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int offsets64,
                          const uint8_t *validity, int64_t validity_offset, int64_t nrows,
                          int64_t start_row, uint64_t skip, int64_t *out_rows,
@@ -491,6 +495,11 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
 {
     size_t k = 0;
     int64_t r = start_row;
+    int64_t status = 0;
+    uint64_t *tmp = NULL;      /* one row's ids, each once (grown as needed) */
+    size_t tmpcap = 0;
+    int in_epoch = 0, rows_in_epoch = 0;
+    ctx c;
     for (; r < nrows; r++) {
         if (!row_is_valid(validity, validity_offset, r)) {
             if (row_status)
@@ -505,47 +514,45 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
             a = ((const int32_t *)offsets)[r];
             b = ((const int32_t *)offsets)[r + 1];
         }
-        ctx c;
-        if (ctx_enter(&c, t) < 0) {
-            *next_row = r;
-            *next_skip = skip;
-            return CST_ENOMEM;
+        if (in_epoch && rows_in_epoch == BATCH_EPOCH_ROWS) {
+            ctx_exit(&c);
+            in_epoch = 0;
         }
+        if (!in_epoch) {
+            if (ctx_enter(&c, t) < 0) {
+                status = CST_ENOMEM;
+                break;
+            }
+            in_epoch = 1;
+            rows_in_epoch = 0;
+        }
+        rows_in_epoch++;
         mctx x = {0};
         int st = walk_topic(&x, &c, data + a, (size_t)(b - a));
         if (st == 0 && skip == 0)
             count_lookup(&c);
         if (st == CST_ENOMEM) {
-            ctx_exit(&c);
-            *next_row = r;
-            *next_skip = skip;
-            return CST_ENOMEM;
+            status = CST_ENOMEM;
+            break;
         }
         if (row_status)
             row_status[r] = (int8_t)st;
         if (st < 0 || x.ngroups == 0) {
-            ctx_exit(&c);
             skip = 0;
             continue;
         }
-        /* Collect this row's ids (each once) in the scratch buffer. */
+        /* Collect this row's ids (each once). */
         size_t total = 0;
         for (size_t g = 0; g < x.ngroups; g++)
             total += x.sc->groups[g]->nsubs;
-        uint64_t *tmp = malloc(total * sizeof(uint64_t));
-        if (tmp == NULL) {
-            ctx_exit(&c);
-            *next_row = r;
-            *next_skip = skip;
-            return CST_ENOMEM;
+        if (scratch_reserve((void **)&tmp, &tmpcap, total, sizeof(uint64_t)) < 0) {
+            status = CST_ENOMEM;
+            break;
         }
         int64_t got = collect_ids(&x, tmp, total);
-        ctx_exit(&c);
         if (got < 0) {
-            free(tmp);
-            *next_row = r;
-            *next_skip = skip;
-            return got;
+            status = got;
+            break;
         }
         size_t avail = cap - k;
         size_t want = (size_t)got > skip ? (size_t)got - skip : 0;
@@ -554,12 +561,10 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
             out_rows[k + i] = r;
             out_ids[k + i] = tmp[skip + i];
         }
-        free(tmp);
         k += take;
         if (take < want) {
-            *next_row = r;
-            *next_skip = skip + take;
-            return (int64_t)k;
+            skip += take;
+            break; /* this row goes on in the next call */
         }
         skip = 0;
         if (k == cap) {
@@ -567,7 +572,10 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
             break;
         }
     }
+    if (in_epoch)
+        ctx_exit(&c);
+    free(tmp);
     *next_row = r;
-    *next_skip = 0;
-    return (int64_t)k;
+    *next_skip = r < nrows ? skip : 0;
+    return status < 0 ? status : (int64_t)k;
 }
