@@ -107,7 +107,7 @@ class Prepared:
         else:
             self.kind = "mixed"
         if STR in kinds:
-            strs = [v for v in values if isinstance(v, str)]
+            strs = list(values) if kinds == {STR} else [v for v in values if isinstance(v, str)]
             if not _utf8_ok("".join(strs)):
                 bad = next(v for v in strs if not _utf8_ok(v))
                 raise TypeError(
@@ -167,7 +167,8 @@ def write(
     with pq.ParquetWriter(f, schema, write_page_checksum=True, compression="zstd") as w:
         for c in chunks(snap, per_pair=True):
             n = c.npairs
-            pat_off = array("q", chain((0,), c.pat_end))
+            pat_off = array("q", (0,))
+            pat_off += c.pat_end  # a copy at C speed
             patterns = pa.LargeStringArray.from_buffers(
                 c.ngroups, pa.py_buffer(pat_off), pa.py_buffer(c.pat)
             )
