@@ -189,6 +189,20 @@ int cst_count_ids(const uint64_t *ids, const uint8_t *kept, size_t n, uint32_t *
 int64_t cst_interleave(const char *a, const int64_t *a_end, int64_t n, const char *b,
                        const int64_t *b_end, int64_t nb, const uint64_t *refs, char *out);
 
+/* Parse n JSON Lines of exactly the exporter's form (len bytes, each line
+ * ending in a newline):  {"pattern":"...","subscriber":<string or integer>}
+ * Pattern i's UTF-8 bytes go to pat (room for len bytes), between offsets
+ * pat_off[i] and pat_off[i + 1] (n + 1 entries).  Each distinct subscriber
+ * (by kind and bytes) gets a number 1, 2, ... in order of first appearance:
+ * refs[i] is line i's; subscriber k's bytes (a string's UTF-8, an integer's
+ * digits) end at sub_end[k - 1] in sub (room for len bytes), its kind
+ * (0 string, 1 integer) is sub_kind[k - 1] (room for n each).  Returns the
+ * number of distinct subscribers; -1 when a line is not of that form (any
+ * other spacing or key order, a lone surrogate escape, an object, ...: the
+ * caller then parses the general way); CST_ENOMEM. */
+int64_t cst_jsonl_scan(const char *body, int64_t len, int64_t n, char *pat, int64_t *pat_off,
+                       uint64_t *refs, char *sub, int64_t *sub_end, uint8_t *sub_kind);
+
 /* Reclamation and allocator introspection (tests, stats). */
 int64_t cst_reclaim(void);           /* quiescent reclaim; returns objects still pending */
 void cst_thread_detach(void);        /* hand this thread's garbage over now */

@@ -7,7 +7,13 @@
  * Line formats (JSON Lines) are an item of one table followed by an item of
  * another, per pair; cst_interleave writes them in one pass instead of making
  * two Python bytes objects per pair and joining them.
+ *
+ * Reading JSON Lines back, cst_jsonl_scan parses lines of exactly the form the
+ * exporter writes (anything else is left to the general JSON reader) into the
+ * pattern byte table and subscriber numbers that cst_build takes, numbering
+ * the distinct subscribers as it goes.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -39,4 +45,234 @@ int64_t cst_interleave(const char *a, const int64_t *a_end, int64_t n, const cha
         p += b_end[refs[i]] - s;
     }
     return size;
+}
+
+/* ------------------------------------------------------------------------
+ * JSON Lines, the exporter's own form
+ * ---------------------------------------------------------------------- */
+
+static const char PAT_OPEN[] = "{\"pattern\":\"";
+static const char SUB_OPEN[] = ",\"subscriber\":";
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+static int hex4(const char *p, const char *end, unsigned *out)
+{
+    if (end - p < 4)
+        return -1;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0)
+            return -1;
+        v = v << 4 | (unsigned)h;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The JSON string whose opening quote is at *pp - 1, decoded to UTF-8 at
+ * *outp; *pp is left after the closing quote.  -1 if it is not a string this
+ * scanner takes (a raw control character, a bad escape, a lone surrogate). */
+static int json_string(const char **pp, const char *end, char **outp)
+{
+    const char *p = *pp;
+    char *o = *outp;
+    for (;;) {
+        const char *run = p;
+        while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+            p++;
+        memcpy(o, run, (size_t)(p - run));
+        o += p - run;
+        if (p == end || (unsigned char)*p < 0x20)
+            return -1;
+        if (*p == '"')
+            break;
+        if (++p == end)
+            return -1;
+        char e = *p++;
+        unsigned cp;
+        switch (e) {
+        case '"': *o++ = '"'; continue;
+        case '\\': *o++ = '\\'; continue;
+        case '/': *o++ = '/'; continue;
+        case 'b': *o++ = '\b'; continue;
+        case 'f': *o++ = '\f'; continue;
+        case 'n': *o++ = '\n'; continue;
+        case 'r': *o++ = '\r'; continue;
+        case 't': *o++ = '\t'; continue;
+        case 'u':
+            if (hex4(p, end, &cp) < 0)
+                return -1;
+            p += 4;
+            if (cp >= 0xdc00 && cp <= 0xdfff)
+                return -1; /* a lone low surrogate */
+            if (cp >= 0xd800 && cp <= 0xdbff) {
+                unsigned lo;
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, end, &lo) < 0 ||
+                    lo < 0xdc00 || lo > 0xdfff)
+                    return -1; /* a lone high surrogate */
+                p += 6;
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            }
+            if (cp < 0x80) {
+                *o++ = (char)cp;
+            } else if (cp < 0x800) {
+                *o++ = (char)(0xc0 | cp >> 6);
+                *o++ = (char)(0x80 | (cp & 0x3f));
+            } else if (cp < 0x10000) {
+                *o++ = (char)(0xe0 | cp >> 12);
+                *o++ = (char)(0x80 | (cp >> 6 & 0x3f));
+                *o++ = (char)(0x80 | (cp & 0x3f));
+            } else {
+                *o++ = (char)(0xf0 | cp >> 18);
+                *o++ = (char)(0x80 | (cp >> 12 & 0x3f));
+                *o++ = (char)(0x80 | (cp >> 6 & 0x3f));
+                *o++ = (char)(0x80 | (cp & 0x3f));
+            }
+            continue;
+        default:
+            return -1;
+        }
+    }
+    *pp = p + 1;
+    *outp = o;
+    return 0;
+}
+
+static uint64_t bytes_hash(const char *p, size_t n, uint8_t kind)
+{
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ n ^ ((uint64_t)kind << 56);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i);
+    h = (h ^ w) * UINT64_C(0xc4ceb9fe1a85ec53);
+    return h ^ (h >> 29);
+}
+
+int64_t cst_jsonl_scan(const char *body, int64_t len, int64_t n, char *pat, int64_t *pat_off,
+                       uint64_t *refs, char *sub, int64_t *sub_end, uint8_t *sub_kind)
+{
+    if (n < 0 || n >= (int64_t)UINT32_MAX)
+        return -1;
+    const char *p = body, *end = body + len;
+    char *po = pat, *so = sub;
+    size_t cap = 1024; /* doubled when half full */
+    /* The distinct subscribers so far, by (kind, bytes).  A slot holds all a
+     * probe compares but the bytes themselves: one cache miss for the slot and
+     * one for the bytes per line, however large the table. */
+    typedef struct slot {
+        uint64_t hash;
+        int64_t start;     /* in sub */
+        uint32_t len_kind; /* length << 1 | kind */
+        uint32_t number;   /* 0 = empty */
+    } slot;
+    slot *table = calloc(cap, sizeof *table);
+    if (table == NULL)
+        return CST_ENOMEM;
+    int64_t nsub = 0, r = -1;
+    pat_off[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (end - p < (ptrdiff_t)sizeof PAT_OPEN - 1 || memcmp(p, PAT_OPEN, sizeof PAT_OPEN - 1))
+            goto done;
+        p += sizeof PAT_OPEN - 1;
+        if (json_string(&p, end, &po) < 0)
+            goto done;
+        pat_off[i + 1] = po - pat;
+        if (end - p < (ptrdiff_t)sizeof SUB_OPEN - 1 || memcmp(p, SUB_OPEN, sizeof SUB_OPEN - 1))
+            goto done;
+        p += sizeof SUB_OPEN - 1;
+        char *start = so;
+        uint8_t kind;
+        if (p < end && *p == '"') {
+            p++;
+            kind = 0;
+            if (json_string(&p, end, &so) < 0)
+                goto done;
+        } else {
+            /* an integer as the exporter writes it: -?(0|[1-9][0-9]*), not -0 */
+            kind = 1;
+            const char *q = p;
+            if (q < end && *q == '-')
+                q++;
+            const char *digits = q;
+            while (q < end && *q >= '0' && *q <= '9')
+                q++;
+            if (q == digits || (*digits == '0' && (q - digits > 1 || digits != p)))
+                goto done;
+            memcpy(so, p, (size_t)(q - p));
+            so += q - p;
+            p = q;
+        }
+        if (end - p < 2 || p[0] != '}' || p[1] != '\n')
+            goto done;
+        p += 2;
+        /* Number the subscriber (by kind and bytes), keeping its bytes only
+         * the first time. */
+        size_t slen = (size_t)(so - start);
+        if (slen >= (size_t)1 << 31)
+            goto done;
+        uint32_t len_kind = (uint32_t)slen << 1 | kind;
+        uint64_t h = bytes_hash(start, slen, kind);
+        size_t at = (size_t)(h >> 20) & (cap - 1);
+        slot *e;
+        for (;; at = (at + 1) & (cap - 1)) {
+            e = &table[at];
+            if (e->number == 0 || (e->hash == h && e->len_kind == len_kind &&
+                                   memcmp(sub + e->start, start, slen) == 0))
+                break;
+        }
+        if (e->number != 0) {
+            so = start; /* seen before: its bytes are already kept */
+            refs[i] = e->number;
+        } else {
+            if ((size_t)(nsub + 1) * 2 > cap) {
+                size_t ncap = cap * 2;
+                slot *nt = calloc(ncap, sizeof *nt);
+                if (nt == NULL) {
+                    r = CST_ENOMEM;
+                    goto done;
+                }
+                for (size_t j = 0; j < cap; j++) {
+                    if (table[j].number == 0)
+                        continue;
+                    size_t to = (size_t)(table[j].hash >> 20) & (ncap - 1);
+                    while (nt[to].number != 0)
+                        to = (to + 1) & (ncap - 1);
+                    nt[to] = table[j];
+                }
+                free(table);
+                table = nt;
+                cap = ncap;
+                at = (size_t)(h >> 20) & (cap - 1);
+                while (table[at].number != 0)
+                    at = (at + 1) & (cap - 1);
+                e = &table[at];
+            }
+            sub_end[nsub] = so - sub;
+            sub_kind[nsub] = kind;
+            *e = (slot){h, start - sub, len_kind, (uint32_t)++nsub};
+            refs[i] = (uint64_t)nsub;
+        }
+    }
+    if (p == end)
+        r = nsub;
+done:
+    free(table);
+    return r;
 }

@@ -591,7 +591,7 @@ def test_export_memory_is_flat(fmt: str, tmp_path: Path) -> None:
     ],
     ids=["str", "int", "mixed", "bytes", "surrogate", "bigint"],
 )
-def test_jsonl_arrow_and_python_readers_agree(
+def test_jsonl_engine_arrow_and_python_readers_agree(
     subs: list[Hashable], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import cstrie.export.jsonl as jl
@@ -601,22 +601,31 @@ def test_jsonl_arrow_and_python_readers_agree(
     buf = io.BytesIO()
     export(trie, buf, format="jsonl")
     raw = buf.getvalue()
-    used: list[bool] = []
-    real = jl._arrow_columns
+    used: dict[str, list[bool]] = {"engine": [], "arrow": []}
 
-    def spy(*args: Any) -> Any:
-        out = real(*args)
-        used.append(out is not None)
-        return out
+    def spy(name: str, real: Any) -> Any:
+        def reader(*args: Any) -> Any:
+            out = real(*args)
+            used[name].append(out is not None)
+            return out
 
-    monkeypatch.setattr(jl, "_arrow_columns", spy)
-    fast = load(io.BytesIO(raw))
+        return reader
+
+    monkeypatch.setattr(jl, "_native_columns", spy("engine", jl._native_columns))
+    monkeypatch.setattr(jl, "_arrow_columns", spy("arrow", jl._arrow_columns))
+    by_engine = load(io.BytesIO(raw))
+    monkeypatch.setattr(jl, "_native_columns", lambda *args: None)
+    by_arrow = load(io.BytesIO(raw))
     monkeypatch.setattr(jl, "_arrow_columns", lambda *args: None)
-    slow = load(io.BytesIO(raw))
-    assert pairs_of(fast) == pairs_of(slow) == pairs_of(trie)
-    plain = {type(s) for s in subs} in ({str}, {int}) and "\udc80" not in subs
-    plain = plain and 2**64 not in subs
-    assert used == [plain]
+    by_python = load(io.BytesIO(raw))
+    assert pairs_of(by_engine) == pairs_of(by_arrow) == pairs_of(by_python) == pairs_of(trie)
+    # the engine reads every line the exporter writes but bytes subscribers and
+    # lone surrogates; pyarrow only all-str or all-int64 files
+    engine = not any(isinstance(s, bytes) for s in subs) and "\udc80" not in subs
+    arrow = {type(s) for s in subs} in ({str}, {int}) and "\udc80" not in subs
+    arrow = arrow and 2**64 not in subs
+    assert used["engine"] == [engine]
+    assert used["arrow"] == ([] if engine else [arrow]) + [arrow]
 
 
 @pytest.mark.skipif(not _have_pyarrow(), reason="needs pyarrow")
@@ -706,3 +715,83 @@ def test_jsonl_subscriber_text_is_escaped_where_needed(odd: str, tmp_path: Path)
     lines = path.read_bytes().splitlines()[1:-1]
     assert {json.loads(x)["subscriber"] for x in lines} == {odd} | {f"plain-{k}" for k in range(50)}
     assert sorted(load(path), key=repr) == sorted(t, key=repr)
+
+
+# ---------------------------------------------- JSON Lines: the engine's reader
+# Lines of exactly the exporter's form are parsed by cst_jsonl_scan; any other
+# valid JSON (spacing, key order, number spellings) goes to the general reader.
+
+
+def _scan(lines: list[str]) -> tuple[list[bytes], list[int], list[Any]] | None:
+    from cstrie.export import jsonl as jsonl_format
+
+    body = "".join(x + "\n" for x in lines).encode()
+    got = jsonl_format._native_columns(memoryview(body), len(lines))
+    if got is None:
+        return None
+    data, offsets, refs, values = got
+    pats = [bytes(data[offsets[i] : offsets[i + 1]]) for i in range(len(lines))]
+    return pats, list(refs), values
+
+
+def test_engine_reader_decodes_the_exporters_lines() -> None:
+    lines = [
+        '{"pattern":"a/b","subscriber":"x"}',
+        '{"pattern":"a/\\u00e9\\/\\"q\\"\\\\","subscriber":"y\\ud83d\\ude00\\n"}',
+        '{"pattern":"c/#","subscriber":-42}',
+        '{"pattern":"d","subscriber":"\\u0078"}',  # "x" spelled another way: the same one
+        '{"pattern":"e","subscriber":123456789012345678901234567890}',
+        '{"pattern":"f","subscriber":0}',
+        '{"pattern":"g","subscriber":"0"}',  # a string, not the integer 0
+    ]
+    got = _scan(lines)
+    assert got is not None
+    pats, refs, values = got
+    assert pats == [b"a/b", 'a/é/"q"\\'.encode(), b"c/#", b"d", b"e", b"f", b"g"]
+    assert values == ["x", "y\U0001f600\n", -42, 123456789012345678901234567890, 0, "0"]
+    assert refs == [1, 2, 3, 1, 4, 5, 6]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"pattern": "a","subscriber":"x"}',  # spacing
+        '{"subscriber":"x","pattern":"a"}',  # key order
+        '{"pattern":"a","subscriber":"x","more":1}',
+        '{"pattern":"a","subscriber":{"bytes":"eA=="}}',  # bytes subscribers
+        '{"pattern":"a","subscriber":1.0}',
+        '{"pattern":"a","subscriber":-0}',
+        '{"pattern":"a","subscriber":007}',
+        '{"pattern":"a","subscriber":"\\ud800"}',  # a lone surrogate
+        '{"pattern":"a\tb","subscriber":"x"}',  # a raw control character
+        '{"pattern":"a","subscriber":"\\x"}',
+        '{"pattern":"a","subscriber":"\\u12"}',
+        '{"pattern":"a","subscriber":"x"} ',
+        '{"pattern":"a","subscriber":"x"',
+    ],
+)
+def test_engine_reader_leaves_other_lines_to_the_general_reader(line: str) -> None:
+    assert _scan(['{"pattern":"ok","subscriber":"s"}', line]) is None
+
+
+def test_hand_written_jsonl_loads_the_same_either_way() -> None:
+    """The same pairs, once in the exporter's form and once spelled differently,
+    load to the same trie (the second through the general reader)."""
+    canonical = ['{"pattern":"a/+","subscriber":"x"}', '{"pattern":"b/#","subscriber":-0}']
+    spaced = ['{"subscriber": "x", "pattern": "a/+"}', '{"pattern": "b/#", "subscriber": 0}']
+    a = load(io.BytesIO(_jsonl_with(jsonl_header(), canonical[:1] + spaced[1:])))
+    b = load(io.BytesIO(_jsonl_with(jsonl_header(), spaced)))
+    assert sorted(a, key=repr) == sorted(b, key=repr) == [("a/+", "x"), ("b/#", 0)]
+
+
+def test_engine_reader_numbers_many_subscribers_in_order() -> None:
+    """Thousands of distinct subscribers (the reader's table grows several
+    times), each seen again later: numbered in order of first appearance."""
+    lines = [f'{{"pattern":"p/{i}","subscriber":"s{i % 1500}"}}' for i in range(4000)]
+    lines += [f'{{"pattern":"q/{i}","subscriber":{i % 700}}}' for i in range(1400)]
+    got = _scan(lines)
+    assert got is not None
+    pats, refs, values = got
+    assert values == [f"s{k}" for k in range(1500)] + list(range(700))
+    assert refs == [i % 1500 + 1 for i in range(4000)] + [1501 + i % 700 for i in range(1400)]
+    assert pats[4321] == b"q/321"

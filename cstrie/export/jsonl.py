@@ -28,7 +28,7 @@ import re
 import zlib
 from array import array
 from collections.abc import Callable, Iterable
-from itertools import accumulate, islice
+from itertools import accumulate, chain, islice
 from operator import itemgetter
 from typing import Any, BinaryIO
 
@@ -177,6 +177,56 @@ def read(f: BinaryIO, decode: Decode | None = None) -> Any:
 _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 
 
+def _native_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[Any]] | None:
+    """Parse the pair lines (``body``: each one ending in a newline) in the engine (``cst_jsonl_scan``) when every line
+    has exactly the exporter's form; the patterns come back as one byte table
+    and the subscribers as numbers into their distinct values, with no Python
+    object per pair.  None when a line differs (the general readers decide)."""
+    if nlines == 0:
+        return None
+    size = len(body)
+    pat = bytearray(size)
+    pat_off = array("q", bytes(8 * (nlines + 1)))
+    refs = array("Q", bytes(8 * nlines))
+    sub = bytearray(size)
+    sub_end = array("q", bytes(8 * nlines))
+    kinds = bytearray(nlines)
+    ffi = nb.ffi
+    r = nb.lib.cst_jsonl_scan(
+        ffi.from_buffer(body),
+        size,
+        nlines,
+        ffi.from_buffer(pat, require_writable=True),
+        ffi.from_buffer("int64_t[]", pat_off, require_writable=True),
+        ffi.from_buffer("uint64_t[]", refs, require_writable=True),
+        ffi.from_buffer(sub, require_writable=True),
+        ffi.from_buffer("int64_t[]", sub_end, require_writable=True),
+        ffi.from_buffer(kinds, require_writable=True),
+    )
+    if r == -1:
+        return None
+    nb.check(r)
+    del sub_end[r:]
+    bounds = zip(chain((0,), sub_end), sub_end, strict=False)  # one longer than the other
+    blob = bytes(memoryview(sub)[: sub_end[-1] if r else 0])
+    del sub
+    try:
+        if not any(kinds[:r]):  # every subscriber a string
+            if blob.isascii():
+                text = blob.decode("ascii")
+                values: list[Any] = [text[a:b] for a, b in bounds]
+            else:
+                values = [blob[a:b].decode("utf-8") for a, b in bounds]
+        else:
+            values = [
+                int(blob[a:b]) if k else blob[a:b].decode("utf-8")
+                for k, (a, b) in zip(kinds, bounds, strict=False)
+            ]
+    except UnicodeDecodeError:
+        return None  # not UTF-8: the general reader says where
+    return memoryview(pat)[: pat_off[-1]], pat_off, refs, values
+
+
 def _arrow_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[Any]] | None:
     """Parse the pair lines with pyarrow's JSON reader when pyarrow is there and
     the file is of the plain kind (every subscriber a string, or every one an
@@ -252,7 +302,8 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
         raise FormatError(
             f"the footer says {end['pairs']!r} pairs but the file has {nlines} pair lines"
         )
-    fast = _arrow_columns(body, nlines)
+    lines = memoryview(raw)[head_end + 1 : foot_start]  # every pair line, with its newline
+    fast = _native_columns(lines, nlines) or _arrow_columns(body, nlines)
     if fast is not None:
         data_buf, offsets_buf, refs_buf, values = fast
         values = m.decode_values(values, codec, decode)

@@ -107,7 +107,11 @@ class Prepared:
         else:
             self.kind = "mixed"
         if STR in kinds:
-            strs = list(values) if kinds == {STR} else [v for v in values if isinstance(v, str)]
+            strs: list[str] = (
+                list(values)  # type: ignore[arg-type]
+                if kinds == {STR}
+                else [v for v in values if isinstance(v, str)]
+            )
             if not _utf8_ok("".join(strs)):
                 bad = next(v for v in strs if not _utf8_ok(v))
                 raise TypeError(
