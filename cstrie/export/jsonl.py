@@ -178,8 +178,9 @@ _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 
 
 def _native_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[Any]] | None:
-    """Parse the pair lines (``body``: each one ending in a newline) in the engine (``cst_jsonl_scan``) when every line
-    has exactly the exporter's form; the patterns come back as one byte table
+    """Parse the pair lines (``body``: each one ending in a newline) in the
+    engine (``cst_jsonl_scan``) when every line has exactly the exporter's
+    form; the patterns come back as one byte table
     and the subscribers as numbers into their distinct values, with no Python
     object per pair.  None when a line differs (the general readers decide)."""
     if nlines == 0:
