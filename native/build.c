@@ -74,13 +74,17 @@ static int utf8_valid(const char *p, size_t n)
  * over), plus the spec S-nodes at level 0.  On failure everything is released. */
 static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode **spec)
 {
-    size_t count[32] = {0};
-    for (size_t i = 0; i < m; i++)
-        count[frag(sn[i]->hash, lev)]++;
+    /* Loops over fragments visit only the set bits of the bitmap: most
+     * levels have a few children, and 32-step loops were most of the build. */
+    size_t count[32];
     uint32_t bitmap = 0;
-    for (unsigned f = 0; f < 32; f++)
-        if (count[f])
-            bitmap |= 1u << f;
+    for (size_t i = 0; i < m; i++) {
+        uint32_t f = frag(sn[i]->hash, lev);
+        if (!(bitmap & (1u << f)))
+            count[f] = 0;
+        bitmap |= 1u << f;
+        count[f]++;
+    }
     unsigned specmask = 0;
     for (unsigned s = 0; spec && s < SPEC_SLOTS; s++)
         if (spec[s])
@@ -96,22 +100,20 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
             cst_dealloc(cn, sizeof(cnode) + cn->n * sizeof(cst_hdr *));
         goto fail;
     }
-    size_t start[32], pos = 0;
-    for (unsigned f = 0; f < 32; f++) {
-        start[f] = pos;
+    size_t start[32], fill[32], pos = 0;
+    for (uint32_t bm = bitmap; bm; bm &= bm - 1) {
+        unsigned f = (unsigned)__builtin_ctz(bm);
+        start[f] = fill[f] = pos;
         pos += count[f];
     }
-    size_t fill[32];
-    memcpy(fill, start, sizeof fill);
     for (size_t i = 0; i < m; i++)
         sorted[fill[frag(sn[i]->hash, lev)]++] = sn[i];
     cn->bitmap = bitmap;
     cn->m.h.b2 = (uint8_t)specmask;
     uint32_t w = 0;
     int failed = 0;
-    for (unsigned f = 0; f < 32; f++) {
-        if (!count[f])
-            continue;
+    for (uint32_t bm = bitmap; bm; bm &= bm - 1) {
+        unsigned f = (unsigned)__builtin_ctz(bm);
         snode **grp = sorted + start[f];
         if (count[f] == 1) {
             cn->array[w++] = &grp[0]->h;
