@@ -795,3 +795,26 @@ def test_engine_reader_numbers_many_subscribers_in_order() -> None:
     assert values == [f"s{k}" for k in range(1500)] + list(range(700))
     assert refs == [i % 1500 + 1 for i in range(4000)] + [1501 + i % 700 for i in range(1400)]
     assert pats[4321] == b"q/321"
+
+
+@pytest.mark.parametrize("claimed", [0, 1, 3, 10**12])
+def test_footer_count_is_checked_for_the_exporters_own_lines(claimed: int) -> None:
+    """Lines in the exporter's form go to the engine's reader, which takes the
+    footer's count of lines: a count that is off is still a clear error."""
+    ok = ['{"pattern":"a/+","subscriber":"x"}', '{"pattern":"a/#","subscriber":2}']
+    raw = _jsonl_with(jsonl_header(), ok, crc=False).replace(
+        b'"pairs": 2', f'"pairs": {claimed}'.encode()
+    )
+    with pytest.raises(FormatError, match=f"footer says {claimed} pairs but the file has 2"):
+        load(io.BytesIO(raw), format="jsonl")
+    good = load(io.BytesIO(_jsonl_with(jsonl_header(), ok, crc=False)))
+    assert sorted(good, key=repr) == [("a/#", 2), ("a/+", "x")]
+
+
+@pytest.mark.parametrize("claimed", ['"2"', "-1", "2.0", "true"])
+def test_footer_count_must_be_a_count(claimed: str) -> None:
+    ok = ['{"pattern":"a/+","subscriber":"x"}', '{"pattern":"a/#","subscriber":2}']
+    raw = _jsonl_with(jsonl_header(), ok, crc=False)
+    raw = raw.replace(b'"pairs": 2', f'"pairs": {claimed}'.encode())
+    with pytest.raises(FormatError, match="pair count"):
+        load(io.BytesIO(raw), format="jsonl")

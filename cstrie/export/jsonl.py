@@ -186,11 +186,13 @@ def _native_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[
     if nlines == 0:
         return None
     size = len(body)
+    if nlines > size:  # every line takes more than a byte
+        return None
     pat = bytearray(size)
-    pat_off = array("q", bytes(8 * (nlines + 1)))
-    refs = array("Q", bytes(8 * nlines))
+    pat_off = array("q", (0,)) * (nlines + 1)
+    refs = array("Q", (0,)) * nlines
     sub = bytearray(size)
-    sub_end = array("q", bytes(8 * nlines))
+    sub_end = array("q", (0,)) * nlines
     kinds = bytearray(nlines)
     ffi = nb.ffi
     r = nb.lib.cst_jsonl_scan(
@@ -297,14 +299,22 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
         raise FormatError("truncated JSON Lines export (the last line is not the footer)")
     if "crc32" in end and end["crc32"] != zlib.crc32(memoryview(raw)[:foot_start]):
         raise FormatError("checksum mismatch: the file is truncated or corrupt")
+    pairs = end["pairs"]
+    if type(pairs) is not int or pairs < 0:
+        raise FormatError(f"invalid pair count {pairs!r} in the footer")
+    # The engine's reader takes exactly `pairs` lines and every byte up to the
+    # footer, so when it succeeds the count is checked too (no separate count).
+    native = _native_columns(memoryview(raw)[head_end + 1 : foot_start], pairs)
+    if native is not None:
+        data_buf, offsets_buf, refs_buf, values = native
+        # distinct by construction: no second check before decode
+        values = m.decode_values(values, codec, decode, distinct=True)
+        return m.build_trie(data_buf, offsets_buf, refs_buf, values, dialect)
     body = memoryview(raw)[head_end + 1 : foot_start - 1]  # without the last newline
     nlines = raw.count(b"\n", head_end + 1, foot_start)
-    if type(end["pairs"]) is not int or end["pairs"] != nlines:
-        raise FormatError(
-            f"the footer says {end['pairs']!r} pairs but the file has {nlines} pair lines"
-        )
-    lines = memoryview(raw)[head_end + 1 : foot_start]  # every pair line, with its newline
-    fast = _native_columns(lines, nlines) or _arrow_columns(body, nlines)
+    if pairs != nlines:
+        raise FormatError(f"the footer says {pairs!r} pairs but the file has {nlines} pair lines")
+    fast = _arrow_columns(body, nlines)
     if fast is not None:
         data_buf, offsets_buf, refs_buf, values = fast
         values = m.decode_values(values, codec, decode)

@@ -53,9 +53,12 @@ def check_meta(meta: object, fmt: str) -> tuple[Dialect, str]:
     return dialect_from_json(meta.get("dialect")), codec
 
 
-def decode_values(values: list[Any], codec: str, decode: Decode | None) -> list[Any]:
-    """Apply ``decode`` to the stored subscriber values (which must be distinct)."""
-    if len(set(values)) != len(values):
+def decode_values(
+    values: list[Any], codec: str, decode: Decode | None, distinct: bool = False
+) -> list[Any]:
+    """Apply ``decode`` to the stored subscriber values (which must be
+    distinct: checked unless the caller's reader guarantees it)."""
+    if not distinct and len(set(values)) != len(values):
         raise FormatError("the subscriber table lists a subscriber twice (corrupt file)")
     if codec == "user" and decode is None:
         raise ValueError(
