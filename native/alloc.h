@@ -28,4 +28,15 @@ int64_t cst_alloc_total_frees(void);
  */
 void cst_alloc_fail_after(int64_t after);
 
+/*
+ * Node blocks (see alloc.c): while this thread carves, cst_block_alloc takes
+ * node memory (up to 4 KiB) from 2 MiB blocks and sets *in_block; otherwise,
+ * or for a larger size, it is cst_alloc.  Memory with *in_block set must be
+ * freed with cst_block_free (from any thread), the rest with cst_dealloc.
+ * Both honour the failure injection and the counters.
+ */
+void cst_block_carve(int on);
+void *cst_block_alloc(size_t size, int *in_block);
+void cst_block_free(void *p, size_t size);
+
 #endif

@@ -97,7 +97,7 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
         if (sorted != local)
             free(sorted);
         if (cn)
-            cst_dealloc(cn, sizeof(cnode) + cn->n * sizeof(cst_hdr *));
+            node_free(&cn->m.h, sizeof(cnode) + cn->n * sizeof(cst_hdr *));
         goto fail;
     }
     size_t start[32], fill[32], pos = 0;
@@ -162,7 +162,7 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
         cn->n = j;
         for (uint32_t i = 0; i < j; i++)
             node_release(cn->array[i]);
-        cst_dealloc(cn, sizeof(cnode) + full * sizeof(cst_hdr *));
+        node_free(&cn->m.h, sizeof(cnode) + full * sizeof(cst_hdr *));
         return NULL;
     }
     return cn;
@@ -304,6 +304,12 @@ static cnode *level_of(builder *b, snode **sn, const uint32_t *kid, size_t nk, s
     return build_hash(b, lit, m, 0, spec);
 }
 
+/* Builds of at least this many pairs carve their nodes from node blocks
+ * (alloc.h): smaller ones would leave most of a 2 MiB block unused. */
+static int64_t block_threshold = 16384;
+
+void cst_debug_set_block_threshold(int64_t n) { block_threshold = n; }
+
 cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offsets,
                     const uint64_t *ids, int64_t n, uint64_t max_id, uint8_t *kept,
                     int *status, int64_t *bad_index)
@@ -333,6 +339,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
     idpos *tmp = NULL;
     uint64_t *gids = NULL;
     snode **lit = NULL;
+    int carving = 0;                      /* pass 3 carves nodes from node blocks */
     size_t wcap = 1024, nw = 0;
     scratch *sc = scratch_get();
     b.w = malloc(wcap * sizeof *b.w);
@@ -411,6 +418,8 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
         goto oom;
 
     /* Pass 3: S-nodes from the longest prefixes up. */
+    carving = n >= block_threshold;
+    cst_block_carve(carving);
     ctx c;
     if (ctx_enter(&c, t) < 0)
         goto oom;
@@ -461,6 +470,8 @@ oom_in:
 oom:
     *status = CST_ENOMEM;
 out:
+    if (carving)
+        cst_block_carve(0);
     if (sn != NULL)
         for (size_t v = 1; v < px.n; v++)
             if (sn[v] != NULL)

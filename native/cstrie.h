@@ -211,5 +211,8 @@ int64_t cst_live_bytes(void);
 void cst_fail_allocations_after(int64_t n);  /* -1 = never fail */
 /* Tests only, before creating tries: keep only these hash bits (forces collisions). */
 void cst_debug_set_hash_mask(uint64_t mask);
+/* Tests only: bulk builds of at least n pairs carve nodes from node blocks
+ * (default 16384; 0 = every build, a huge n = none). */
+void cst_debug_set_block_threshold(int64_t n);
 
 #endif

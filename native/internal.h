@@ -78,6 +78,8 @@ void words_seed_init(void);
 /* trie.c: primitives shared with match.c and walk.c */
 void node_retain(cst_hdr *h);
 void node_release(cst_hdr *h);
+/* Give a node's memory back (node blocks or the allocator, by its header). */
+void node_free(cst_hdr *h, size_t size);
 void retire(ctx *c, cst_hdr *h);
 mainnode *gcas_commit(ctx *c, inode *in, mainnode *m);
 inode *root_read(ctx *c);

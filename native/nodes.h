@@ -65,8 +65,13 @@ enum word_kind { W_LITERAL = 0, W_SINGLE = 1, W_MULTI = 2, W_EMPTY_PATTERN = 3 }
 typedef struct cst_hdr {
     _Atomic uint32_t rc;
     uint8_t kind;
-    uint8_t b1, b2, b3;   /* kind-specific small fields */
+    uint8_t b1, b2;       /* kind-specific small fields */
+    uint8_t b3;           /* HDR_IN_BLOCK or 0 */
 } cst_hdr;
+
+/* h.b3: the node's memory was carved from a node block (alloc.h), so it goes
+ * back with cst_block_free, not cst_dealloc (see node_free in trie.c). */
+#define HDR_IN_BLOCK 1
 
 typedef struct mainnode mainnode;
 typedef struct inode inode;

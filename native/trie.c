@@ -139,7 +139,7 @@ static void node_destroy(cst_hdr *h)
     case K_INODE: {
         inode *in = (inode *)h;
         node_release(&atomic_load_explicit(&in->main, memory_order_relaxed)->h);
-        cst_dealloc(in, sizeof *in);
+        node_free(&in->h, sizeof *in);
         break;
     }
     case K_CNODE: {
@@ -147,21 +147,21 @@ static void node_destroy(cst_hdr *h)
         cnode *cn = (cnode *)h;
         for (uint32_t i = 0; i < cn->n; i++)
             node_release(cn->array[i]);
-        cst_dealloc(cn, cnode_size(cn->n));
+        node_free(&cn->m.h, cnode_size(cn->n));
         break;
     }
     case K_TNODE: {
         tnode *tn = (tnode *)h;
         if (tn->sn)
             node_release(&tn->sn->h);
-        cst_dealloc(tn, sizeof *tn);
+        node_free(&tn->m.h, sizeof *tn);
         break;
     }
     case K_LNODE: {
         lnode *ln = (lnode *)h;
         for (uint32_t i = 0; i < ln->n; i++)
             node_release(&ln->sn[i]->h);
-        cst_dealloc(ln, lnode_size(ln->n));
+        node_free(&ln->m.h, lnode_size(ln->n));
         break;
     }
     case K_SNODE: {
@@ -170,12 +170,12 @@ static void node_destroy(cst_hdr *h)
             node_release(&sn->child->h);
         if (sn->nsubs >= 2)
             set_release(sn->subs.set);
-        cst_dealloc(sn, snode_size(sn->wlen));
+        node_free(&sn->h, snode_size(sn->wlen));
         break;
     }
     case K_DESC:
         /* The descriptor's references were handed on by the CAS winner. */
-        cst_dealloc(h, sizeof(rdcss_desc));
+        node_free(h, sizeof(rdcss_desc));
         break;
     default:
         abort();
@@ -194,19 +194,34 @@ static void release_cb(void *p) { node_release(p); }
 
 void retire(ctx *c, cst_hdr *h) { ebr_retire(c->rec, h, release_cb); }
 
-static void hdr_init(cst_hdr *h, uint8_t kind)
+/* Memory for a node of the given kind with its header set (one reference):
+ * from the thread's node block while a bulk build carves, else cst_alloc. */
+static void *node_alloc(size_t size, uint8_t kind)
 {
+    int in_block;
+    cst_hdr *h = cst_block_alloc(size, &in_block);
+    if (h == NULL)
+        return NULL;
     atomic_init(&h->rc, 1);
     h->kind = kind;
-    h->b1 = h->b2 = h->b3 = 0;
+    h->b1 = h->b2 = 0;
+    h->b3 = in_block ? HDR_IN_BLOCK : 0;
+    return h;
+}
+
+void node_free(cst_hdr *h, size_t size)
+{
+    if (h->b3 & HDR_IN_BLOCK)
+        cst_block_free(h, size);
+    else
+        cst_dealloc(h, size);
 }
 
 inode *inode_new(uint64_t gen, mainnode *main)
 {
-    inode *in = cst_alloc(sizeof *in);
+    inode *in = node_alloc(sizeof *in, K_INODE);
     if (in == NULL)
         return NULL;
-    hdr_init(&in->h, K_INODE);
     in->gen = gen;
     atomic_init(&in->main, main);
     return in;
@@ -214,10 +229,9 @@ inode *inode_new(uint64_t gen, mainnode *main)
 
 cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen)
 {
-    cnode *cn = cst_alloc(cnode_size(n));
+    cnode *cn = node_alloc(cnode_size(n), K_CNODE);
     if (cn == NULL)
         return NULL;
-    hdr_init(&cn->m.h, K_CNODE);
     cn->m.h.b1 = (uint8_t)lev;
     atomic_init(&cn->m.prev, 0);
     cn->gen = gen;
@@ -229,10 +243,9 @@ cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen)
 
 static tnode *tnode_new(snode *sn)
 {
-    tnode *tn = cst_alloc(sizeof *tn);
+    tnode *tn = node_alloc(sizeof *tn, K_TNODE);
     if (tn == NULL)
         return NULL;
-    hdr_init(&tn->m.h, K_TNODE);
     atomic_init(&tn->m.prev, 0);
     tn->sn = sn;
     return tn;
@@ -240,10 +253,9 @@ static tnode *tnode_new(snode *sn)
 
 lnode *lnode_alloc(uint32_t n)
 {
-    lnode *ln = cst_alloc(lnode_size(n));
+    lnode *ln = node_alloc(lnode_size(n), K_LNODE);
     if (ln == NULL)
         return NULL;
-    hdr_init(&ln->m.h, K_LNODE);
     atomic_init(&ln->m.prev, 0);
     ln->n = n;
     return ln;
@@ -253,10 +265,9 @@ lnode *lnode_alloc(uint32_t n)
 snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash,
                          uint32_t nsubs, uint64_t one, setnode *set, inode *child)
 {
-    snode *sn = cst_alloc(snode_size(wlen));
+    snode *sn = node_alloc(snode_size(wlen), K_SNODE);
     if (sn == NULL)
         return NULL;
-    hdr_init(&sn->h, K_SNODE);
     sn->h.b1 = kind;
     sn->wlen = wlen;
     sn->nsubs = nsubs;
@@ -457,18 +468,17 @@ inode *root_read(ctx *c) { return rdcss_read_root(c, 0); }
 /* 1 = the root moved from ov to nv; 0 = it did not (nv released); < 0 error. */
 static int rdcss_root(ctx *c, inode *ov, mainnode *expmain, inode *nv)
 {
-    rdcss_desc *d = cst_alloc(sizeof *d);
+    rdcss_desc *d = node_alloc(sizeof *d, K_DESC);
     if (d == NULL) {
         node_release(&nv->h);
         return CST_ENOMEM;
     }
-    hdr_init(&d->h, K_DESC);
     d->ov = ov;
     d->expmain = expmain;
     d->nv = nv;
     atomic_init(&d->state, DESC_UNDECIDED);
     if (!cas_root(c->t, (uintptr_t)ov, (uintptr_t)d | ROOT_DESC_BIT)) {
-        cst_dealloc(d, sizeof *d);
+        node_free(&d->h, sizeof *d);
         node_release(&nv->h);
         return 0;
     }

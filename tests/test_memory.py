@@ -383,7 +383,19 @@ def test_out_of_memory_for_a_new_subscriber_leaves_no_registry_entry() -> None:
     assert trie.subscribe("b.c", "brand-new") is True
 
 
-def test_out_of_memory_in_bulk_build_builds_nothing_and_leaks_nothing() -> None:
+# Bulk builds of 16,384 pairs or more carve their nodes from 2 MiB node blocks
+# (native/alloc.c); the tests below run both ways, whatever their size.
+BLOCK_THRESHOLD = 16384
+
+
+@pytest.fixture(params=["malloc", "node-blocks"])
+def build_memory(request: pytest.FixtureRequest) -> Any:
+    lib.cst_debug_set_block_threshold(0 if request.param == "node-blocks" else 1 << 62)
+    yield request.param
+    lib.cst_debug_set_block_threshold(BLOCK_THRESHOLD)
+
+
+def test_out_of_memory_in_bulk_build_builds_nothing_and_leaks_nothing(build_memory: str) -> None:
     """``Trie.from_pairs`` (the engine's bulk build) either returns the whole trie
     or raises MemoryError; a failure at any allocation frees every node it made."""
     pairs = [(f"a.{i % 7}.{i % 3}", f"s{i % 5}") for i in range(60)]
@@ -410,3 +422,28 @@ def test_out_of_memory_in_bulk_build_builds_nothing_and_leaks_nothing() -> None:
         pytest.fail("from_pairs never succeeded")
     assert failures >= 10, "the injected failures did not reach the build"
     assert wait_for(base) == base, "memory leaked on an out-of-memory path of the bulk build"
+
+
+def test_bulk_built_trie_gives_back_its_node_blocks(build_memory: str) -> None:
+    """A bulk-built trie updated by other threads, snapshotted, emptied and
+    dropped gives back every node and every node block it had."""
+    base = stable_baseline()
+    pairs = [(f"t/{i % 50}/d{i}/{('x', 'y', '+')[i % 3]}", f"s{i % 97}") for i in range(6000)]
+    pairs += [("t/#", "all"), ("+/+/+/x", "xs")]
+    trie = Trie.from_pairs(pairs, "mqtt")
+    snap = trie.snapshot()
+
+    def remove(k: int) -> None:
+        for p, s in pairs[k::2]:
+            trie.unsubscribe(p, s)
+
+    run_threads([lambda: remove(0), lambda: remove(1)])
+    assert len(trie) == 0 and len(snap) == len(pairs)
+    assert sorted(trie.lookup("t/3/d3/x"), key=str) == []
+    assert sorted(snap.lookup("t/3/d3/x"), key=str) == ["all", "s3", "xs"]
+    trie.subscribe("t/3/d3/x", "again")
+    trie.check_invariants(strict=True)
+    del snap
+    trie.clear()
+    del trie
+    assert wait_for(base) == base, f"bulk build ({build_memory}) kept memory after the trie died"
