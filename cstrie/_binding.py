@@ -314,6 +314,29 @@ def interleave(
     return out
 
 
+def gather(
+    b: bytes | bytearray, b_end: array[int], refs: array[int]
+) -> tuple[bytearray, array[int]]:
+    """Item ``refs[i]`` of byte table ``b`` for every i, back to back, and the
+    offsets of the result (``array('q')``, starting with 0: Arrow's layout),
+    in one engine call (``cst_gather``).  ``ValueError`` for a ref past ``b``'s
+    items."""
+    n = len(refs)
+    args = (ffi.from_buffer(b), ffi.from_buffer("int64_t[]", b_end), len(b_end))
+    rp = ffi.from_buffer("uint64_t[]", refs)
+    out = bytearray(check(lib.cst_gather(*args, rp, n, ffi.NULL, ffi.NULL)))
+    offsets = array("q", (0,)) * (n + 1)
+    if n:
+        lib.cst_gather(
+            *args,
+            rp,
+            n,
+            ffi.from_buffer(out, require_writable=True) if out else ffi.new("char[]", 1),
+            ffi.from_buffer("int64_t[]", offsets, require_writable=True) + 1,
+        )
+    return out, offsets
+
+
 def iterate(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, list[int]]]:
     """(pattern bytes, ids) groups of a consistent snapshot of handle.
 

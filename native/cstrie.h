@@ -188,6 +188,11 @@ int cst_count_ids(const uint64_t *ids, const uint8_t *kept, size_t n, uint32_t *
  * ref is >= nb or an item used has a negative length. */
 int64_t cst_interleave(const char *a, const int64_t *a_end, int64_t n, const char *b,
                        const int64_t *b_end, int64_t nb, const uint64_t *refs, char *out);
+/* out receives item refs[i] of table b for i in 0..n, and out_end[i] the end
+ * of each in out; returns the size (out NULL: only the size).  CST_EINVAL as
+ * for cst_interleave. */
+int64_t cst_gather(const char *b, const int64_t *b_end, int64_t nb, const uint64_t *refs,
+                   int64_t n, char *out, int64_t *out_end);
 
 /* Parse n JSON Lines of exactly the exporter's form (len bytes, each line
  * ending in a newline):  {"pattern":"...","subscriber":<string or integer>}

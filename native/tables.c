@@ -6,7 +6,8 @@
  * engine's group buffers and of an Arrow string column without its leading 0.
  * Line formats (JSON Lines) are an item of one table followed by an item of
  * another, per pair; cst_interleave writes them in one pass instead of making
- * two Python bytes objects per pair and joining them.
+ * two Python bytes objects per pair and joining them.  A column of strings
+ * taken from a table by number (Parquet's subscriber column) is cst_gather.
  *
  * Reading JSON Lines back, cst_jsonl_scan parses lines of exactly the form the
  * exporter writes (anything else is left to the general JSON reader) into the
@@ -43,6 +44,31 @@ int64_t cst_interleave(const char *a, const int64_t *a_end, int64_t n, const cha
         s = item_start(b_end, (int64_t)refs[i]);
         memcpy(p, b + s, (size_t)(b_end[refs[i]] - s));
         p += b_end[refs[i]] - s;
+    }
+    return size;
+}
+
+int64_t cst_gather(const char *b, const int64_t *b_end, int64_t nb, const uint64_t *refs,
+                   int64_t n, char *out, int64_t *out_end)
+{
+    int64_t size = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (refs[i] >= (uint64_t)nb)
+            return CST_EINVAL;
+        int64_t t = item_start(b_end, (int64_t)refs[i]);
+        if (b_end[refs[i]] < t)
+            return CST_EINVAL;
+        size += b_end[refs[i]] - t;
+        if (out != NULL)
+            out_end[i] = size;
+    }
+    if (out == NULL)
+        return size;
+    char *p = out;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t t = item_start(b_end, (int64_t)refs[i]);
+        memcpy(p, b + t, (size_t)(b_end[refs[i]] - t));
+        p += b_end[refs[i]] - t;
     }
     return size;
 }

@@ -818,3 +818,34 @@ def test_footer_count_must_be_a_count(claimed: str) -> None:
     raw = raw.replace(b'"pairs": 2', f'"pairs": {claimed}'.encode())
     with pytest.raises(FormatError, match="pair count"):
         load(io.BytesIO(raw), format="jsonl")
+
+
+def test_gather_takes_items_by_number_with_arrow_offsets() -> None:
+    from array import array
+
+    from cstrie import _binding as nb
+
+    b, b_end = _table([b"", b"one", b"\xc3\xbc", b""])
+    data, offsets = nb.gather(b, b_end, array("Q", [1, 2, 2, 0, 3, 1]))
+    assert bytes(data) == b"one\xc3\xbc\xc3\xbcone"
+    assert list(offsets) == [0, 3, 5, 7, 7, 7, 10]
+    data, offsets = nb.gather(b, b_end, array("Q", [0, 3]))  # only empty items
+    assert bytes(data) == b"" and list(offsets) == [0, 0, 0]
+    assert nb.gather(b, b_end, array("Q")) == (bytearray(), array("q", [0]))
+    with pytest.raises(ValueError, match="invalid argument"):
+        nb.gather(b, b_end, array("Q", [4]))
+
+
+@pytest.mark.skipif(not _have_pyarrow(), reason="needs pyarrow")
+def test_parquet_str_subscribers_across_chunks_round_trip(tmp_path: Path) -> None:
+    """More pairs than one engine chunk, str subscribers (ASCII and not) first
+    seen in different chunks: each row keeps its own subscriber."""
+    from cstrie.export.source import CHUNK_PAIRS
+
+    t = Trie("mqtt")
+    n = CHUNK_PAIRS * 2 + 100
+    for i in range(n):
+        t.subscribe(f"a/{i}", f"s{i % 300}" if i % 7 else f"ü{i % 50}")
+    path = tmp_path / "x.parquet"
+    t.snapshot().export(path)
+    assert sorted(load(path)) == sorted(t)

@@ -433,11 +433,11 @@ def test_bulk_built_trie_gives_back_its_node_blocks(build_memory: str) -> None:
     trie = Trie.from_pairs(pairs, "mqtt")
     snap = trie.snapshot()
 
-    def remove(k: int) -> None:
+    def remove(t: Trie, k: int) -> None:
         for p, s in pairs[k::2]:
-            trie.unsubscribe(p, s)
+            t.unsubscribe(p, s)
 
-    run_threads([lambda: remove(0), lambda: remove(1)])
+    run_threads([lambda: remove(trie, 0), lambda: remove(trie, 1)])
     assert len(trie) == 0 and len(snap) == len(pairs)
     assert sorted(trie.lookup("t/3/d3/x"), key=str) == []
     assert sorted(snap.lookup("t/3/d3/x"), key=str) == ["all", "s3", "xs"]
