@@ -17,6 +17,7 @@ every later one until reset with ``-1``.
 
 from __future__ import annotations
 
+import functools
 import gc
 import random
 import threading
@@ -437,13 +438,14 @@ def test_bulk_built_trie_gives_back_its_node_blocks(build_memory: str) -> None:
         for p, s in pairs[k::2]:
             t.unsubscribe(p, s)
 
-    run_threads([lambda: remove(trie, 0), lambda: remove(trie, 1)])
+    halves = [functools.partial(remove, trie, k) for k in (0, 1)]
+    run_threads(halves)
     assert len(trie) == 0 and len(snap) == len(pairs)
     assert sorted(trie.lookup("t/3/d3/x"), key=str) == []
     assert sorted(snap.lookup("t/3/d3/x"), key=str) == ["all", "s3", "xs"]
     trie.subscribe("t/3/d3/x", "again")
     trie.check_invariants(strict=True)
-    del snap
+    del snap, halves
     trie.clear()
     del trie
     assert wait_for(base) == base, f"bulk build ({build_memory}) kept memory after the trie died"
