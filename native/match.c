@@ -79,6 +79,7 @@ typedef struct mctx {
     size_t n;
     int dollar;                /* the dollar rule hides wildcards at word 0 */
     int memo;                  /* many-level wildcard allowed anywhere */
+    int multis;                /* many-level wildcards on the current path */
     int first_only;            /* has_subscribers: stop at the first match */
     int found;
     int oom;
@@ -244,14 +245,21 @@ static void match_multi(mctx *x, snode *sm, size_t i)
     size_t min = (size_t)x->c->t->d.multi_min;
     if (i + min > x->n)
         return;
+    /* A state (S-node, word index) can be reached twice only through two
+     * many-level wildcards on the path (each consuming a varying number of
+     * words): below the first one every state has one way in, so the memo
+     * (a hash probe per state) starts at the second. */
+    int memo = x->memo && x->multis >= 1;
+    x->multis++;
     if (sm->child == NULL) {
-        /* Nothing follows the wildcard: only "consume every word" can match;
-         * memoised, since an earlier wildcard may reach this level again. */
-        match_node(x, sm, x->n, x->memo);
-        return;
+        /* Nothing follows the wildcard: only "consume every word" can match
+         * (memoised as above: an earlier wildcard may reach this level again). */
+        match_node(x, sm, x->n, memo);
+    } else {
+        for (size_t j = i + min; j <= x->n; j++)
+            match_node(x, sm, j, memo);
     }
-    for (size_t j = i + min; j <= x->n; j++)
-        match_node(x, sm, j, x->memo);
+    x->multis--;
 }
 
 static void match_level(mctx *x, inode *in, size_t i, int memo_on, int is_top)
