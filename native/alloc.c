@@ -335,3 +335,61 @@ void cst_block_free(void *p, size_t size)
     POISON(p, size);
     block_drop((block *)((uintptr_t)p & ~(uintptr_t)(BLOCK_SIZE - 1)), 1);
 }
+
+/* ------------------------------------------------------------------------
+ * Big scratch arrays
+ * ---------------------------------------------------------------------- */
+
+/* Each array starts after a header holding its mapped size (0: from calloc). */
+#define BIG_HEAD 64
+#define BIG_MIN ((size_t)1 << 20)
+
+typedef struct big_head {
+    size_t mapped;
+} big_head;
+
+void *cst_big_alloc(size_t size)
+{
+    size_t total = size + BIG_HEAD;
+    if (total < size)
+        return NULL;
+    char *p;
+    if (total < BIG_MIN) {
+        p = calloc(1, total);
+        if (p == NULL)
+            return NULL;
+        ((big_head *)p)->mapped = 0;
+    } else {
+        p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, total, MADV_HUGEPAGE); /* advice only */
+#endif
+        ((big_head *)p)->mapped = total;
+    }
+    return p + BIG_HEAD;
+}
+
+void cst_big_free(void *q)
+{
+    if (q == NULL)
+        return;
+    char *p = (char *)q - BIG_HEAD;
+    size_t mapped = ((big_head *)p)->mapped;
+    if (mapped)
+        munmap(p, mapped);
+    else
+        free(p);
+}
+
+void *cst_big_realloc(void *q, size_t old_size, size_t size)
+{
+    void *n = cst_big_alloc(size);
+    if (n == NULL)
+        return NULL;
+    if (q != NULL)
+        memcpy(n, q, old_size < size ? old_size : size);
+    cst_big_free(q);
+    return n;
+}

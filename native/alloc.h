@@ -39,4 +39,14 @@ void cst_block_carve(int on);
 void *cst_block_alloc(size_t size, int *in_block);
 void cst_block_free(void *p, size_t size);
 
+/*
+ * Big scratch arrays of bulk operations (not engine memory: not counted, no
+ * failure injection, like the malloc they replace): zeroed; from 1 MiB up
+ * they are fresh mappings advised as huge pages, so a build's hundreds of MB
+ * of temporaries fault in 2 MiB at a time.  NULL when out of memory.
+ */
+void *cst_big_alloc(size_t size);
+void *cst_big_realloc(void *p, size_t old_size, size_t size);
+void cst_big_free(void *p);
+
 #endif

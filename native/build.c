@@ -224,11 +224,11 @@ static uint32_t prefix_of(prefixes *px, const word *all, uint32_t parent, size_t
 static int rows_make(const uint32_t *key, size_t n, size_t nkeys, uint32_t first,
                      size_t **startp, uint32_t **itemp)
 {
-    size_t *start = calloc(nkeys + 1, sizeof *start);
-    uint32_t *item = malloc((n ? n : 1) * sizeof *item);
+    size_t *start = cst_big_alloc((nkeys + 1) * sizeof *start);
+    uint32_t *item = cst_big_alloc((n ? n : 1) * sizeof *item);
     if (start == NULL || item == NULL) {
-        free(start);
-        free(item);
+        cst_big_free(start);
+        cst_big_free(item);
         return -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -340,10 +340,11 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
     uint64_t *gids = NULL;
     snode **lit = NULL;
     int carving = 0;                      /* pass 3 carves nodes from node blocks */
-    size_t wcap = 1024, nw = 0;
+    /* room for 4 words a pattern (pages are touched only as used); doubled if short */
+    size_t wcap = (size_t)n * 4 > 1024 ? (size_t)n * 4 : 1024, nw = 0;
     scratch *sc = scratch_get();
-    b.w = malloc(wcap * sizeof *b.w);
-    end = malloc((size_t)n * sizeof *end);
+    b.w = cst_big_alloc(wcap * sizeof *b.w);
+    end = cst_big_alloc((size_t)n * sizeof *end);
     if (sc == NULL || b.w == NULL || end == NULL)
         goto oom;
 
@@ -365,7 +366,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
         if (nw + (size_t)k > wcap) {
             while (nw + (size_t)k > wcap)
                 wcap *= 2;
-            word *w2 = realloc(b.w, wcap * sizeof *b.w);
+            word *w2 = cst_big_realloc(b.w, nw * sizeof *b.w, wcap * sizeof *b.w);
             if (w2 == NULL)
                 goto oom;
             b.w = w2;
@@ -379,9 +380,9 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
     px.cap = 16;
     while (px.cap < (nw + 1) * 2)
         px.cap *= 2;
-    px.table = calloc(px.cap, sizeof *px.table);
-    px.word = malloc((nw + 1) * sizeof *px.word);
-    px.parent = malloc((nw + 1) * sizeof *px.parent);
+    px.table = cst_big_alloc(px.cap * sizeof *px.table);
+    px.word = cst_big_alloc((nw + 1) * sizeof *px.word);
+    px.parent = cst_big_alloc((nw + 1) * sizeof *px.parent);
     if (px.table == NULL || px.word == NULL || px.parent == NULL)
         goto oom;
     px.n = 1; /* prefix 0: the empty prefix */
@@ -396,7 +397,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
             v = prefix_of(&px, b.w, v, wi);
         end[i] = v;
     }
-    free(px.table);
+    cst_big_free(px.table);
     px.table = NULL;
 
     /* Pass 2: pairs by the prefix they end at; prefixes by their parent. */
@@ -410,7 +411,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
         if (kstart[v + 1] - kstart[v] > maxk)
             maxk = kstart[v + 1] - kstart[v];
     }
-    sn = calloc(px.n, sizeof *sn);
+    sn = cst_big_alloc(px.n * sizeof *sn);
     tmp = malloc(maxp * sizeof *tmp);
     gids = malloc(maxp * sizeof *gids);
     lit = malloc(maxk * sizeof *lit);
@@ -476,16 +477,16 @@ out:
         for (size_t v = 1; v < px.n; v++)
             if (sn[v] != NULL)
                 node_release(&sn[v]->h);
-    free(b.w);
-    free(end);
-    free(px.table);
-    free(px.word);
-    free(px.parent);
-    free(pstart);
-    free(pitem);
-    free(kstart);
-    free(kitem);
-    free(sn);
+    cst_big_free(b.w);
+    cst_big_free(end);
+    cst_big_free(px.table);
+    cst_big_free(px.word);
+    cst_big_free(px.parent);
+    cst_big_free(pstart);
+    cst_big_free(pitem);
+    cst_big_free(kstart);
+    cst_big_free(kitem);
+    cst_big_free(sn);
     free(tmp);
     free(gids);
     free(lit);
