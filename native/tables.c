@@ -191,6 +191,94 @@ static uint64_t bytes_hash(const char *p, size_t n, uint8_t kind)
     return h ^ (h >> 29);
 }
 
+/* The distinct subscribers of a scan, by (kind, bytes).  A slot holds all a
+ * probe compares but the bytes themselves. */
+typedef struct slot {
+    uint64_t hash;
+    int64_t start;     /* of its bytes in the scan's `sub` */
+    uint32_t len_kind; /* length << 1 | kind */
+    uint32_t number;   /* 1, 2, ...; 0 = empty */
+} slot;
+
+typedef struct subscribers {
+    slot *table;
+    size_t cap;        /* a power of two; kept at most half full */
+    int64_t n;
+} subscribers;
+
+static slot *slot_of(const subscribers *s, uint64_t h)
+{
+    return &s->table[(size_t)(h >> 20) & (s->cap - 1)];
+}
+
+/* The slot of the subscriber with these bytes (at sub + start), or the empty
+ * slot where it belongs. */
+static slot *find_subscriber(const subscribers *s, const char *sub, int64_t start,
+                             uint32_t len_kind, uint64_t h)
+{
+    size_t at = (size_t)(slot_of(s, h) - s->table);
+    for (;; at = (at + 1) & (s->cap - 1)) {
+        slot *e = &s->table[at];
+        if (e->number == 0 || (e->hash == h && e->len_kind == len_kind &&
+                               memcmp(sub + e->start, sub + start, len_kind >> 1) == 0))
+            return e;
+    }
+}
+
+static int grow_subscribers(subscribers *s)
+{
+    size_t ncap = s->cap * 2;
+    slot *nt = calloc(ncap, sizeof *nt);
+    if (nt == NULL)
+        return -1;
+    for (size_t j = 0; j < s->cap; j++) {
+        if (s->table[j].number == 0)
+            continue;
+        size_t to = (size_t)(s->table[j].hash >> 20) & (ncap - 1);
+        while (nt[to].number != 0)
+            to = (to + 1) & (ncap - 1);
+        nt[to] = s->table[j];
+    }
+    free(s->table);
+    s->table = nt;
+    s->cap = ncap;
+    return 0;
+}
+
+/* A line's subscriber, parsed and hashed, its number not yet known. */
+typedef struct pending {
+    int64_t line;
+    int64_t start;
+    uint32_t len_kind;
+    uint64_t hash;
+} pending;
+
+/* Number pending line q's subscriber.  If it was seen before, its bytes (at
+ * q->start) are dropped: the `moved` bytes after them (the next line's,
+ * already parsed) move down in their place.  Returns the bytes dropped, or
+ * -1 when out of memory. */
+static int64_t resolve(subscribers *s, const pending *q, char *sub, int64_t moved,
+                       uint64_t *refs, int64_t *sub_end, uint8_t *sub_kind)
+{
+    slot *e = find_subscriber(s, sub, q->start, q->len_kind, q->hash);
+    int64_t len = q->len_kind >> 1;
+    if (e->number != 0) {
+        refs[q->line] = e->number;
+        memmove(sub + q->start, sub + q->start + len, (size_t)moved);
+        return len;
+    }
+    if ((size_t)(s->n + 1) * 2 > s->cap) {
+        if (grow_subscribers(s) < 0)
+            return -1;
+        e = find_subscriber(s, sub, q->start, q->len_kind, q->hash);
+    }
+    sub_end[s->n] = q->start + len;
+    sub_kind[s->n] = (uint8_t)(q->len_kind & 1);
+    *e = (slot){q->hash, q->start, q->len_kind, (uint32_t)++s->n};
+    refs[q->line] = (uint64_t)s->n;
+    return 0;
+}
+
 int64_t cst_jsonl_scan(const char *body, int64_t len, int64_t n, char *pat, int64_t *pat_off,
                        uint64_t *refs, char *sub, int64_t *sub_end, uint8_t *sub_kind)
 {
@@ -198,20 +286,14 @@ int64_t cst_jsonl_scan(const char *body, int64_t len, int64_t n, char *pat, int6
         return -1;
     const char *p = body, *end = body + len;
     char *po = pat, *so = sub;
-    size_t cap = 1024; /* doubled when half full */
-    /* The distinct subscribers so far, by (kind, bytes).  A slot holds all a
-     * probe compares but the bytes themselves: one cache miss for the slot and
-     * one for the bytes per line, however large the table. */
-    typedef struct slot {
-        uint64_t hash;
-        int64_t start;     /* in sub */
-        uint32_t len_kind; /* length << 1 | kind */
-        uint32_t number;   /* 0 = empty */
-    } slot;
-    slot *table = calloc(cap, sizeof *table);
-    if (table == NULL)
+    subscribers subs = {calloc(1024, sizeof(slot)), 1024, 0};
+    if (subs.table == NULL)
         return CST_ENOMEM;
-    int64_t nsub = 0, r = -1;
+    /* Software pipelining: line i's subscriber is numbered after line i + 1
+     * is parsed, so the cache miss on its table slot (prefetched when it was
+     * hashed) overlaps that parsing instead of stalling it. */
+    pending q = {-1, 0, 0, 0};
+    int64_t r = -1;
     pat_off[0] = 0;
     for (int64_t i = 0; i < n; i++) {
         if (end - p < (ptrdiff_t)sizeof PAT_OPEN - 1 || memcmp(p, PAT_OPEN, sizeof PAT_OPEN - 1))
@@ -233,72 +315,45 @@ int64_t cst_jsonl_scan(const char *body, int64_t len, int64_t n, char *pat, int6
         } else {
             /* an integer as the exporter writes it: -?(0|[1-9][0-9]*), not -0 */
             kind = 1;
-            const char *q = p;
-            if (q < end && *q == '-')
-                q++;
-            const char *digits = q;
-            while (q < end && *q >= '0' && *q <= '9')
-                q++;
-            if (q == digits || (*digits == '0' && (q - digits > 1 || digits != p)))
+            const char *t = p;
+            if (t < end && *t == '-')
+                t++;
+            const char *digits = t;
+            while (t < end && *t >= '0' && *t <= '9')
+                t++;
+            if (t == digits || (*digits == '0' && (t - digits > 1 || digits != p)))
                 goto done;
-            memcpy(so, p, (size_t)(q - p));
-            so += q - p;
-            p = q;
+            memcpy(so, p, (size_t)(t - p));
+            so += t - p;
+            p = t;
         }
         if (end - p < 2 || p[0] != '}' || p[1] != '\n')
             goto done;
         p += 2;
-        /* Number the subscriber (by kind and bytes), keeping its bytes only
-         * the first time. */
         size_t slen = (size_t)(so - start);
         if (slen >= (size_t)1 << 31)
             goto done;
-        uint32_t len_kind = (uint32_t)slen << 1 | kind;
-        uint64_t h = bytes_hash(start, slen, kind);
-        size_t at = (size_t)(h >> 20) & (cap - 1);
-        slot *e;
-        for (;; at = (at + 1) & (cap - 1)) {
-            e = &table[at];
-            if (e->number == 0 || (e->hash == h && e->len_kind == len_kind &&
-                                   memcmp(sub + e->start, start, slen) == 0))
-                break;
-        }
-        if (e->number != 0) {
-            so = start; /* seen before: its bytes are already kept */
-            refs[i] = e->number;
-        } else {
-            if ((size_t)(nsub + 1) * 2 > cap) {
-                size_t ncap = cap * 2;
-                slot *nt = calloc(ncap, sizeof *nt);
-                if (nt == NULL) {
-                    r = CST_ENOMEM;
-                    goto done;
-                }
-                for (size_t j = 0; j < cap; j++) {
-                    if (table[j].number == 0)
-                        continue;
-                    size_t to = (size_t)(table[j].hash >> 20) & (ncap - 1);
-                    while (nt[to].number != 0)
-                        to = (to + 1) & (ncap - 1);
-                    nt[to] = table[j];
-                }
-                free(table);
-                table = nt;
-                cap = ncap;
-                at = (size_t)(h >> 20) & (cap - 1);
-                while (table[at].number != 0)
-                    at = (at + 1) & (cap - 1);
-                e = &table[at];
+        pending cur = {i, start - sub, (uint32_t)slen << 1 | kind, bytes_hash(start, slen, kind)};
+        __builtin_prefetch(slot_of(&subs, cur.hash));
+        if (q.line >= 0) {
+            int64_t dropped = resolve(&subs, &q, sub, (int64_t)slen, refs, sub_end, sub_kind);
+            if (dropped < 0) {
+                r = CST_ENOMEM;
+                goto done;
             }
-            sub_end[nsub] = so - sub;
-            sub_kind[nsub] = kind;
-            *e = (slot){h, start - sub, len_kind, (uint32_t)++nsub};
-            refs[i] = (uint64_t)nsub;
+            cur.start -= dropped;
+            so -= dropped;
         }
+        q = cur;
     }
-    if (p == end)
-        r = nsub;
+    if (p != end)
+        goto done;
+    if (q.line >= 0 && resolve(&subs, &q, sub, 0, refs, sub_end, sub_kind) < 0) {
+        r = CST_ENOMEM;
+        goto done;
+    }
+    r = subs.n;
 done:
-    free(table);
+    free(subs.table);
     return r;
 }

@@ -849,3 +849,15 @@ def test_parquet_str_subscribers_across_chunks_round_trip(tmp_path: Path) -> Non
     path = tmp_path / "x.parquet"
     t.snapshot().export(path)
     assert sorted(load(path)) == sorted(t)
+
+
+def test_engine_reader_repeats_next_to_each_other() -> None:
+    """Repeated subscribers right after each other, and of other lengths than
+    their neighbours: each keeps its number and the distinct bytes stay whole."""
+    subs = ['"aa"', '"aa"', '"b"', '"aa"', '"ccc"', "-7", '"b"', '"ccc"', "-7", '"dddd"', '"dddd"']
+    lines = [f'{{"pattern":"p/{i}","subscriber":{s}}}' for i, s in enumerate(subs)]
+    got = _scan(lines)
+    assert got is not None
+    _, refs, values = got
+    assert values == ["aa", "b", "ccc", -7, "dddd"]
+    assert refs == [1, 1, 2, 1, 3, 4, 2, 3, 4, 5, 5]
