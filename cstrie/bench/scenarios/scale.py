@@ -20,6 +20,11 @@ Operations (median ns per operation over ``repeat`` rounds):
 * ``lookup-hot``  - the same 50 topics in every round: their paths stay cached,
                     so this is the algorithmic cost without cache misses
                     (informational);
+* ``lookup-bulk`` - ``lookup`` on a second trie holding the same pairs, made by
+                    ``Trie.from_pairs`` (the bulk build, as a load from a file
+                    makes it: nodes in 2 MiB huge-page blocks) instead of
+                    ``subscribe`` calls (informational; the floor is judged on
+                    ``lookup``);
 * ``subscribe``   - 50 new pairs of the same shape (new devices under existing
                     tenants, new subscribers; the next 50 of 1,000) per batch ...
 * ``unsubscribe`` - ... removed again in the next batch (the trie returns to its size);
@@ -56,6 +61,7 @@ OPS = (
     "lookup",
     "lookup-engine",
     "lookup-hot",
+    "lookup-bulk",
     "subscribe",
     "unsubscribe",
     "snapshot",
@@ -79,8 +85,9 @@ class _Sized:
                 sub(f, s)
                 if i % 10_000 == 9_999:
                     task.advance(10_000)
+        self.bulk = Trie.from_pairs(pairs, "mqtt")
         del pairs
-        if len(self.trie) != n:
+        if len(self.trie) != n or len(self.bulk) != n:
             raise BenchError(f"scale trie has {len(self.trie)} pairs, expected {n}")
         topics = scale_topics(rng, n, LOOKUP_TOPICS)
         for t in topics[:50]:
@@ -92,6 +99,7 @@ class _Sized:
         other = scale_topics(rng, n, LOOKUP_TOPICS)
         self.encoded_batches = chunks([t.encode() for t in other], LOOKUP_BATCH)
         self.hot = topics[:LOOKUP_BATCH]
+        self.bulk_batches = chunks(scale_topics(rng, n, LOOKUP_TOPICS), LOOKUP_BATCH)
         self.write_batches = chunks(scale_extra_pairs(rng, n, WRITES, first_id=n), WRITE_BATCH)
         self.snaps: list[Snapshot] = []
         self.round = 0
@@ -99,6 +107,11 @@ class _Sized:
     def lookup(self) -> None:
         lk = self.trie.lookup
         for t in self.topic_batches[self.round % len(self.topic_batches)]:
+            lk(t)
+
+    def lookup_bulk(self) -> None:
+        lk = self.bulk.lookup
+        for t in self.bulk_batches[self.round % len(self.bulk_batches)]:
             lk(t)
 
     def lookup_hot(self) -> None:
@@ -156,6 +169,7 @@ def _round(sized: _Sized) -> dict[str, float]:
     out = {"lookup": time_batch(sized.lookup, LOOKUP_BATCH)}
     out["lookup-engine"] = time_batch(sized.lookup_engine, LOOKUP_BATCH)
     out["lookup-hot"] = time_batch(sized.lookup_hot, LOOKUP_BATCH)
+    out["lookup-bulk"] = time_batch(sized.lookup_bulk, LOOKUP_BATCH)
     out["subscribe"] = time_batch(sized.subscribe, WRITE_BATCH)
     out["unsubscribe"] = time_batch(sized.unsubscribe, WRITE_BATCH)
     out["snapshot"] = time_batch(sized.snapshot, SNAPSHOTS)
