@@ -155,6 +155,23 @@ static void add(counters *c, _Atomic int64_t *field, int64_t d)
                               memory_order_relaxed);
 }
 
+/* One allocation or free of `size` bytes, in this thread's counters. */
+static void count_alloc(size_t size)
+{
+    counters *c = my_counters();
+    add(c, &c->live_count, 1);
+    add(c, &c->live_bytes, (int64_t)size);
+    add(c, &c->total_count, 1);
+}
+
+static void count_free(size_t size)
+{
+    counters *c = my_counters();
+    add(c, &c->live_count, -1);
+    add(c, &c->live_bytes, -(int64_t)size);
+    add(c, &c->total_frees, 1);
+}
+
 /* The failure injection's verdict for one more allocation. */
 static int may_allocate(void)
 {
@@ -174,10 +191,7 @@ void *cst_alloc(size_t size)
     void *p = malloc(size);
     if (p == NULL)
         return NULL;
-    counters *c = my_counters();
-    add(c, &c->live_count, 1);
-    add(c, &c->live_bytes, (int64_t)size);
-    add(c, &c->total_count, 1);
+    count_alloc(size);
     return p;
 }
 
@@ -185,10 +199,7 @@ void cst_dealloc(void *p, size_t size)
 {
     if (p == NULL)
         return;
-    counters *c = my_counters();
-    add(c, &c->live_count, -1);
-    add(c, &c->live_bytes, -(int64_t)size);
-    add(c, &c->total_frees, 1);
+    count_free(size);
     free(p);
 }
 
@@ -250,19 +261,13 @@ static block *block_new(void)
     block *blk = (block *)b;
     atomic_init(&blk->live, BLOCK_BIAS);
     POISON(b + BLOCK_HEAD, BLOCK_SIZE - BLOCK_HEAD);
-    counters *c = my_counters();
-    add(c, &c->live_count, 1);
-    add(c, &c->live_bytes, (int64_t)BLOCK_SIZE);
-    add(c, &c->total_count, 1);
+    count_alloc(BLOCK_SIZE);
     return blk;
 }
 
 static void block_release(block *blk)
 {
-    counters *c = my_counters();
-    add(c, &c->live_count, -1);
-    add(c, &c->live_bytes, -(int64_t)BLOCK_SIZE);
-    add(c, &c->total_frees, 1);
+    count_free(BLOCK_SIZE);
     UNPOISON(blk, BLOCK_SIZE);
     munmap(blk, BLOCK_SIZE);
 }
@@ -317,10 +322,7 @@ void *cst_block_alloc(size_t size, int *in_block)
     carve.next += size;
     carve.carved++;
     UNPOISON(p, size);
-    counters *c = my_counters();
-    add(c, &c->live_count, 1);
-    add(c, &c->live_bytes, (int64_t)size);
-    add(c, &c->total_count, 1);
+    count_alloc(size);
     *in_block = 1;
     return p;
 }
@@ -328,10 +330,7 @@ void *cst_block_alloc(size_t size, int *in_block)
 void cst_block_free(void *p, size_t size)
 {
     size = (size + 15) & ~(size_t)15;
-    counters *c = my_counters();
-    add(c, &c->live_count, -1);
-    add(c, &c->live_bytes, -(int64_t)size);
-    add(c, &c->total_frees, 1);
+    count_free(size);
     POISON(p, size);
     block_drop((block *)((uintptr_t)p & ~(uintptr_t)(BLOCK_SIZE - 1)), 1);
 }
