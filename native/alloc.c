@@ -3,19 +3,19 @@
  * injection.  See alloc.h.
  *
  * The counters are per thread: every allocation and free adds to the calling
- * thread's own block of counters, and a reader sums every block.  One shared
- * set of counters cost three locked read-modify-writes per allocation (7% of
- * a bulk build) and, on free-threaded Python, a cache line that every
- * updating thread fought over.
+ * thread's own counter set, and a reader sums every set.  One shared set of
+ * counters cost three locked read-modify-writes per allocation (about 10% of
+ * a bulk build's samples) and, on free-threaded Python, a cache line that
+ * every updating thread fought over.
  *
  * Invariants:
- *  1. A block has at most one owner thread at a time (claimed by CAS on
+ *  1. A counter set has at most one owner thread at a time (claimed by CAS on
  *     `owned`), and only its owner writes its counters; so a plain relaxed
  *     load + store is a correct increment, and no update is lost.
- *  2. Blocks are never freed: a thread that exits gives its block up (a
+ *  2. Counter sets are never freed: a thread that exits gives its set up (a
  *     thread-exit destructor clears `owned`) and a later thread takes it over,
- *     counts and all.  The counters are sums over blocks, so which thread made
- *     a count does not matter.  The number of blocks is the largest number of
+ *     counts and all.  The counters are sums over sets, so which thread made
+ *     a count does not matter.  The number of sets is the largest number of
  *     threads that ever allocated at the same time.
  *  3. A sum read while other threads allocate is a momentary estimate (each
  *     term is read once, relaxed); read when no thread allocates (what the
@@ -70,17 +70,17 @@ typedef struct counters {
     _Atomic int64_t total_count;
     _Atomic int64_t total_frees;
     _Atomic int owned;
-    struct counters *next; /* immutable once the block is published */
+    struct counters *next; /* immutable once the set is published */
     char pad[80];          /* 128 bytes: no two owners share a cache line */
 } counters;
-_Static_assert(sizeof(counters) >= 128, "a counters block spans two cache lines");
+_Static_assert(sizeof(counters) >= 128, "a counter set spans two cache lines");
 
-/* Every block ever made, newest first (a push-only list). */
-static _Atomic(counters *) blocks;
+/* Every counter set ever made, newest first (a push-only list). */
+static _Atomic(counters *) counter_sets;
 static _Thread_local counters *mine;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
-/* Used when no block can be had (out of memory for the block itself, or the
+/* Used when no counter set can be had (out of memory for the set itself, or the
  * thread-exit key could not be made): shared, so updated atomically. */
 static counters fallback;
 
@@ -108,9 +108,9 @@ static counters *claim(void)
     pthread_once(&exit_once, make_key);
     if (exit_key == (pthread_key_t)-1)
         return &fallback;
-    /* acquire: see the list links (and a given-up block's counters) as
+    /* acquire: see the list links (and a given-up set's counters) as
      * published. */
-    counters *c = atomic_load_explicit(&blocks, memory_order_acquire);
+    counters *c = atomic_load_explicit(&counter_sets, memory_order_acquire);
     for (; c != NULL; c = c->next) {
         int free_ = 0;
         /* acquire: the previous owner's counter stores (before its release in
@@ -124,10 +124,10 @@ static counters *claim(void)
         if (c == NULL)
             return &fallback;
         atomic_store_explicit(&c->owned, 1, memory_order_relaxed);
-        c->next = atomic_load_explicit(&blocks, memory_order_relaxed);
-        /* release: the block's fields are initialised before readers (which
+        c->next = atomic_load_explicit(&counter_sets, memory_order_relaxed);
+        /* release: the set's fields are initialised before readers (which
          * acquire the head) can reach it. */
-        while (!atomic_compare_exchange_weak_explicit(&blocks, &c->next, c, memory_order_release,
+        while (!atomic_compare_exchange_weak_explicit(&counter_sets, &c->next, c, memory_order_release,
                                                       memory_order_relaxed))
             ;
     }
@@ -207,8 +207,8 @@ static int64_t sum(size_t field)
 {
     int64_t s = atomic_load_explicit(
         (_Atomic int64_t *)((char *)&fallback + field), memory_order_relaxed);
-    /* acquire: pairs with the release that published each block. */
-    for (counters *c = atomic_load_explicit(&blocks, memory_order_acquire); c != NULL; c = c->next)
+    /* acquire: pairs with the release that published each set. */
+    for (counters *c = atomic_load_explicit(&counter_sets, memory_order_acquire); c != NULL; c = c->next)
         s += atomic_load_explicit((_Atomic int64_t *)((char *)c + field), memory_order_relaxed);
     return s;
 }

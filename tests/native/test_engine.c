@@ -2096,7 +2096,7 @@ static void test_block_build(void)
 
 /* The allocation counters are per thread (alloc.c): they must stay exact when
  * memory is allocated in one thread and freed in another, and when threads
- * exit and later threads take over their counter blocks. */
+ * exit and later threads take over their counter sets. */
 enum { ALLOC_JOB_N = 1000 };
 typedef struct alloc_job {
     void *p[ALLOC_JOB_N];
@@ -2141,7 +2141,7 @@ static void test_alloc_counters(void)
         if (r % 2 == 0) { /* freed by this thread ... */
             for (int i = 0; i < THREADS; i++)
                 free_job_thread(&jobs[i]);
-        } else { /* ... or by new threads (which may take over exited ones' blocks) */
+        } else { /* ... or by new threads (which may take over exited ones' counter sets) */
             run_jobs(free_job_thread, jobs, THREADS);
         }
         CHECK_EQ(cst_alloc_live_count(), live0);
