@@ -33,14 +33,18 @@ from cstrie.dialect import Dialect
 __all__ = ["RegexMatcher", "pattern_regex"]
 
 
-def pattern_regex(dialect: Dialect, words: list[str]) -> str:
+def pattern_regex(
+    dialect: Dialect, words: list[str], escape: Callable[[str], str] = re.escape
+) -> str:
     """The regular expression for a validated pattern's ``words``.
 
     It must match ``dialect.separator + topic`` in full (``""`` for a topic of no
-    words).
+    words), with ``.`` matching newlines for a multi-character separator.
+    ``escape`` quotes literal text (another regex flavour passes its own: the
+    Spark baseline's Java regexes).
     """
     sep = dialect.separator
-    s = re.escape(sep)
+    s = escape(sep)
     if len(sep) == 1:
         w = f"[^{s}]*"
     else:  # no occurrence of the separator may start inside a word
@@ -54,7 +58,7 @@ def pattern_regex(dialect: Dialect, words: list[str]) -> str:
         elif word == dialect.single:
             parts.append(f"{s}{w}")
         else:
-            parts.append(s + re.escape(word))
+            parts.append(s + escape(word))
     return "".join(parts)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cstrie.classic.regex_bindings import pattern_regex as translate
 from cstrie.dialect import Dialect, resolve_dialect
 
 __all__ = ["pattern_regex", "rlike_match", "topic_key", "with_regex"]
@@ -52,25 +53,8 @@ def pattern_regex(dialect: str | Dialect, pattern: str) -> str:
     :func:`topic_key` exactly when ``pattern`` matches the topic."""
     d = resolve_dialect(dialect)
     words = d.split_pattern(pattern)
-    sep = _escape(d.separator)
-    if len(d.separator) == 1:
-        word = f"[^{sep}]*"
-        flags = ""
-    else:
-        word = f"(?:(?!{sep}).)*"
-        flags = "(?s)"
-    parts = []
-    for w in words:
-        if w == d.multi:
-            parts.append(f"(?:{sep}{word}){'*' if d.multi_min == 0 else '+'}")
-        elif w == d.single:
-            parts.append(f"{sep}{word}")
-        else:
-            parts.append(sep + _escape(w))
-    guard = ""
-    if d.dollar_rule and words and words[0] in (d.single, d.multi):
-        guard = f"(?!{sep}\\$)"
-    return flags + "^" + guard + "".join(parts) + "\\z"
+    flags = "(?s)" if len(d.separator) != 1 else ""  # "." also matches newlines
+    return flags + "^" + translate(d, words, _escape) + "\\z"
 
 
 def topic_key(topic_col: Any, dialect: str | Dialect) -> Any:
