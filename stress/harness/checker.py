@@ -318,27 +318,33 @@ class _Checker:
             f"{topic!r}; its last own updates of this subscriber: {own}",
         )
 
+    def _pair_masks(self, pairs: Any, category: str, where: str) -> dict[int, int]:
+        """Per subscriber, the bitmask of its keys among (pattern, subscriber)
+        ``pairs`` (a snapshot's or the final trie's contents); a pair this run
+        never subscribed, or one listed twice, is reported under ``category``."""
+        ks, rep = self.ks, self.report
+        masks: dict[int, int] = {}
+        for pat, x in pairs:
+            p = ks.pattern_index.get(pat, -1)
+            s = x - BASE if type(x) is int else -1
+            b = ks.key_bit.get((s, p))
+            if b is None:
+                rep.add(
+                    category, f"{where} holds the pair ({pat!r}, {x!r}), never subscribed"
+                )
+                continue
+            if masks.get(s, 0) >> b & 1:
+                rep.add(category, f"{where} holds ({pat!r}, {x!r}) twice")
+            masks[s] = masks.get(s, 0) | 1 << b
+        return masks
+
     def _record_snapshot(self, t: int, pos: int, r: Any) -> None:
         h, ks, rep = self.h, self.ks, self.report
         th = h.threads[t]
         if not isinstance(r, SnapshotView):
             rep.add("results", f"{h.describe(t, pos)}: no snapshot contents recorded")
             return
-        masks: dict[int, int] = {}
-        for pat, x in r.pairs:
-            p = ks.pattern_index.get(pat, -1)
-            s = x - BASE if type(x) is int else -1
-            b = ks.key_bit.get((s, p))
-            if b is None:
-                rep.add(
-                    "snapshots",
-                    f"{h.describe(t, pos)} contains the pair ({pat!r}, {x!r}), "
-                    "which this run never subscribed",
-                )
-                continue
-            if masks.get(s, 0) >> b & 1:
-                rep.add("snapshots", f"{h.describe(t, pos)} contains ({pat!r}, {x!r}) twice")
-            masks[s] = masks.get(s, 0) | 1 << b
+        masks = self._pair_masks(r.pairs, "snapshots", h.describe(t, pos))
         if r.length != len(r.pairs):
             rep.add(
                 "snapshots",
@@ -477,17 +483,7 @@ class _Checker:
             rep.add("final", f"check_invariants(strict=True) failed: {h.invariant_error}")
         if h.final_pairs is None:
             return
-        masks: dict[int, int] = {}
-        for pat, x in h.final_pairs:
-            p = ks.pattern_index.get(pat, -1)
-            s = x - BASE if type(x) is int else -1
-            b = ks.key_bit.get((s, p))
-            if b is None:
-                rep.add("final", f"the trie ends with ({pat!r}, {x!r}), never subscribed")
-                continue
-            if masks.get(s, 0) >> b & 1:
-                rep.add("final", f"iterating the final trie gives ({pat!r}, {x!r}) twice")
-            masks[s] = masks.get(s, 0) | 1 << b
+        masks = self._pair_masks(h.final_pairs, "final", "the final trie")
         if h.final_length is not None and h.final_length != len(h.final_pairs):
             rep.add(
                 "final",
