@@ -468,22 +468,12 @@ def test_cli_local(spark: Any, tmp_path: Path, capsys: Any) -> None:
     topics = ["a.b", None, "a", "x.y", "a.b"]
     msgs.write_text("".join(json.dumps({"n": i, "topic": t}) + "\n" for i, t in enumerate(topics)))
     out, rej, summ = tmp_path / "out", tmp_path / "rejected", tmp_path / "summary.json"
-    code = main(
-        [
-            "spark-match",
-            "--subscriptions",
-            str(subs),
-            "--messages",
-            str(msgs),
-            "--output",
-            str(out),
-            "--rejected",
-            str(rej),
-            "--summary-json",
-            str(summ),
-            "--no-progress",
-        ]
-    )
+
+    def spark_match(output: Path, *more: str) -> int:
+        common = ["--subscriptions", str(subs), "--messages", str(msgs), "--no-progress"]
+        return int(main(["spark-match", *common, "--output", str(output), *more]))
+
+    code = spark_match(out, "--rejected", str(rej), "--summary-json", str(summ))
     assert code == 0
     printed = capsys.readouterr().out
     assert re.search(r"null topics\s+1\b", printed), printed
@@ -509,37 +499,11 @@ def test_cli_local(spark: Any, tmp_path: Path, capsys: Any) -> None:
     rejected = pq.read_table(str(rej)).to_pylist()
     assert rejected == [{"n": 1, "topic": None, "reason": "null topic"}]
     # jsonl output; an existing output without --overwrite is an error (exit 2)
-    code = main(
-        [
-            "spark-match",
-            "--subscriptions",
-            str(subs),
-            "--messages",
-            str(msgs),
-            "--output",
-            str(tmp_path / "j"),
-            "--format",
-            "jsonl",
-            "--keep-unmatched",
-            "--no-progress",
-        ]
-    )
+    code = spark_match(tmp_path / "j", "--format", "jsonl", "--keep-unmatched")
     assert code == 0
     lines = [json.loads(x) for f in sorted((tmp_path / "j").glob("part-*")) for x in f.open()]
     assert len(lines) == 5 + 2 and {x["n"] for x in lines if x["pattern"] is None} == {1, 3}
-    code = main(
-        [
-            "spark-match",
-            "--subscriptions",
-            str(subs),
-            "--messages",
-            str(msgs),
-            "--output",
-            str(out),
-            "--no-progress",
-        ]
-    )
-    assert code == 2
+    assert spark_match(out) == 2
 
 
 # ------------------------------------------------------ standalone cluster
