@@ -28,7 +28,7 @@ import re
 import zlib
 from array import array
 from collections.abc import Callable, Iterable
-from itertools import accumulate, chain, islice
+from itertools import accumulate, chain
 from operator import itemgetter
 from typing import Any, BinaryIO
 
@@ -36,7 +36,7 @@ from cstrie import _binding as nb
 from cstrie.export import meta as m
 from cstrie.export.codec import Decode, Plan, value_from_json
 from cstrie.export.errors import FormatError
-from cstrie.export.source import Numbering, chunks
+from cstrie.export.source import ByteTable, Numbering, chunks
 
 __all__ = ["loads", "read", "write"]
 
@@ -66,26 +66,24 @@ def _json_text(v: str | int | bytes) -> str:
     return '{"bytes":"' + base64.b64encode(v).decode("ascii") + '"}'
 
 
-class _Tails:
+class _Tails(ByteTable):
     """Subscriber number -> b'","subscriber":<JSON>}\\n{"pattern":"': the end of a
     pair line after the pattern's text, and the start of the next line, made
     once per subscriber (a chunk's new ones at once).  Numbers come from a
-    :class:`~cstrie.export.source.Numbering`; the tails are one byte table
-    (``blob``, ``ends``; item 0 is empty, numbers start at 1) that the engine
-    interleaves with a chunk's patterns."""
+    :class:`~cstrie.export.source.Numbering`; the engine interleaves this byte
+    table with a chunk's patterns."""
 
     def __init__(self, values: dict[int, str | int | bytes]) -> None:
+        super().__init__()
         self.numbering = Numbering()
-        self.blob = bytearray()
-        self.ends = array("q", [0])
         self._source = values
 
     def refs(self, ids: array[int]) -> array[int]:
         """Number a chunk's engine ids, making the tails of its new subscribers."""
         refs = self.numbering.number(ids)
         order = self.numbering.order
-        if len(order) >= len(self.ends):
-            self._add(order[len(self.ends) - 1 :])
+        if len(order) >= len(self):
+            self._add(order[len(self) - 1 :])
         return refs
 
     def _add(self, keys: list[int]) -> None:
@@ -96,8 +94,7 @@ class _Tails:
             sizes = map((_TAIL + 2 * len(q)).__add__, map(len, texts))
         else:
             sizes = [len((_MID + q + t + q + _CLOSE).encode("utf-8")) for t in texts]
-        self.ends.extend(islice(accumulate(sizes, initial=self.ends[-1]), 1, None))
-        self.blob += body
+        self.extend(body, sizes)
 
 
 def _texts(vals: list[str | int | bytes]) -> tuple[list[str], str]:

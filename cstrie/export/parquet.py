@@ -28,14 +28,14 @@ import base64
 import json
 import zlib
 from array import array
-from itertools import accumulate, chain, islice, repeat
+from itertools import chain, repeat
 from typing import Any, BinaryIO
 
 from cstrie import _binding as nb
 from cstrie.export import meta as m
 from cstrie.export.codec import INT, STR, Decode, Plan, kind_name
 from cstrie.export.errors import FormatError
-from cstrie.export.source import Numbering, chunks
+from cstrie.export.source import ByteTable, Numbering, chunks
 
 __all__ = ["prepare", "read", "require_pyarrow", "write"]
 
@@ -227,19 +227,12 @@ def write(
         )
 
 
-class _Texts:
-    """str subscribers by number as one UTF-8 byte table (``blob``, ``ends``);
-    item 0 is the empty placeholder, since numbers start at 1."""
-
-    def __init__(self) -> None:
-        self.blob = bytearray()
-        self.ends = array("q", (0,))
+class _Texts(ByteTable):
+    """str subscribers by number, as their UTF-8."""
 
     def add(self, new: list[str]) -> None:
         body = "".join(new).encode("utf-8")  # checked encodable by Prepared
-        sizes = map(len, new) if body.isascii() else (len(v.encode("utf-8")) for v in new)
-        self.ends.extend(islice(accumulate(sizes, initial=self.ends[-1]), 1, None))
-        self.blob += body
+        self.extend(body, map(len, new) if body.isascii() else (len(v.encode()) for v in new))
 
 
 def _int64(values: array[int]) -> Any:

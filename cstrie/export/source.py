@@ -9,15 +9,15 @@ of making Python objects per pair.  Memory is bounded by the chunk size.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import accumulate, chain, islice, repeat
 from operator import sub
 from typing import Any
 
 from cstrie import _binding as nb
 
-__all__ = ["CHUNK_PAIRS", "Chunk", "Numbering", "chunks", "distinct_ids"]
+__all__ = ["CHUNK_PAIRS", "ByteTable", "Chunk", "Numbering", "chunks", "distinct_ids"]
 
 #: Pairs per engine chunk (the unit of streaming, a Parquet row group, ...).
 CHUNK_PAIRS = 1 << 14
@@ -91,6 +91,25 @@ class Chunk:
         """Each group's pattern as bytes."""
         ends = self.pat_end
         return list(map(self.pat.__getitem__, map(slice, chain((0,), ends), ends)))
+
+
+class ByteTable:
+    """Byte strings by number, laid out as the engine's table helpers take them
+    (:func:`cstrie._binding.interleave`, :func:`cstrie._binding.gather`): one
+    ``blob`` and each item's end offset in ``ends``.  Item 0 is empty, since
+    :class:`Numbering` numbers start at 1."""
+
+    def __init__(self) -> None:
+        self.blob = bytearray()
+        self.ends = array("q", (0,))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def extend(self, body: bytes, sizes: Iterable[int]) -> None:
+        """Append items given back to back in ``body``, with their byte sizes."""
+        self.ends.extend(islice(accumulate(sizes, initial=self.ends[-1]), 1, None))
+        self.blob += body
 
 
 #: engine id -> 1, 2, 3, ... in order of first appearance, a chunk at a time in
