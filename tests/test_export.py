@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import json
 import random
 import struct
@@ -396,7 +397,11 @@ def test_binary_checks_that_survive_a_valid_checksum() -> None:
     # decreasing pattern offsets: rebuild a file by hand
 
     def build(
-        ends: list[int], refs: list[int], data: bytes, subs: bytes = b"x", d: Dialect = AMQP
+        ends: list[int],
+        refs: list[int],
+        data: bytes,
+        subs: tuple[bytes, ...] = (b"x",),
+        d: Dialect = AMQP,
     ) -> bytes:
         meta = json.dumps(
             {
@@ -409,8 +414,10 @@ def test_binary_checks_that_survive_a_valid_checksum() -> None:
         out = binary_format.MAGIC + struct.pack("<HHI", 1, 0, len(meta)) + meta
         out += struct.pack("<4sQQ", b"PAIR", len(ends), len(data))
         out += struct.pack(f"<{len(ends)}q", *ends) + struct.pack(f"<{len(refs)}Q", *refs) + data
-        out += struct.pack("<4sQQ", b"SUBS", 1, len(subs)) + b"\x00" + struct.pack("<q", len(subs))
-        out += subs + struct.pack("<4sQQI", b"END\0", len(ends), len(data), 1)
+        blob = b"".join(subs)
+        out += struct.pack("<4sQQ", b"SUBS", len(subs), len(blob)) + b"\x00" * len(subs)
+        out += struct.pack(f"<{len(subs)}q", *itertools.accumulate(map(len, subs)))
+        out += blob + struct.pack("<4sQQI", b"END\0", len(ends), len(data), 1)
         return _with_crc(out)
 
     good = build([3, 5], [1, 1], b"a.bcd")
@@ -425,6 +432,10 @@ def test_binary_checks_that_survive_a_valid_checksum() -> None:
         load(io.BytesIO(build([1, 3], [1, 1], "ü.".encode())))
     with pytest.raises(FormatError, match="invalid"):  # a pattern the dialect refuses
         load(io.BytesIO(build([4, 5], [1, 1], b"a..bc", d=NATS)))
+    with pytest.raises(FormatError, match="lists a subscriber twice"):
+        load(io.BytesIO(build([3, 5], [1, 2], b"a.bcd", subs=(b"x", b"x"))))
+    two = build([3, 5], [1, 2], b"a.bcd", subs=(b"x", b"yz"))
+    assert pairs_of(load(io.BytesIO(two))) == [("a.b", "str", "'x'"), ("cd", "str", "'yz'")]
 
 
 def _jsonl_with(header: dict[str, Any], lines: list[str], crc: bool = True) -> bytes:

@@ -254,5 +254,7 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     # A ref outside 1..count is reported by the bulk build (build_trie).
     m.check_offsets(offsets, len(data))
     m.check_utf8(data, offsets)
-    values = m.decode_values(_values(kinds, sub_ends, blob), codec, decode)
+    values = _values(kinds, sub_ends, blob)
+    m.check_distinct(values)  # a table in the file: it may repeat one
+    values = m.decode_values(values, codec, decode)
     return m.build_trie(data, offsets, refs, values, dialect)

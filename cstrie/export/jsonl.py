@@ -301,17 +301,15 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
         raise FormatError(f"invalid pair count {pairs!r} in the footer")
     # The engine's reader takes exactly `pairs` lines and every byte up to the
     # footer, so when it succeeds the count is checked too (no separate count).
-    native = _native_columns(memoryview(raw)[head_end + 1 : foot_start], pairs)
-    if native is not None:
-        data_buf, offsets_buf, refs_buf, values = native
-        # distinct by construction: no second check before decode
-        values = m.decode_values(values, codec, decode, distinct=True)
-        return m.build_trie(data_buf, offsets_buf, refs_buf, values, dialect)
+    fast = _native_columns(memoryview(raw)[head_end + 1 : foot_start], pairs)
     body = memoryview(raw)[head_end + 1 : foot_start - 1]  # without the last newline
-    nlines = raw.count(b"\n", head_end + 1, foot_start)
-    if pairs != nlines:
-        raise FormatError(f"the footer says {pairs!r} pairs but the file has {nlines} pair lines")
-    fast = _arrow_columns(body, nlines)
+    if fast is None:
+        nlines = raw.count(b"\n", head_end + 1, foot_start)
+        if pairs != nlines:
+            raise FormatError(
+                f"the footer says {pairs!r} pairs but the file has {nlines} pair lines"
+            )
+        fast = _arrow_columns(body, nlines)
     if fast is not None:
         data_buf, offsets_buf, refs_buf, values = fast
         values = m.decode_values(values, codec, decode)

@@ -53,13 +53,16 @@ def check_meta(meta: object, fmt: str) -> tuple[Dialect, str]:
     return dialect_from_json(meta.get("dialect")), codec
 
 
-def decode_values(
-    values: list[Any], codec: str, decode: Decode | None, distinct: bool = False
-) -> list[Any]:
-    """Apply ``decode`` to the stored subscriber values (which must be
-    distinct: checked unless the caller's reader guarantees it)."""
-    if not distinct and len(set(values)) != len(values):
+def check_distinct(values: list[Any]) -> None:
+    """A subscriber table read from a file must not list a value twice.  (The
+    readers that number the values they parse, JSON Lines' and Parquet's
+    dictionary encoding, make them distinct and need no check.)"""
+    if len(set(values)) != len(values):
         raise FormatError("the subscriber table lists a subscriber twice (corrupt file)")
+
+
+def decode_values(values: list[Any], codec: str, decode: Decode | None) -> list[Any]:
+    """Apply ``decode`` to the stored (distinct) subscriber values."""
     if codec == "user" and decode is None:
         raise ValueError(
             "the subscribers in this file were written with encode=; pass decode= to "

@@ -311,8 +311,9 @@ def read(f: Any, decode: Decode | None = None) -> Any:
     enc = pc.dictionary_encode(key)
     refs = pc.cast(pc.add(pc.cast(enc.indices, pa.int64()), 1), pa.uint64())
     values = enc.dictionary.to_pylist()
-    if kind == "mixed":
+    if kind == "mixed":  # distinct texts, but two may spell one value ("int\x0001", "int\x001")
         values = [_from_text(v) for v in values]
+        m.check_distinct(values)
     del enc, key, cols
     values = m.decode_values(values, codec, decode)
     n = len(patterns)
