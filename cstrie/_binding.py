@@ -61,18 +61,6 @@ def raise_status(
     raise RuntimeError(f"cstrie engine: unexpected status {status}")
 
 
-MAX_ATTEMPTS = 64
-"""How often a read retries when an id was freed between the engine's answer and
-the id -> object mapping (each retry is a fresh, later linearisation)."""
-
-
-def unmapped_id_error() -> RuntimeError:
-    return RuntimeError(
-        "cstrie: the engine keeps returning a subscriber id with no object; the "
-        "subscriber registry lost track of it (please report this as a bug)"
-    )
-
-
 def check(status: int, dialect: Dialect | None = None, what: str = "", text: object = None) -> int:
     """Return ``status`` when it is a success (>= 0), else raise for it."""
     if status < 0:

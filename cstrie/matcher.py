@@ -5,7 +5,8 @@ hot path costs an atomic reference-count update on a shared cache line. A
 ``Trie`` is shared by design, and so are its handle, its registry and a module's
 ``lib`` functions. A :class:`Matcher` is the same trie seen through objects
 that belong to one thread: its own cdata handle and function pointers, its own
-result buffer, and its own id -> subscriber cache. Create one per thread::
+result buffer, and its own view of the registry's count of freed ids (read in C
+memory, so threads share no Python int). Create one per thread::
 
     import threading, cstrie
 
@@ -26,27 +27,25 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cstrie import _binding as nb
-from cstrie._binding import MAX_ATTEMPTS
+from cstrie.registry import MAX_ATTEMPTS
 
 if TYPE_CHECKING:
     from cstrie.trie import _Reader
 
 __all__ = ["Matcher"]
 
-_CACHE_LIMIT = 1 << 16
-
 
 class Matcher:
     """Read-only, single-thread view of a trie or snapshot for fast lookups.
 
     Not thread-safe by itself: use one per thread.  Complexity is that of
-    ``Trie.lookup``; ids seen before resolve from a thread-local cache.
+    ``Trie.lookup``.
     """
 
     __slots__ = (
-        "_cache",
         "_cap",
         "_dialect",
+        "_freed",
         "_h",
         "_has",
         "_ids",
@@ -64,24 +63,10 @@ class Matcher:
         self._has = nb.ffi.cast(nb.HAS_SIG, nb.ffi.addressof(nb.lib, "cst_has_subscribers"))
         self._cap = 256
         self._ids = nb.ffi.new("uint64_t[]", self._cap)
-        self._cache: dict[int, Any] = {}
-        self._objects = reader._reg.objects
+        reg = reader._reg
+        self._objects = reg.objects.__getitem__
+        self._freed = nb.ffi.cast("int64_t *", reg.freed_cell)  # this matcher's own cdata
         self._dialect = reader._dialect
-
-    def _resolve(self, ids: list[int]) -> list[Any] | None:
-        cache = self._cache
-        out = []
-        for i in ids:
-            obj = cache.get(i, cache)
-            if obj is cache:
-                obj = self._objects.get(i, cache)
-                if obj is cache:
-                    return None  # freed after the engine answered: ask again
-                if len(cache) >= _CACHE_LIMIT:
-                    cache.clear()
-                cache[i] = obj
-            out.append(obj)
-        return out
 
     def lookup(self, topic: str) -> list[Any]:
         """Same as :meth:`cstrie.Trie.lookup`."""
@@ -91,7 +76,9 @@ class Matcher:
             data = topic.encode()
         except UnicodeEncodeError:
             return self._reader.lookup(topic)
+        freed = self._freed
         for _attempt in range(MAX_ATTEMPTS):
+            seen = freed[0]  # Registry rule 4, as Registry.stable
             n = self._lookup(self._h, data, len(data), self._ids, self._cap)
             if n < 0:
                 nb.raise_status(n, self._dialect, "topic", topic)
@@ -99,10 +86,10 @@ class Matcher:
                 self._cap = 1 << (n - 1).bit_length()
                 self._ids = nb.ffi.new("uint64_t[]", self._cap)
                 continue
-            res = self._resolve(nb.ffi.unpack(self._ids, n))
-            if res is not None:
+            res = list(map(self._objects, nb.ffi.unpack(self._ids, n)))
+            if freed[0] == seen:
                 return res
-        raise nb.unmapped_id_error()
+        return self._reader.lookup(topic)  # ids keep being freed: the shared path
 
     def has_subscribers(self, topic: str) -> bool:
         """Same as :meth:`cstrie.Trie.has_subscribers`."""

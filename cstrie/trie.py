@@ -41,16 +41,14 @@ from itertools import accumulate, compress
 from typing import Any
 
 from cstrie import _binding as nb
-from cstrie._binding import MAX_ATTEMPTS
 from cstrie.dialect import Dialect, resolve_dialect
 from cstrie.matcher import Matcher
-from cstrie.registry import Counts, Registry
+from cstrie.registry import FREE, Counts, Registry
 
 __all__ = ["Snapshot", "Trie"]
 
 _calls = nb.thread_calls()
 _unpack = nb.ffi.unpack
-_MISSING = object()
 
 
 def _pair_counts(ids: Any, kept: Any, n: int, max_id: int) -> Counts:
@@ -92,12 +90,6 @@ class _Reader:
         return self._dialect
 
     # ---------------------------------------------------------------- lookups
-    def _objects(self, ids: list[int]) -> list[Any] | None:
-        try:
-            return list(map(self._reg.objects.__getitem__, ids))
-        except KeyError:
-            return None  # an id was freed after the engine answered: ask again
-
     def lookup(self, topic: str) -> list[Any]:
         """Every subscriber whose pattern matches ``topic``, each once.
 
@@ -113,41 +105,42 @@ class _Reader:
         else:
             data = _encode(topic, "topic", self._dialect)
         fn, ids, cap = _calls.hot
+        reg = self._reg
+        seen = reg.freed
         n = fn(self._h, data, len(data), ids, cap)
-        # The common cases, straight through; anything else (a buffer too
-        # small, an error, an id freed after the engine answered) goes to
+        # The common cases, straight through (Registry.stable, inlined); anything
+        # else (a buffer too small, an error, an id freed meanwhile) goes to
         # _lookup_again.
         if 1 < n <= cap:
-            try:
-                return list(map(self._reg.objects.__getitem__, _unpack(ids, n)))
-            except KeyError:
-                pass
+            out = list(map(reg.objects.__getitem__, _unpack(ids, n)))
+            if reg.freed == seen:
+                return out
         elif n == 1:
-            obj = self._reg.objects.get(ids[0], _MISSING)
-            if obj is not _MISSING:
-                return [obj]
+            out = [reg.objects[ids[0]]]
+            if reg.freed == seen:
+                return out
         elif n == 0:
             return []
-        return self._lookup_again(topic, data, n)
+        return self._lookup_again(topic, data)
 
-    def _lookup_again(self, topic: str, data: bytes, n: int) -> list[Any]:
-        """The rest of :meth:`lookup` after a first answer ``n`` it could not use."""
+    def _lookup_again(self, topic: str, data: bytes) -> list[Any]:
+        """:meth:`lookup` after a first answer it could not use."""
         calls = _calls
         objects = self._reg.objects
-        for _attempt in range(MAX_ATTEMPTS):
+
+        def read() -> tuple[int, list[Any] | None]:
+            n = calls.lookup(self._h, data, len(data), calls.ids, calls.cap)
             if n < 0:
                 nb.raise_status(n, self._dialect, "topic", topic)
             if n > calls.cap:
-                calls.grow(n)
-            elif n == 0:
-                return []
-            else:
-                try:
-                    return list(map(objects.__getitem__, _unpack(calls.ids, n)))
-                except KeyError:
-                    pass  # an id was freed after the engine answered: ask again
-            n = calls.lookup(self._h, data, len(data), calls.ids, calls.cap)
-        raise nb.unmapped_id_error()
+                return n, None
+            return n, list(map(objects.__getitem__, _unpack(calls.ids, n)))
+
+        while True:
+            n, out = self._reg.stable(read)
+            if out is not None:
+                return out
+            calls.grow(n)
 
     def has_subscribers(self, topic: str) -> bool:
         """True when at least one pattern matches ``topic`` (stops at the first)."""
@@ -160,20 +153,19 @@ class _Reader:
     def match(self, topic: str) -> list[tuple[str, Any]]:
         """The matching (pattern, subscriber) pairs for ``topic``."""
         data = _encode(topic, "topic", self._dialect)
-        for _attempt in range(MAX_ATTEMPTS):
+        objs = self._reg.objects
+
+        def read() -> list[tuple[str, Any]]:
             groups = nb.match_groups(self._h, data)
             if isinstance(groups, int):
                 nb.raise_status(groups, self._dialect, "topic", topic)
             out: list[tuple[str, Any]] = []
-            objs = self._reg.objects
-            try:
-                for pat, ids in groups:
-                    p = pat.decode()
-                    out.extend((p, objs[i]) for i in ids)
-            except KeyError:
-                continue
+            for pat, ids in groups:
+                p = pat.decode()
+                out.extend((p, objs[i]) for i in ids)
             return out
-        raise nb.unmapped_id_error()
+
+        return self._reg.stable(read)
 
     def lookup_many(self, topics: Iterable[str]) -> list[list[Any]]:
         """``[self.lookup(t) for t in topics]`` in one engine call per chunk."""
@@ -193,51 +185,55 @@ class _Reader:
         out: list[list[Any]] = [[] for _ in range(n)]
         objs = self._reg.objects
         row, skip = 0, 0
-        while row < n:
-            got = nb.lib.cst_lookup_batch(
-                self._h,
-                data,
-                offsets,
-                1,
-                nb.ffi.NULL,
-                0,
-                n,
-                row,
-                skip,
-                rows,
-                ids,
-                cap,
-                next_row,
-                next_skip,
-                status,
+
+        def chunk() -> tuple[list[int], list[Any]]:
+            """One engine call from (row, skip): the rows and objects it found."""
+            got = nb.check(
+                nb.lib.cst_lookup_batch(
+                    self._h,
+                    data,
+                    offsets,
+                    1,
+                    nb.ffi.NULL,
+                    0,
+                    n,
+                    row,
+                    skip,
+                    rows,
+                    ids,
+                    cap,
+                    next_row,
+                    next_skip,
+                    status,
+                )
             )
-            nb.check(got)
-            for r, i in zip(nb.ffi.unpack(rows, got), nb.ffi.unpack(ids, got), strict=True):
-                obj = objs.get(i)
-                if obj is None:  # freed meanwhile: answer that row again, alone
-                    out[r] = [None]
-                else:
-                    out[r].append(obj)
+            return nb.ffi.unpack(rows, got), list(map(objs.__getitem__, nb.ffi.unpack(ids, got)))
+
+        while row < n:
+            # Each chunk is one read (Registry.stable): repeated from the same
+            # row when an id was freed while it ran.
+            found_rows, found = self._reg.stable(chunk)
+            for r, obj in zip(found_rows, found, strict=True):
+                out[r].append(obj)
             row, skip = next_row[0], next_skip[0]
         for r in range(n):
             if status[r] < 0:
                 nb.raise_status(status[r], self._dialect, "topic", topics[r])
-            if out[r] and out[r][0] is None and len(out[r]) >= 1 and None in out[r]:
-                out[r] = self.lookup(topics[r])
         return out
 
     def subscribers(self, pattern: str) -> list[Any]:
         """The subscribers of exactly ``pattern`` (wildcards taken literally as
         pattern words, not expanded)."""
         data = _encode(pattern, "pattern", self._dialect)
-        for _attempt in range(MAX_ATTEMPTS):
+        objs = self._reg.objects
+
+        def read() -> list[Any]:
             ids = nb.ids_call(nb.lib.cst_subscribers, self._h, data)
             if isinstance(ids, int):
                 nb.raise_status(ids, self._dialect, "pattern", pattern)
-            res = self._objects(ids)
-            if res is not None:
-                return res
-        raise nb.unmapped_id_error()
+            return list(map(objs.__getitem__, ids))
+
+        return self._reg.stable(read)
 
     # ------------------------------------------------------------ whole trie
     def _groups(self) -> Iterator[tuple[str, list[Any]]]:
@@ -607,8 +603,8 @@ class Trie(_Reader):
         reg = self._reg
         for _, ids in groups:
             for i in ids:
-                obj = reg.objects.get(i)
-                if obj is None:
+                obj = reg.get(i)
+                if obj is FREE:
                     continue
                 with reg.lock_for(obj):
                     if i in self._counts:

@@ -22,7 +22,7 @@ from cstrie.trie import Snapshot, Trie
 
 
 def state(trie: Trie | Snapshot) -> tuple[Any, ...]:
-    return (sorted(trie, key=repr), len(trie), sorted(trie._reg.objects.values(), key=repr))
+    return (sorted(trie, key=repr), len(trie), sorted(trie._reg.live_objects(), key=repr))
 
 
 # ------------------------------------------------------------ module level

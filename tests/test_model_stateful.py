@@ -320,7 +320,7 @@ class TrieModel(RuleBasedStateMachine):
     @invariant()
     def registry_maps_every_live_subscriber(self) -> None:
         reg = self.handles[0][0]._reg
-        mapped = set(reg.objects.values())
+        mapped = set(reg.live_objects())
         live = {s for _, model in self.handles for subs in model.values() for s in subs}
         held = {s for _, frozen in self.snapshots for _, s in frozen}
         assert live | held <= mapped, (live | held) - mapped

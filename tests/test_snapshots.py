@@ -352,7 +352,7 @@ def test_subscriber_held_only_by_snapshot_stays_mapped_then_is_freed() -> None:
     del snap, got
     gc.collect()
     assert len(trie._reg) == 1
-    assert list(trie._reg.objects.values()) == [keep]
+    assert list(trie._reg.live_objects()) == [keep]
     trie.unsubscribe("k", keep)
     assert len(trie._reg) == 0
 
@@ -433,4 +433,4 @@ def test_dropping_a_handle_frees_its_subscribers(drop: str) -> None:
         survivor = dup
         del trie
     gc.collect()
-    assert set(survivor._reg.objects.values()) == {"shared"}
+    assert set(survivor._reg.live_objects()) == {"shared"}

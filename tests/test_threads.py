@@ -38,13 +38,13 @@ from cstrie.trie import Trie
 
 
 def mapped(trie: Trie) -> set[Hashable]:
-    return set(trie._reg.objects.values())
+    return set(trie._reg.live_objects())
 
 
 def assert_registry_exact(trie: Trie) -> None:
     """No snapshot open: the registry maps exactly the subscribers with a pair."""
     assert mapped(trie) == {s for _, s in trie}
-    assert all(i in trie._reg.objects for _, ids in nb.iterate(trie._h) for i in ids)
+    assert all(trie._reg.maps(i) for _, ids in nb.iterate(trie._h) for i in ids)
 
 
 # ----------------------------------------------------------- read-your-writes
@@ -343,7 +343,7 @@ class Racer:
 
 
 def _unmapped_ids(handle: Any, trie: Trie) -> list[int]:
-    return [i for _, ids in nb.iterate(handle) for i in ids if i not in trie._reg.objects]
+    return [i for _, ids in nb.iterate(handle) for i in ids if not trie._reg.maps(i)]
 
 
 def test_copy_racing_with_subscribe_keeps_subscriber_mapped(monkeypatch: Any) -> None:

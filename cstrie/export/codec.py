@@ -90,7 +90,7 @@ def _describe(obj: object) -> str:
     return f"{text} (type {type(obj).__qualname__})"
 
 
-def prepare_table(ids: Sequence[int], objects: dict[int, Any], encode: Encode | None) -> Table:
+def prepare_table(ids: Sequence[int], objects: Sequence[Any], encode: Encode | None) -> Table:
     """Check and encode the subscribers with engine ids ``ids``.
 
     Raises ``TypeError`` naming the first subscriber that cannot be stored (or
@@ -147,9 +147,11 @@ class Plan:
     """How one export stores its subscribers.
 
     ``values`` maps every engine id of the snapshot (maybe more) to the value to
-    store; ``kinds`` are the kinds among ``values``."""
+    store (the registry's id -> object list itself, or a dict); ``members`` are
+    those values (each once) and ``kinds`` the kinds among them."""
 
-    values: dict[int, str | int | bytes]
+    values: Sequence[Any] | dict[int, str | int | bytes]
+    members: list[Any]
     kinds: set[int]
     codec: str
     total: int | None = None
@@ -181,17 +183,20 @@ def plan(snap: Any, encode: Encode | None) -> Plan:
     from cstrie.export.source import distinct_ids
 
     if encode is None:
-        # The live registry dict serves the lookups: the snapshot pins its ids.
-        objects: dict[int, Any] = snap._reg.objects
-        try:
-            types = _native_types(objects.values())
-        except RuntimeError:  # the dict changed size under us: check a copy
-            types = _native_types(objects.copy().values())
+        # The live registry list serves the lookups: the snapshot pins its ids.
+        live = snap._reg.live_objects()
+        types = _native_types(live)
         if types is not None:
-            return Plan(objects, {_KINDS[t] for t in types}, "native")
+            return Plan(snap._reg.objects, live, {_KINDS[t] for t in types}, "native")
     ids, total = distinct_ids(snap)
     table = prepare_table(ids, snap._reg.objects, encode)
-    return Plan(dict(zip(table.ids, table.values, strict=True)), table.kind_set, table.codec, total)
+    return Plan(
+        dict(zip(table.ids, table.values, strict=True)),
+        table.values,
+        table.kind_set,
+        table.codec,
+        total,
+    )
 
 
 # ------------------------------------------------------------------ dialect

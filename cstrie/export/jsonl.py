@@ -27,7 +27,7 @@ import json
 import re
 import zlib
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate, chain
 from operator import itemgetter
 from typing import Any, BinaryIO
@@ -73,7 +73,7 @@ class _Tails(ByteTable):
     :class:`~cstrie.export.source.Numbering`; the engine interleaves this byte
     table with a chunk's patterns."""
 
-    def __init__(self, values: dict[int, str | int | bytes]) -> None:
+    def __init__(self, values: Sequence[Any] | dict[int, str | int | bytes]) -> None:
         super().__init__()
         self.numbering = Numbering()
         self._source = values

@@ -97,19 +97,19 @@ class Prepared:
     def __init__(self, plan: Plan) -> None:
         pa = require_pyarrow()
         kinds = plan.kinds
-        values = plan.values.values()
+        values = plan.members
         if not kinds:
             self.kind = "str"
         elif kinds == {INT}:
             lo, hi = _INT64
-            self.kind = "int" if all(lo <= v <= hi for v in values) else "mixed"  # type: ignore[operator]
+            self.kind = "int" if all(lo <= v <= hi for v in values) else "mixed"
         elif len(kinds) == 1:
             self.kind = kind_name(next(iter(kinds)))
         else:
             self.kind = "mixed"
         if STR in kinds:
             strs: list[str] = (
-                list(values)  # type: ignore[arg-type]
+                list(values)
                 if kinds == {STR}
                 else [v for v in values if isinstance(v, str)]
             )
@@ -196,7 +196,7 @@ def write(
             if len(numbering) > known:
                 new = list(map(values.__getitem__, numbering.order[known:]))
                 if texts is not None:
-                    texts.add(new)  # type: ignore[arg-type]
+                    texts.add(new)
                 elif prep.kind != "mixed":
                     dicts[0].append(pa.array(new, prep.type))
                 else:

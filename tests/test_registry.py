@@ -1,0 +1,228 @@
+"""The subscriber registry's rules (cstrie/registry.py), each from the rule.
+
+1. An object has at most one id; a freed id's slot is reused for a later new
+   subscriber, so churn through new subscribers does not grow the table.
+3. A snapshot's ids stay mapped while it is open (and more in test_snapshots).
+4. A read of a live trie that meets an id freed (and maybe reused for another
+   subscriber) between the engine's answer and the mapping is repeated: it
+   never returns the other subscriber.  After ``MAX_ATTEMPTS`` such races it
+   runs once holding the slot lock, where no id can be freed.
+
+The races of rule 4 are replayed deterministically: a wrapper around the
+engine call runs "the other thread's" unsubscribe and subscribe right after
+the engine has answered (in the same thread: the lookup holds no lock then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers import Sub
+
+import cstrie.trie as trie_module
+from cstrie import _binding as nb
+from cstrie.registry import FREE, MAX_ATTEMPTS, Registry
+from cstrie.trie import Trie
+
+
+def _reuse_race(trie: Trie, undo: bool = False) -> Callable[[], None]:
+    """The other thread: 'x' leaves (its id is freed) and 'y' arrives on another
+    pattern (taking x's slot); with ``undo`` both go back, so that the race can
+    repeat (and x ends in its old slot)."""
+
+    def race() -> None:
+        reg = trie._reg
+        if reg._slot_lock.locked():  # the read runs under the slot lock: no frees
+            return
+        x_id = reg.existing_id("x")
+        trie.unsubscribe("a.b", "x")
+        trie.subscribe("other", "y")
+        assert reg.existing_id("y") == x_id  # the slot was reused
+        if undo:
+            trie.unsubscribe("other", "y")
+            trie.subscribe("a.b", "x")
+
+    return race
+
+
+def _racy_trie() -> Trie:
+    trie = Trie()
+    trie.subscribe("a.b", "x")
+    return trie
+
+
+# ----------------------------------------------------------------- rule 1
+def test_freed_slots_are_reused_by_new_subscribers() -> None:
+    trie = Trie()
+    trie.subscribe("keep", "anchor")
+    for k in range(1000):
+        trie.subscribe("a.b", f"s{k}")
+        assert trie.unsubscribe("a.b", f"s{k}")
+    reg = trie._reg
+    assert len(reg) == 1
+    assert len(reg.objects) <= 3  # slot 0, the anchor, one slot reused 1000 times
+    assert trie.lookup("keep") == ["anchor"]
+
+
+def test_equal_objects_share_one_id_and_free_it_once() -> None:
+    trie = Trie()
+    a, b = Sub("n"), Sub("n")  # equal, distinct
+    trie.subscribe("p", a)
+    trie.subscribe("q", b)
+    reg = trie._reg
+    assert len(reg) == 1
+    assert trie.unsubscribe("p", b) and trie.unsubscribe("q", a)
+    assert len(reg) == 0 and reg.live_objects() == []
+    trie.subscribe("r", "new")
+    assert reg.live_objects() == ["new"]  # the slot came back once, not twice
+    assert sum(1 for o in reg.objects if o is FREE) == 1  # slot 0
+
+
+def test_a_slot_freed_while_a_snapshot_holds_it_is_not_reused() -> None:
+    trie = Trie()
+    trie.subscribe("a", "x")
+    snap = trie.snapshot()
+    trie.unsubscribe("a", "x")
+    trie.subscribe("b", "y")  # must not take x's slot: the snapshot maps it
+    assert snap.lookup("a") == ["x"] and list(snap) == [("a", "x")]
+    assert trie.lookup("b") == ["y"]
+    del snap
+    trie.subscribe("c", "z")  # x's slot is free now
+    assert len(trie._reg.objects) == 3
+
+
+def test_last_handle_gone_frees_every_slot() -> None:
+    trie = Trie()
+    for k in range(10):
+        trie.subscribe("a", k)
+    reg = trie._reg
+    del trie
+    assert len(reg) == 0 and reg.live_objects() == []
+
+
+# ----------------------------------------------------------------- rule 4
+def test_lookup_never_names_the_subscriber_that_took_a_freed_id(monkeypatch: Any) -> None:
+    trie = _racy_trie()
+    race = _reuse_race(trie)
+    fn, ids, cap = trie_module._calls.hot
+    calls = []
+
+    def racing(*args: Any) -> int:
+        n: int = fn(*args)
+        calls.append(n)
+        if len(calls) == 1:
+            race()
+        return n
+
+    monkeypatch.setattr(trie_module._calls, "hot", (racing, ids, cap))
+    got = trie.lookup("a.b")
+    monkeypatch.undo()
+    # The first answer named x's id, which now names y: the lookup asks again
+    # (through the slow path), after x left.
+    assert got == []
+    assert calls == [1]
+
+
+def test_lookup_gives_up_racing_and_reads_under_the_slot_lock(monkeypatch: Any) -> None:
+    trie = _racy_trie()
+    race = _reuse_race(trie, undo=True)
+    calls = trie_module._calls
+    real = calls.lookup
+    seen: list[bool] = []
+
+    def racing(*args: Any) -> int:
+        n: int = real(*args)
+        seen.append(trie._reg._slot_lock.locked())
+        race()
+        return n
+
+    _fn, ids, cap = calls.hot
+    monkeypatch.setattr(calls, "hot", (racing, ids, cap))
+    monkeypatch.setattr(calls, "lookup", racing)
+    got = trie.lookup("a.b")
+    monkeypatch.undo()
+    assert got == ["x"]
+    # every unlocked attempt lost its race; the last one ran under the lock
+    assert seen == [False] * (MAX_ATTEMPTS + 1) + [True]
+
+
+def test_match_and_subscribers_repeat_after_a_reused_id(monkeypatch: Any) -> None:
+    trie = _racy_trie()
+    race = _reuse_race(trie)
+    real_groups, real_ids = nb.match_groups, nb.ids_call
+    fired: list[str] = []
+
+    def groups(*args: Any) -> Any:
+        out = real_groups(*args)
+        if "match" not in fired:
+            fired.append("match")
+            race()
+        return out
+
+    def ids_call(*args: Any) -> Any:
+        out = real_ids(*args)
+        if "subscribers" not in fired:
+            fired.append("subscribers")
+            race()
+        return out
+
+    monkeypatch.setattr(trie_module.nb, "match_groups", groups)
+    monkeypatch.setattr(trie_module.nb, "ids_call", ids_call)
+    assert trie.match("a.b") == []
+    trie.unsubscribe("other", "y")
+    trie.subscribe("a.b", "x")
+    assert trie.subscribers("a.b") == []
+    assert fired == ["match", "subscribers"]
+
+
+def test_matcher_lookup_repeats_after_a_reused_id() -> None:
+    trie = _racy_trie()
+    race = _reuse_race(trie)
+    m = trie.matcher()
+    real = m._lookup
+    calls: list[int] = []
+
+    def racing(*args: Any) -> int:
+        n: int = real(*args)
+        calls.append(n)
+        if len(calls) == 1:
+            race()
+        return n
+
+    m._lookup = racing
+    assert m.lookup("a.b") == []
+    assert len(calls) == 2
+
+
+def test_lookup_many_repeats_a_chunk_after_a_reused_id(monkeypatch: Any) -> None:
+    trie = _racy_trie()
+    trie.subscribe("c", "z")
+    race = _reuse_race(trie)
+    fired: list[int] = []
+    real = Registry.stable
+
+    def stable(reg: Registry, read: Callable[[], Any]) -> Any:
+        def racing() -> Any:
+            out = read()
+            if not fired:
+                fired.append(1)
+                race()
+            return out
+
+        return real(reg, racing)
+
+    monkeypatch.setattr(Registry, "stable", stable)
+    assert trie.lookup_many(["a.b", "c", "a.b"]) == [[], ["z"], []]
+    assert fired == [1]
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_without_races_a_lookup_maps_each_id_once(n: int) -> None:
+    trie = Trie()
+    for k in range(n):
+        trie.subscribe("a.*", k)
+    before = trie._reg.freed
+    assert sorted(trie.lookup("a.b")) == list(range(n))
+    assert trie._reg.freed == before
