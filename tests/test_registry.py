@@ -226,3 +226,23 @@ def test_without_races_a_lookup_maps_each_id_once(n: int) -> None:
     before = trie._reg.freed
     assert sorted(trie.lookup("a.b")) == list(range(n))
     assert trie._reg.freed == before
+
+
+def test_none_is_a_subscriber_like_any_other() -> None:
+    """A slot that holds None is in use: clear(), a snapshot's end and a dropped
+    copy free it like any other (FREE, not None, marks a free slot)."""
+    trie = Trie()
+    trie.subscribe("a", None)
+    trie.clear()
+    assert len(trie._reg) == 0
+    trie.subscribe("a", None)
+    snap = trie.snapshot()
+    trie.unsubscribe("a", None)
+    assert len(trie._reg) == 1 and snap.lookup("a") == [None]
+    del snap
+    assert len(trie._reg) == 0
+    trie.subscribe("keep", "k")
+    dup = trie.copy()
+    dup.subscribe("b", None)
+    del dup
+    assert trie._reg.live_objects() == ["k"]
