@@ -47,6 +47,22 @@ def _reuse_race(trie: Trie, undo: bool = False) -> Callable[[], None]:
     return race
 
 
+def _race_after_first(real: Callable[..., Any], race: Callable[[], None]) -> Any:
+    """``real`` wrapped to run ``race`` right after its first call returns;
+    ``.answers`` records what each call returned."""
+    answers: list[Any] = []
+
+    def racing(*args: Any) -> Any:
+        out = real(*args)
+        answers.append(out)
+        if len(answers) == 1:
+            race()
+        return out
+
+    racing.answers = answers  # type: ignore[attr-defined]
+    return racing
+
+
 def _racy_trie() -> Trie:
     trie = Trie()
     trie.subscribe("a.b", "x")
@@ -107,22 +123,14 @@ def test_lookup_never_names_the_subscriber_that_took_a_freed_id(monkeypatch: Any
     trie = _racy_trie()
     race = _reuse_race(trie)
     fn, ids, cap = trie_module._calls.hot
-    calls = []
-
-    def racing(*args: Any) -> int:
-        n: int = fn(*args)
-        calls.append(n)
-        if len(calls) == 1:
-            race()
-        return n
-
+    racing = _race_after_first(fn, race)
     monkeypatch.setattr(trie_module._calls, "hot", (racing, ids, cap))
     got = trie.lookup("a.b")
     monkeypatch.undo()
     # The first answer named x's id, which now names y: the lookup asks again
     # (through the slow path), after x left.
     assert got == []
-    assert calls == [1]
+    assert racing.answers == [1]
 
 
 def test_lookup_gives_up_racing_and_reads_under_the_slot_lock(monkeypatch: Any) -> None:
@@ -151,49 +159,25 @@ def test_lookup_gives_up_racing_and_reads_under_the_slot_lock(monkeypatch: Any) 
 def test_match_and_subscribers_repeat_after_a_reused_id(monkeypatch: Any) -> None:
     trie = _racy_trie()
     race = _reuse_race(trie)
-    real_groups, real_ids = nb.match_groups, nb.ids_call
-    fired: list[str] = []
-
-    def groups(*args: Any) -> Any:
-        out = real_groups(*args)
-        if "match" not in fired:
-            fired.append("match")
-            race()
-        return out
-
-    def ids_call(*args: Any) -> Any:
-        out = real_ids(*args)
-        if "subscribers" not in fired:
-            fired.append("subscribers")
-            race()
-        return out
-
+    groups = _race_after_first(nb.match_groups, race)
+    ids_call = _race_after_first(nb.ids_call, race)
     monkeypatch.setattr(trie_module.nb, "match_groups", groups)
     monkeypatch.setattr(trie_module.nb, "ids_call", ids_call)
     assert trie.match("a.b") == []
     trie.unsubscribe("other", "y")
     trie.subscribe("a.b", "x")
     assert trie.subscribers("a.b") == []
-    assert fired == ["match", "subscribers"]
+    assert len(groups.answers) == 2 and len(ids_call.answers) == 2  # each asked again
 
 
 def test_matcher_lookup_repeats_after_a_reused_id() -> None:
     trie = _racy_trie()
     race = _reuse_race(trie)
     m = trie.matcher()
-    real = m._lookup
-    calls: list[int] = []
-
-    def racing(*args: Any) -> int:
-        n: int = real(*args)
-        calls.append(n)
-        if len(calls) == 1:
-            race()
-        return n
-
+    racing = _race_after_first(m._lookup, race)
     m._lookup = racing
     assert m.lookup("a.b") == []
-    assert len(calls) == 2
+    assert len(racing.answers) == 2
 
 
 def test_lookup_many_repeats_a_chunk_after_a_reused_id(monkeypatch: Any) -> None:
