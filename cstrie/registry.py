@@ -27,7 +27,9 @@ Rules (tests: ``tests/test_registry.py``, the races in ``tests/test_threads.py``
    reused) in between, so every id still named the object it named when the
    engine answered.  Otherwise the read is repeated (a fresh, later
    linearisation); after :data:`MAX_ATTEMPTS` it runs once holding the slot
-   lock, where no id can be freed (:meth:`Registry.stable`).
+   lock, where no id can be freed (:meth:`Registry.stable`).  Snapshots share
+   the read methods and so the check; by rule 3 it never changes their answer
+   (at most a free elsewhere in the family makes one ask the engine again).
 """
 
 from __future__ import annotations
