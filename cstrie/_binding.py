@@ -33,6 +33,8 @@ _VALIDATION = {
     lib.CST_ENUL,
     lib.CST_EMULTIPOS,
     lib.CST_EWILDWORD,
+    lib.CST_EFORBIDDEN,
+    lib.CST_ETOODEEP,
 }
 
 
@@ -94,6 +96,11 @@ class NativeDialect:
         self.ptr.dollar_rule = int(d.dollar_rule)
         self.ptr.forbid_nul = int(d.forbid_nul)
         self.ptr.max_bytes = d.max_bytes or 0
+        bits = [0, 0]
+        for ch in d.forbidden:  # ASCII only (Dialect checks): one bit per byte value
+            bits[ord(ch) >> 6] |= 1 << (ord(ch) & 63)
+        self.ptr.forbidden = bits
+        self.ptr.max_levels = d.max_levels or 0
 
 
 def native_dialect(d: Dialect) -> NativeDialect:

@@ -4,7 +4,7 @@ A :class:`Dialect` is a plain, immutable value object.  The three built-in diale
 are :data:`AMQP` (the default), :data:`MQTT` and :data:`NATS`; a custom dialect is made
 by constructing :class:`Dialect` with other tokens or rules.
 
-Rules (see ``docs/dialects.md`` for the full table):
+Rules (see "Dialects" in ``docs/api.md`` for the full table):
 
 ========  =========  ==========  ==============================================
 dialect   separator  one level   many levels
@@ -57,6 +57,15 @@ class Dialect:
             topic whose first word starts with ``$`` (MQTT).
         max_bytes: the longest valid topic/pattern in UTF-8 bytes, or ``None``.
         forbid_nul: U+0000 is not allowed in topics or patterns.
+        forbidden: the characters that topics and patterns may not contain
+            anywhere (ASCII only, so that the engine checks them as bytes; none
+            of them may occur in the separator or a wildcard token).  Stored
+            sorted and without repeats, so equal sets make equal dialects.
+        max_levels: the most words a topic or pattern may have, or ``None`` for
+            no limit.  A many-level wildcard that may appear anywhere (AMQP
+            ``#``) makes a lookup explore (node, word index) states, O(m * n)
+            for a pattern of m words and a topic of n words; a dialect with such
+            a wildcard and untrusted input should set a limit.
     """
 
     name: str = "custom"
@@ -72,6 +81,8 @@ class Dialect:
     dollar_rule: bool = False
     max_bytes: int | None = None
     forbid_nul: bool = False
+    forbidden: str = ""
+    max_levels: int | None = None
 
     def __post_init__(self) -> None:
         for field in ("name", "separator"):
@@ -97,6 +108,31 @@ class Dialect:
             not isinstance(self.max_bytes, int) or self.max_bytes < 1
         ):
             raise ValueError("Dialect.max_bytes must be a positive int or None")
+        if self.max_levels is not None and (
+            isinstance(self.max_levels, bool)
+            or not isinstance(self.max_levels, int)
+            or self.max_levels < 1
+        ):
+            raise ValueError("Dialect.max_levels must be a positive int or None")
+        self._check_forbidden()
+
+    def _check_forbidden(self) -> None:
+        if not isinstance(self.forbidden, str):
+            raise TypeError("Dialect.forbidden must be a str")
+        for ch in self.forbidden:
+            if ord(ch) > 0x7F:
+                raise ValueError(
+                    f"Dialect.forbidden may only hold ASCII characters, not {ch!r} "
+                    f"(U+{ord(ch):04X})"
+                )
+        for field in ("separator", "single", "multi"):
+            token = getattr(self, field)
+            if token is not None and any(ch in token for ch in self.forbidden):
+                raise ValueError(
+                    f"Dialect.forbidden holds a character of Dialect.{field} {token!r}"
+                )
+        # One spelling per set: equal sets make equal (and equally hashed) dialects.
+        object.__setattr__(self, "forbidden", "".join(sorted(set(self.forbidden))))
 
     # ------------------------------------------------------------------ checks
     def _check_text(self, text: object, what: str) -> bytes:
@@ -108,6 +144,8 @@ class Dialect:
             raise ValueError(f"{what} {text!r} is not valid UTF-8 text: {exc.reason}") from None
         if self.forbid_nul and "\x00" in text:
             raise ValueError(f"{what} {text!r} contains U+0000, which {self.name} forbids")
+        if self.forbidden:
+            self._check_forbidden_in(text, what)
         if self.max_bytes is not None and len(data) > self.max_bytes:
             raise ValueError(
                 f"{what} is {len(data)} UTF-8 bytes long; {self.name} allows at most "
@@ -117,8 +155,28 @@ class Dialect:
             raise ValueError(f"{what} must not be empty in the {self.name} dialect")
         return data
 
-    def _split(self, text: str) -> list[str]:
-        return text.split(self.separator) if text else []
+    def _check_forbidden_in(self, text: str, what: str) -> None:
+        # One substring search per forbidden character (a handful), not a loop per
+        # character of the text; the first offending index only on the error path.
+        if not any(ch in text for ch in self.forbidden):
+            return
+        i = min(text.find(ch) for ch in self.forbidden if ch in text)
+        raise ValueError(
+            f"{what} {text!r} contains {text[i]!r} (U+{ord(text[i]):04X}) at index {i}; "
+            f"the {self.name} dialect forbids the characters {self.forbidden!r}"
+        )
+
+    def _split(self, text: str, what: str) -> list[str]:
+        if not text:
+            return []
+        # Counted before splitting, so an oversized text fails without making its list.
+        if self.max_levels is not None and text.count(self.separator) >= self.max_levels:
+            shown = repr(text) if len(text) <= 100 else f"{text[:40]!r}... ({len(text)} characters)"
+            raise ValueError(
+                f"{what} {shown} has {text.count(self.separator) + 1} words; "
+                f"{self.name} allows at most {self.max_levels} (max_levels)"
+            )
+        return text.split(self.separator)
 
     def split_pattern(self, pattern: object) -> list[str]:
         """Validate ``pattern`` and return its words.
@@ -128,7 +186,7 @@ class Dialect:
         """
         self._check_text(pattern, "pattern")
         assert isinstance(pattern, str)
-        words = self._split(pattern)
+        words = self._split(pattern, "pattern")
         last = len(words) - 1
         for i, word in enumerate(words):
             if not word and not self.empty_words:
@@ -161,7 +219,7 @@ class Dialect:
         """
         self._check_text(topic, "topic")
         assert isinstance(topic, str)
-        words = self._split(topic)
+        words = self._split(topic, "topic")
         for i, word in enumerate(words):
             if not word and not self.empty_words:
                 raise ValueError(

@@ -28,6 +28,8 @@
 #define CST_EMULTIPOS (-15)    /* many-level wildcard not last */
 #define CST_EWILDWORD (-16)    /* wildcard does not fill its word */
 #define CST_EINVAL (-17)       /* bad argument (e.g. a dialect) */
+#define CST_EFORBIDDEN (-18)   /* a character the dialect forbids */
+#define CST_ETOODEEP (-19)     /* more words than the dialect allows */
 
 typedef struct cst_dialect {
     const char *sep;
@@ -45,6 +47,8 @@ typedef struct cst_dialect {
     int dollar_rule;
     int forbid_nul;
     size_t max_bytes;          /* 0 = unlimited */
+    uint64_t forbidden[2];     /* bit c of forbidden[c / 64]: ASCII byte c is invalid */
+    size_t max_levels;         /* most words in a topic or pattern; 0 = unlimited */
 } cst_dialect;
 
 typedef struct cst_trie cst_trie;

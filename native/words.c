@@ -121,6 +121,24 @@ static int classify(const cst_dialect *d, const char *p, size_t wl, int last, in
     return 0;
 }
 
+/* Does s[0..len) hold a byte of the dialect's forbidden set (ASCII only)?  The
+ * set is a bitmap, so this is one table test per byte; dialects without one
+ * (AMQP, MQTT) skip the scan. */
+static int has_forbidden(const cst_dialect *d, const char *s, size_t len)
+{
+    const uint64_t lo = d->forbidden[0], hi = d->forbidden[1];
+    if ((lo | hi) == 0)
+        return 0;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < len; i++) {
+        unsigned c = u[i];
+        uint64_t bits = c < 64 ? lo : c < 128 ? hi : 0;
+        if ((bits >> (c & 63)) & 1)
+            return 1;
+    }
+    return 0;
+}
+
 int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern, scratch *sc)
 {
     const cst_dialect *d = &t->d;
@@ -139,6 +157,8 @@ int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern
         return CST_ETOOLONG;
     if (d->forbid_nul && memchr(s, 0, len) != NULL)
         return CST_ENUL;
+    if (has_forbidden(d, s, len))
+        return CST_EFORBIDDEN;
     /* A word can only be, or contain, a wildcard token if the token's first
      * byte occurs in the text: one scan of the whole text spares the per-word
      * token checks in the common case of a topic without wildcard bytes. */
@@ -155,6 +175,10 @@ int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern
             const char *q = memmem(s + start, len - start, d->sep, d->sep_len);
             end = q ? (size_t)(q - s) : len;
         }
+        /* Counted while splitting: a text over the limit fails at its first
+         * word too many, before the rest is split or hashed. */
+        if (d->max_levels && n >= d->max_levels)
+            return CST_ETOODEEP;
         if (n >= sc->wcap && scratch_reserve((void **)&sc->w, &sc->wcap, n + 1, sizeof(word)) < 0)
             return CST_ENOMEM;
         const char *p = s + start;

@@ -230,7 +230,7 @@ static void phase1(void)
  * Phase 2: snapshot sharing in the trie
  * ---------------------------------------------------------------------- */
 
-static const cst_dialect amqp = {".", 1, "*", 1, "#", 1, 0, 0, 0, 1, 1, 1, 0, 0, 0};
+static const cst_dialect amqp = {".", 1, "*", 1, "#", 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, {0, 0}, 0};
 static cst_trie *shared;
 static _Atomic int phase2_stop;
 #define NPAT 48

@@ -40,8 +40,8 @@
 #define MAX_THREADS 256
 
 static const cst_dialect dialects[NTRIES] = {
-    {".", 1, "*", 1, "#", 1, 0, 0, 0, 1, 1, 1, 0, 0, 0},   /* AMQP */
-    {"/", 1, "+", 1, "#", 1, 0, 1, 1, 0, 0, 1, 1, 1, 65535}, /* MQTT */
+    {".", 1, "*", 1, "#", 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, {0, 0}, 0},   /* AMQP */
+    {"/", 1, "+", 1, "#", 1, 0, 1, 1, 0, 0, 1, 1, 1, 65535, {0, 0}, 0}, /* MQTT */
 };
 static const char *dialect_names[NTRIES] = {"amqp", "mqtt"};
 

@@ -11,7 +11,9 @@ in ``DESIGN.md`` / the ``Dialect`` field documentation:
 * the ``multi`` word matches ``multi_min`` or more words (0 for AMQP/MQTT, 1 for NATS);
 * every other pattern word matches only an identical topic word;
 * with ``dollar_rule`` a pattern whose first word is a wildcard never matches a
-  topic whose first word starts with ``$``.
+  topic whose first word starts with ``$``;
+* no character of ``forbidden`` may appear anywhere in a topic or pattern, and
+  neither may have more than ``max_levels`` words.
 
 Matching is a dynamic program over (pattern word index, topic word index), so
 ``#``-heavy patterns cost O(len(pattern) * len(topic)**2), never exponential.
@@ -52,14 +54,19 @@ def _wildcards(dialect: Dialect) -> list[str]:
 
 
 def _text_ok(dialect: Dialect, text: str) -> bool:
-    """Rules shared by topics and patterns: UTF-8, U+0000, byte length, emptiness."""
+    """Rules shared by topics and patterns: UTF-8, U+0000, forbidden characters,
+    byte length, word count, emptiness."""
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
         return False  # lone surrogates are not text
     if dialect.forbid_nul and "\x00" in text:
         return False
+    if set(text) & set(dialect.forbidden):
+        return False
     if dialect.max_bytes is not None and size > dialect.max_bytes:
+        return False
+    if dialect.max_levels is not None and len(words_of(dialect, text)) > dialect.max_levels:
         return False
     return text != "" or dialect.empty_topic
 
@@ -150,6 +157,8 @@ def _usable_words(dialect: Dialect, words: Sequence[str]) -> list[str]:
             continue
         if dialect.forbid_nul and "\x00" in word:
             continue
+        if set(word) & set(dialect.forbidden):
+            continue
         if dialect.strict_wildcards and any(t in word for t in _wildcards(dialect)):
             continue
         out.append(word)
@@ -169,6 +178,8 @@ def _literal(rng: random.Random, dialect: Dialect, pool: list[str], first: bool)
 
 def _length(rng: random.Random, dialect: Dialect, max_len: int) -> int:
     low = 0 if dialect.empty_topic else 1
+    if dialect.max_levels is not None:
+        max_len = min(max_len, dialect.max_levels)
     return rng.randint(low, max(low, max_len))
 
 

@@ -44,6 +44,11 @@ STRICT = Dialect(
     max_bytes=10,
     forbid_nul=True,
 )
+# "**" anywhere with a word limit and forbidden characters (a custom dialect that
+# takes untrusted input: see the max_levels documentation)
+LIMITED = Dialect(
+    name="limited", separator="/", single="?", multi="**", max_levels=3, forbidden="\t "
+)
 
 
 def test_custom_tokens(matcher: Matcher) -> None:
@@ -213,6 +218,17 @@ def test_strict_dialect_valid_edges(matcher: Matcher) -> None:
         ({"multi_min": -1}, ValueError, "multi_min must be 0 or 1"),
         ({"max_bytes": 0}, ValueError, "max_bytes must be a positive int"),
         ({"max_bytes": "10"}, ValueError, "max_bytes must be a positive int"),
+        ({"max_levels": 0}, ValueError, "max_levels must be a positive int or None"),
+        ({"max_levels": -3}, ValueError, "max_levels must be a positive int or None"),
+        ({"max_levels": "3"}, ValueError, "max_levels must be a positive int or None"),
+        ({"max_levels": True}, ValueError, "max_levels must be a positive int or None"),
+        ({"max_levels": 2.5}, ValueError, "max_levels must be a positive int or None"),
+        ({"forbidden": None}, TypeError, "forbidden must be a str"),
+        ({"forbidden": ["\t"]}, TypeError, "forbidden must be a str"),
+        ({"forbidden": "\u00a0"}, ValueError, "only hold ASCII characters, not '\\xa0' (U+00A0)"),
+        ({"forbidden": " ."}, ValueError, "holds a character of Dialect.separator '.'"),
+        ({"forbidden": "*"}, ValueError, "holds a character of Dialect.single '*'"),
+        ({"multi": "<many>", "forbidden": ">"}, ValueError, "of Dialect.multi '<many>'"),
     ],
 )
 def test_dialect_construction_errors(
@@ -221,6 +237,73 @@ def test_dialect_construction_errors(
     """A Dialect checks its own fields: a bad field raises naming the field."""
     with pytest.raises(error, match=re.escape(message)):
         Dialect(**kwargs)
+
+
+# ------------------------------------------------- max_levels and forbidden
+def test_level_limit_at_and_past_the_limit(trie_cls: Any) -> None:
+    """Rule (max_levels=3): three words are fine for patterns and topics, four are a
+    ValueError naming the limit, and the trie is unchanged."""
+    trie = trie_cls(LIMITED)
+    assert trie.subscribe("a/**/c", 1) and trie.subscribe("**", 2)
+    assert sorted(trie.lookup("a/b/c")) == [1, 2]
+    assert sorted(trie.lookup("a/c")) == [1, 2]
+    before = sorted(iter(trie))
+    message = "has 4 words; limited allows at most 3 (max_levels)"
+    for call in (
+        lambda: trie.subscribe("a/**/c/d", 3),
+        lambda: trie.unsubscribe("a/?/?/?", 1),
+        lambda: trie.subscribers("///"),
+        lambda: trie.lookup("a/b/c/d"),
+        lambda: trie.match("///"),
+        lambda: trie.has_subscribers("a/b/c/"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            call()
+    assert sorted(iter(trie)) == before
+
+
+def test_level_limit_counts_words_not_characters(matcher: Matcher) -> None:
+    """Rule (max_levels): words are counted with the separator, however long they
+    are, and the empty string has zero words."""
+    long = "x" * 5000
+    assert matcher(LIMITED, f"{long}/?/{long}", f"{long}/y/{long}")
+    assert matcher(LIMITED, "**", "")
+
+
+def test_forbidden_characters(trie_cls: Any) -> None:
+    """Rule (forbidden): no forbidden character anywhere, in patterns or topics; the
+    message names the character and where it is."""
+    trie = trie_cls(LIMITED)
+    for text, ch, at in (("a b", " ", 1), ("a/\tb", "\t", 2), ("?/ ", " ", 2)):
+        want = f"contains {ch!r} (U+{ord(ch):04X}) at index {at}; the limited dialect forbids"
+        with pytest.raises(ValueError, match=re.escape(want)):
+            trie.subscribe(text, 1)
+        with pytest.raises(ValueError, match=re.escape(want)):
+            trie.lookup(text.replace("?", "q"))
+    assert len(trie) == 0
+
+
+def test_forbidden_and_forbid_nul_together(trie_cls: Any) -> None:
+    """Rule: forbid_nul keeps its own message; "\x00" may also be listed in forbidden."""
+    both = Dialect(name="both", forbid_nul=True, forbidden="\x00\x01")
+    trie = trie_cls(both)
+    with pytest.raises(ValueError, match=re.escape("contains U+0000, which both forbids")):
+        trie.subscribe("a.\x00", 1)
+    with pytest.raises(ValueError, match=re.escape("contains '\\x01' (U+0001) at index 1")):
+        trie.lookup("a\x01")
+    only_set = Dialect(name="set", forbidden="\x00")
+    with pytest.raises(ValueError, match=re.escape("contains '\\x00' (U+0000) at index 1")):
+        trie_cls(only_set).subscribe("a\x00", 1)
+
+
+def test_custom_dialect_defaults_have_no_limits() -> None:
+    """A custom dialect has no level limit and no forbidden characters unless asked;
+    forbidden is kept sorted and without repeats, so equal sets make equal dialects."""
+    assert Dialect().max_levels is None and Dialect().forbidden == ""
+    assert Dialect(forbidden="\t \t").forbidden == "\t "
+    assert Dialect(forbidden=" \t") == Dialect(forbidden="\t  ")
+    assert hash(Dialect(forbidden=" \t")) == hash(Dialect(forbidden="\t "))
+    assert Dialect(max_levels=5) != Dialect()
 
 
 def test_dialect_is_a_frozen_value_object() -> None:

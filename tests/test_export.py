@@ -52,6 +52,8 @@ CUSTOM = Dialect(
     dollar_rule=True,
     max_bytes=300,
     forbid_nul=True,
+    forbidden="\t\n",
+    max_levels=6,
 )
 DIALECTS = {"amqp": AMQP, "mqtt": MQTT, "nats": NATS, "custom": CUSTOM}
 WORDS = ["a", "b", "sport", "tennis", "$SYS", "ü", "日本", "x y", "a-b"]

@@ -47,6 +47,10 @@ DIALECTS: dict[str, Dialect] = {
     "glob": Dialect(name="glob", separator="/", single="?", multi="**"),
     "plus1": Dialect(name="plus1", separator=":", single="?", multi="*", multi_min=1),
     "dollar": Dialect(name="dollar", separator="/", single="+", multi="#", dollar_rule=True),
+    # a level limit and forbidden characters on a dialect with "**" anywhere
+    "limited": Dialect(
+        name="limited", separator="/", single="?", multi="**", max_levels=3, forbidden=" "
+    ),
 }
 WORDS = ["a", "b", "c", "ab", "$x"]
 SUBSCRIBERS: list[Hashable] = [*range(8), "s0", "s1", ("t", 1), ("t", 2), frozenset({3})]
@@ -172,7 +176,7 @@ def test_random_many_word_wildcards_long_topics(trie_cls: Any, name: str) -> Non
 
 def _junk(rng: random.Random, d: Dialect) -> str:
     """A short random string over the characters that matter to validation."""
-    alphabet = [d.separator, "a", "b", "$", "\x00", "\u00e9", "\ud800"]
+    alphabet = [d.separator, "a", "b", "$", "\x00", "\u00e9", "\ud800", " ", "\t", "\x0b"]
     alphabet += [t for t in (d.single, d.multi) if t is not None]
     alphabet += [d.separator] * 2 + ["a"] * 3
     return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7)))
@@ -190,6 +194,8 @@ def _junk(rng: random.Random, d: Dialect) -> str:
             empty_words=False,
             max_bytes=6,
             forbid_nul=True,
+            forbidden="\t\x00",
+            max_levels=3,
         ),
     ],
     ids=lambda d: d.name,

@@ -127,6 +127,31 @@ def test_bad_topic(trie_cls: Any, dialect: str, topic: str, problem: str) -> Non
         assert _state(trie, dialect) == before
 
 
+@pytest.mark.parametrize(
+    ("dialect", "text", "what"),
+    [(d, p, "pattern") for d, p, _ in BAD_PATTERNS] + [(d, t, "topic") for d, t, _ in BAD_TOPICS],
+    ids=[f"{d}-{p[:12]!r}" for d, p, _ in BAD_PATTERNS + BAD_TOPICS],
+)
+def test_engine_and_validator_give_the_same_error(dialect: str, text: str, what: str) -> None:
+    """The native Trie, PyTrie and Dialect.split_pattern/split_topic raise the same
+    ValueError, word for word (the engine's code is turned into the validator's
+    message; an engine that refused what the validator accepts would show here)."""
+    from cstrie.dialect import resolve_dialect
+    from cstrie.pytrie import PyTrie
+    from cstrie.trie import Trie
+
+    d = resolve_dialect(dialect)
+    split = d.split_pattern if what == "pattern" else d.split_topic
+    with pytest.raises(ValueError) as want:
+        split(text)
+    for cls in (Trie, PyTrie):
+        trie = cls(d)
+        with pytest.raises(ValueError) as got:
+            trie.subscribe(text, 1) if what == "pattern" else trie.lookup(text)
+        assert str(got.value) == str(want.value), cls.__name__
+        assert len(trie) == 0
+
+
 @pytest.mark.parametrize("dialect", ["amqp", "mqtt", "nats"])
 @pytest.mark.parametrize("value", NOT_STR, ids=lambda v: type(v).__name__)
 def test_non_str_is_type_error(trie_cls: Any, dialect: str, value: Any) -> None:

@@ -215,6 +215,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "dollar_rule": (bool,),
     "max_bytes": (int, type(None)),
     "forbid_nul": (bool,),
+    "forbidden": (str,),
+    "max_levels": (int, type(None)),
 }
 assert set(_FIELD_TYPES) == set(_DIALECT_FIELDS), "update _FIELD_TYPES with Dialect"
 

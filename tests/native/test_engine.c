@@ -86,8 +86,8 @@ static _Atomic long g_progress;
 static const cst_dialect amqp = {".", 1, "*", 1, "#", 1, /*multi_min*/ 0, /*multi_last_only*/ 0,
                                  /*strict*/ 0, /*topic_wildcards*/ 1, /*empty_topic*/ 1,
                                  /*empty_words*/ 1, /*dollar*/ 0, /*forbid_nul*/ 0,
-                                 /*max_bytes*/ 0};
-static const cst_dialect mqtt = {"/", 1, "+", 1, "#", 1, 0, 1, 1, 0, 0, 1, 1, 1, 65535};
+                                 /*max_bytes*/ 0, /*forbidden*/ {0, 0}, /*max_levels*/ 0};
+static const cst_dialect mqtt = {"/", 1, "+", 1, "#", 1, 0, 1, 1, 0, 0, 1, 1, 1, 65535, {0, 0}, 0};
 
 /* ------------------------------------------------------------------------
  * Helpers over the engine
@@ -440,6 +440,55 @@ static void test_subscribe_unsubscribe(void)
     STRICT(m);
     CHECK_EQ(cst_new(NULL) == NULL, 1);
     cst_free(m);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
+/* Forbidden bytes and the word limit (Dialect.forbidden / max_levels): NATS's
+ * whitespace set and a 3-word limit, with the codes the binding turns into the
+ * validator's messages; nothing changes on an error. */
+static void test_forbidden_and_max_levels(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_dialect nats = {".", 1, "*", 1, ">", 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, {0, 0}, 0};
+    for (const char *w = " \t\n\r\f"; *w; w++)
+        nats.forbidden[(unsigned char)*w >> 6] |= UINT64_C(1) << ((unsigned char)*w & 63);
+    cst_trie *n = cst_new(&nats);
+    CHECK_EQ(cst_subscribe(n, S("a.>"), 1), 1);
+    static const char *bad[] = {"a b", "a.\tb", "a.b\n", "\r", "\f.>", "a.b ", " "};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        size_t len = strlen(bad[i]);
+        CHECK_EQ(cst_subscribe(n, bad[i], len, 2), CST_EFORBIDDEN);
+        CHECK_EQ(cst_unsubscribe(n, bad[i], len, 1), CST_EFORBIDDEN);
+        CHECK_EQ(cst_validate(n, bad[i], len, 0), CST_EFORBIDDEN);
+        CHECK_EQ(cst_validate(n, bad[i], len, 1), CST_EFORBIDDEN);
+    }
+    uint64_t out[4];
+    CHECK_EQ(cst_lookup(n, S("a.b c"), out, 4), CST_EFORBIDDEN);
+    CHECK_EQ(cst_has_subscribers(n, S("a.\tb")), CST_EFORBIDDEN);
+    /* The vertical tab, other controls and bytes >= 0x80 are ordinary. */
+    CHECK_EQ(cst_validate(n, S("a.\vb.\x01\xc2\xa0"), 0), 3);
+    CHECK_EQ(cst_lookup(n, S("a.\vb"), out, 4), 1);
+    CHECK_EQ(cst_len(n), 1);
+    STRICT(n);
+    cst_free(n);
+
+    cst_dialect lim = amqp;
+    lim.max_levels = 3;
+    cst_trie *t = cst_new(&lim);
+    CHECK_EQ(cst_validate(t, S("a.b.c"), 1), 3);
+    CHECK_EQ(cst_validate(t, S(".."), 0), 3);
+    CHECK_EQ(cst_validate(t, S(""), 0), 0);
+    CHECK_EQ(cst_validate(t, S("a.b.c.d"), 1), CST_ETOODEEP);
+    CHECK_EQ(cst_validate(t, S("..."), 0), CST_ETOODEEP);
+    CHECK_EQ(cst_subscribe(t, S("#.#.#"), 1), 1);
+    CHECK_EQ(cst_subscribe(t, S("#.#.#.#"), 1), CST_ETOODEEP);
+    CHECK_EQ(cst_unsubscribe(t, S("#.#.#.#"), 1), CST_ETOODEEP);
+    CHECK_EQ(cst_lookup(t, S("x.y.z"), out, 4), 1);
+    CHECK_EQ(cst_lookup(t, S("x.y.z.w"), out, 4), CST_ETOODEEP);
+    CHECK_EQ(cst_has_subscribers(t, S("x.y.z.w")), CST_ETOODEEP);
+    CHECK_EQ(cst_len(t), 1);
+    STRICT(t);
     cst_free(t);
     CHECK_NO_LEAK(start);
 }
@@ -2208,6 +2257,7 @@ int main(int argc, char **argv)
 {
     static const test tests[] = {
         {"subscribe_unsubscribe", test_subscribe_unsubscribe},
+        {"forbidden_and_max_levels", test_forbidden_and_max_levels},
         {"amqp_lookup", test_amqp_lookup},
         {"mqtt_lookup", test_mqtt_lookup},
         {"has_subscribers", test_has_subscribers},
