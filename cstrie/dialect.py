@@ -11,7 +11,8 @@ dialect   separator  one level   many levels
 ========  =========  ==========  ==============================================
 amqp      ``.``      ``*``       ``#`` zero or more words, anywhere in a pattern
 mqtt      ``/``      ``+``       ``#`` last level only, also matches the parent
-nats      ``.``      ``*``       ``>`` one or more tokens, last only
+nats      ``.``      ``*``       ``>`` one or more tokens, last only (no
+                                 whitespace)
 ========  =========  ==========  ==============================================
 
 This module is the single source of the validation rules' error messages: the
@@ -61,6 +62,8 @@ class Dialect:
             anywhere (ASCII only, so that the engine checks them as bytes; none
             of them may occur in the separator or a wildcard token).  Stored
             sorted and without repeats, so equal sets make equal dialects.
+            NATS forbids the whitespace that nats-server's ``IsValidSubject``
+            rejects: space, ``\\t``, ``\\n``, ``\\r`` and ``\\f``.
         max_levels: the most words a topic or pattern may have, or ``None`` for
             no limit.  A many-level wildcard that may appear anywhere (AMQP
             ``#``) makes a lookup explore (node, word index) states, O(m * n)
@@ -272,8 +275,11 @@ NATS = Dialect(
     topic_wildcards=False,
     empty_topic=False,
     empty_words=False,
+    forbidden=" \t\n\r\f",
 )
-"""NATS subject rules: ``*`` one token, ``>`` one or more tokens at the end."""
+"""NATS subject rules: ``*`` one token, ``>`` one or more tokens at the end; no
+whitespace (space, tab, LF, CR, FF: the set nats-server's ``IsValidSubject``
+rejects)."""
 
 _BUILTIN = {"amqp": AMQP, "mqtt": MQTT, "nats": NATS}
 

@@ -698,10 +698,11 @@ def test_interleave_rejects_bad_tables_and_refs() -> None:
 
 
 def test_jsonl_escapes_patterns_that_need_it(tmp_path: Path) -> None:
-    """Quotes, backslashes and control characters in a pattern (NATS and a custom
-    dialect allow them) are escaped in the JSON text and come back exact."""
+    """Quotes, backslashes and control characters in a pattern (NATS allows those
+    that are not whitespace, e.g. U+0001 and the vertical tab) are escaped in the
+    JSON text and come back exact."""
     t = Trie("nats")
-    pats = ['a."q".b', "a.back\\slash", "a.tab\there", "a.plain", "a.é"]
+    pats = ['a."q".b', "a.back\\slash", "a.ctl\x01here", "a.vt\x0bhere", "a.plain", "a.é"]
     for k, p in enumerate(pats):
         t.subscribe(p, f"s{k % 2}")
     path = tmp_path / "x.jsonl"

@@ -33,6 +33,12 @@ BAD_PATTERNS = [
     ("nats", "a.", "empty word"),
     ("nats", "a.>.b", "may only be the last"),
     ("nats", ">.a", "may only be the last"),
+    # nats-server isValidSubject: no " ", "\t", "\n", "\r", "\f" in a subscription
+    ("nats", "a b", "contains ' ' (U+0020) at index 1"),
+    ("nats", "a.\tb", "contains '\\t' (U+0009) at index 2"),
+    ("nats", "a.b\n", "contains '\\n' (U+000A) at index 3"),
+    ("nats", "\r.>", "contains '\\r' (U+000D) at index 0"),
+    ("nats", "*.\f", "contains '\\x0c' (U+000C) at index 2"),
     ("amqp", "a.\udfff", "UTF-8"),
 ]
 
@@ -52,6 +58,11 @@ BAD_TOPICS = [
     ("nats", "a.*", "wildcard '*'"),
     ("nats", ">", "wildcard '>'"),
     ("nats", "a.>", "wildcard '>'"),
+    ("nats", " ", "contains ' ' (U+0020) at index 0"),
+    ("nats", "a.b\tc", "contains '\\t' (U+0009)"),
+    ("nats", "\n", "contains '\\n' (U+000A)"),
+    ("nats", "a.\r", "contains '\\r' (U+000D)"),
+    ("nats", "a\f.b", "contains '\\x0c' (U+000C)"),
     ("amqp", "\ud800.a", "UTF-8"),
 ]
 
@@ -224,6 +235,9 @@ def test_mixed_good_and_bad_calls(trie_cls: Any) -> None:
         ("mqtt", "\u00e9t\u00e9/\U0001f600"),
         ("nats", "a-b_c.d"),
         ("nats", "a*"),
+        ("nats", "a\x0bb"),  # the vertical tab is not in nats-server's whitespace set
+        ("nats", "a.\u00a0"),
+        ("mqtt", "a b/\t"),
     ],
     ids=lambda v: repr(v)[:14],
 )
