@@ -10,6 +10,7 @@ Rules (see "Dialects" in ``docs/api.md`` for the full table):
 dialect   separator  one level   many levels
 ========  =========  ==========  ==============================================
 amqp      ``.``      ``*``       ``#`` zero or more words, anywhere in a pattern
+                                 (at most 256 words)
 mqtt      ``/``      ``+``       ``#`` last level only, also matches the parent
 nats      ``.``      ``*``       ``>`` one or more tokens, last only (no
                                  whitespace)
@@ -68,7 +69,8 @@ class Dialect:
             no limit.  A many-level wildcard that may appear anywhere (AMQP
             ``#``) makes a lookup explore (node, word index) states, O(m * n)
             for a pattern of m words and a topic of n words; a dialect with such
-            a wildcard and untrusted input should set a limit.
+            a wildcard and untrusted input should set a limit.  ``AMQP`` has
+            256, the most words a 255-byte AMQP 0-9-1 key can have.
     """
 
     name: str = "custom"
@@ -245,8 +247,13 @@ class Dialect:
         return self.separator.join(words)
 
 
-AMQP = Dialect(name="amqp", separator=".", single="*", multi="#")
-"""AMQP topic exchange rules: ``*`` one word, ``#`` zero or more words anywhere."""
+AMQP = Dialect(name="amqp", separator=".", single="*", multi="#", max_levels=256)
+"""AMQP topic exchange rules: ``*`` one word, ``#`` zero or more words anywhere.
+
+At most 256 words (``max_levels``): RabbitMQ's keys are AMQP 0-9-1 short strings
+of at most 255 bytes, which hold at most 256 words (255 separators; 128 words when
+none is empty), so every key RabbitMQ can carry fits.  The limit bounds the
+O(m * n) (node, word index) states that ``#`` anywhere makes a lookup explore."""
 
 MQTT = Dialect(
     name="mqtt",

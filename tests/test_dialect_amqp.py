@@ -2,7 +2,7 @@
 
     amqp | separator "." | "*" exactly one word | "#" zero or more words, anywhere in
     the pattern | empty key = zero words; "a..b" has an empty middle word; topics may
-    contain "*"/"#" words as literals.
+    contain "*"/"#" words as literals; at most 256 words (max_levels).
 
 The API semantics shared by every dialect (each subscriber once, match pairs,
 hashable subscribers, subscribe/unsubscribe results) are tested here too, in the
@@ -11,8 +11,13 @@ default dialect.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
+
+import pytest
+
+from cstrie.dialect import AMQP
 
 Matcher = Callable[..., bool]  # the ``matcher`` fixture: (dialect, pattern, topic) -> bool
 
@@ -177,6 +182,83 @@ def test_default_dialect_is_amqp(trie_cls: Any) -> None:
     trie.subscribe("a.#", 1)
     assert trie.lookup("a") == [1]
     assert trie.lookup("a.b.c") == [1]
+
+
+# ----------------------------------------------------------------- word limit
+# RabbitMQ's binding and routing keys are AMQP 0-9-1 short strings (at most 255
+# bytes), split on "." by rabbit_db_topic_exchange:split_topic_key_binary/1: 255
+# separators give the most words, 256 (empty ones).  AMQP's max_levels is 256.
+def _calls(trie: Any, pattern: str, topic: str) -> list[Callable[[], object]]:
+    return [
+        lambda: trie.subscribe(pattern, "new"),
+        lambda: trie.unsubscribe(pattern, "s"),
+        lambda: trie.subscribers(pattern),
+        lambda: trie.lookup(topic),
+        lambda: trie.match(topic),
+        lambda: trie.has_subscribers(topic),
+    ]
+
+
+def test_longest_short_string_keys_fit(trie_cls: Any) -> None:
+    """Rule: every key a 255-byte short string can hold is valid: 256 empty words,
+    128 "#" words (RabbitMQ's own longest-key case) and 256 words of anything."""
+    assert AMQP.max_levels == 256
+    trie = trie_cls("amqp")
+    dots = "." * 255  # 255 bytes, 256 empty words
+    hashes = ".".join(["#"] * 128)  # 255 bytes
+    words = ".".join(["w"] * 255 + ["end"])  # 256 words (no byte limit in cstrie)
+    for k, pattern in enumerate((dots, hashes, words, ".".join(["*"] * 256))):
+        assert trie.subscribe(pattern, k) is True
+    assert sorted(trie.lookup(dots)) == [0, 1, 3]
+    assert sorted(trie.lookup(words)) == [1, 2, 3]
+    assert trie.lookup(".".join(["x"] * 256)) == [1, 3]
+
+
+@pytest.mark.parametrize("extra", [1, 2, 1000])
+def test_more_than_256_words_invalid(trie_cls: Any, extra: int) -> None:
+    """Rule: at most 256 words in a pattern or a topic: one past the limit is a
+    ValueError naming the limit, and the trie is unchanged."""
+    trie = trie_cls("amqp")
+    trie.subscribe("#", "s")
+    trie.subscribe("a.#", "t")
+    before = sorted(iter(trie))
+    n = 256 + extra
+    for text in ("." * (n - 1), ".".join(["a"] * n), ".".join(["#"] * n)):
+        topic = text.replace("#", "x")
+        for call in _calls(trie, text, topic):
+            with pytest.raises(ValueError, match=re.escape(f"{n} words; amqp allows at most 256")):
+                call()
+    assert sorted(iter(trie)) == before
+
+
+def test_hostile_sizes_fail_fast(trie_cls: Any) -> None:
+    """Rule: the word limit is what keeps "#" anywhere cheap: a 40,000-word pattern of
+    "#" and a 40,000-word topic (O(m * n) states without the limit) are refused."""
+    trie = trie_cls("amqp")
+    pattern = ".".join(["#"] * 40000)
+    topic = ".".join(["a"] * 40000)
+    for call in _calls(trie, pattern, topic):
+        with pytest.raises(ValueError, match="at most 256"):
+            call()
+    assert len(trie) == 0
+
+
+def test_any_number_of_hashes(matcher: Matcher) -> None:
+    """Rule: "#" anywhere, any number of times.  (RabbitMQ 4.x's validate_binding
+    refuses binding keys with more than two "#" words, MAX_HASH_WILDCARDS: a
+    deliberate difference, docs/api.md.)"""
+    assert matcher("amqp", "#.#.#", "a")
+    assert matcher("amqp", "#.a.#.b.#.c.#", "x.a.b.y.c")
+    assert not matcher("amqp", "#.a.#.b.#.c.#", "x.a.c.y.b")
+
+
+def test_spaces_and_controls_are_ordinary(matcher: Matcher) -> None:
+    """Rule: a short string is bytes: whitespace, control characters and U+0000 are
+    ordinary word characters (no forbidden characters in AMQP)."""
+    assert AMQP.forbidden == "" and not AMQP.forbid_nul
+    assert matcher("amqp", "a b.*", "a b.c d")
+    assert matcher("amqp", "\t.\x00", "\t.\x00")
+    assert not matcher("amqp", "a b", "ab")
 
 
 # --------------------------------------------------------------- API semantics

@@ -40,6 +40,9 @@ BAD_PATTERNS = [
     ("nats", "\r.>", "contains '\\r' (U+000D) at index 0"),
     ("nats", "*.\f", "contains '\\x0c' (U+000C) at index 2"),
     ("amqp", "a.\udfff", "UTF-8"),
+    # AMQP max_levels: 256 words, the most a 255-byte short string holds
+    ("amqp", "." * 256, "257 words; amqp allows at most 256 (max_levels)"),
+    ("amqp", ".".join(["#"] * 300), "300 words; amqp allows at most 256"),
 ]
 
 # (dialect, bad topic, words the message must contain)
@@ -64,6 +67,7 @@ BAD_TOPICS = [
     ("nats", "a.\r", "contains '\\r' (U+000D)"),
     ("nats", "a\f.b", "contains '\\x0c' (U+000C)"),
     ("amqp", "\ud800.a", "UTF-8"),
+    ("amqp", "a." * 256 + "a", "257 words; amqp allows at most 256"),
 ]
 
 NOT_STR: list[Any] = [None, b"a.b", 1, 1.5, ["a"], ("a",), bytearray(b"a"), object()]
@@ -237,6 +241,8 @@ def test_mixed_good_and_bad_calls(trie_cls: Any) -> None:
         ("nats", "a*"),
         ("nats", "a\x0bb"),  # the vertical tab is not in nats-server's whitespace set
         ("nats", "a.\u00a0"),
+        ("amqp", "." * 255),  # 256 empty words: exactly max_levels
+        ("amqp", "a b\t.\n"),
         ("mqtt", "a b/\t"),
     ],
     ids=lambda v: repr(v)[:14],
