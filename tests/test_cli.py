@@ -134,6 +134,28 @@ def test_export_dialects_and_user_codecs(tmp_path: Path) -> None:
     assert [s for _, s in load(conv, decode=eval)] == [("tuple", 1)]
 
 
+def test_dialect_mismatch_names_the_fields(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--dialect amqp against an "amqp" file written before max_levels existed (it
+    keeps its unlimited rules): the error names the field that differs."""
+    import dataclasses
+
+    from cstrie.dialect import AMQP
+
+    old = tmp_path / "old.jsonl"
+    export(Trie.from_pairs([("a.#", "x")], dataclasses.replace(AMQP, max_levels=None)), old)
+    lines = old.read_text().splitlines()
+    header = json.loads(lines[0])
+    del header["dialect"]["max_levels"], header["dialect"]["forbidden"]
+    old.write_text("\n".join([json.dumps(header), lines[1], json.dumps({"end": {"pairs": 1}}), ""]))
+    assert main(["load", str(old)]) == 0
+    capsys.readouterr()
+    assert main(["load", str(old), "--dialect", "amqp"]) == 2
+    err = capsys.readouterr().err
+    assert "max_levels 256 vs None in the file" in err and "forbidden" not in err
+
+
 def test_usage_and_input_errors_exit_2(
     tsv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

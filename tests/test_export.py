@@ -22,6 +22,7 @@ import io
 import itertools
 import json
 import random
+import re
 import struct
 import threading
 import tracemalloc
@@ -484,6 +485,113 @@ def test_jsonl_hand_edited_files() -> None:
     bools = _jsonl_with(jsonl_header(), ['{"pattern": "a", "subscriber": true}'])
     with pytest.raises(FormatError):
         load(io.BytesIO(bools))
+
+
+# ------------------------------------- dialect fields added after version 1
+NEW_FIELDS = ("forbidden", "max_levels")
+
+
+def _as_old_file(raw: bytes, fmt: str) -> bytes:
+    """``raw`` as a cstrie that predates the new dialect fields wrote it: the same
+    file without those keys in the header's dialect record (checksums redone)."""
+    if fmt == "jsonl":
+        lines = raw.decode().splitlines()
+        header = json.loads(lines[0])
+        for name in NEW_FIELDS:
+            del header["dialect"][name]
+        return _jsonl_with(header, lines[1:-1])
+    (meta_len,) = struct.unpack_from("<I", raw, 12)
+    meta = json.loads(raw[16 : 16 + meta_len])
+    for name in NEW_FIELDS:
+        del meta["dialect"][name]
+    new_meta = json.dumps(meta).encode()
+    body = raw[:12] + struct.pack("<I", len(new_meta)) + new_meta + raw[16 + meta_len : -4]
+    return _with_crc(body)
+
+
+def _export_bytes(trie: Trie, fmt: str) -> bytes:
+    buf = io.BytesIO()
+    export(trie.snapshot(), buf, format=fmt)
+    return buf.getvalue()
+
+
+def test_new_dialect_fields_are_written() -> None:
+    """Every Dialect field is in the header, the new ones included."""
+    raw = _export_bytes(Trie("nats"), "jsonl")
+    written = json.loads(raw.splitlines()[0])["dialect"]
+    assert written == dataclasses.asdict(NATS)
+    assert written["forbidden"] == "\t\n\x0c\r " and written["max_levels"] is None
+    amqp = json.loads(_export_bytes(Trie("amqp"), "jsonl").splitlines()[0])["dialect"]
+    assert amqp["max_levels"] == 256 and amqp["forbidden"] == ""
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "binary"])
+def test_old_amqp_file_keeps_its_rules(fmt: str) -> None:
+    """An "amqp" file written before max_levels existed had no word limit: it loads
+    with max_levels None (not AMQP's 256), so its 300-word binding still loads and a
+    300-word routing key still matches as before."""
+    unlimited = dataclasses.replace(AMQP, max_levels=None)  # the old AMQP rules
+    deep = ".".join(["w"] * 299 + ["#"])
+    old = Trie.from_pairs([(deep, "deep"), ("a.#", "a")], unlimited)
+    raw = _as_old_file(_export_bytes(old, fmt), fmt)
+    assert b"max_levels" not in raw
+    loaded = load(io.BytesIO(raw))
+    assert loaded.dialect == unlimited and loaded.dialect != AMQP
+    assert loaded.dialect.name == "amqp" and loaded.dialect.max_levels is None
+    assert sorted(loaded) == [("a.#", "a"), (deep, "deep")]
+    assert loaded.lookup(".".join(["w"] * 299 + ["x"])) == ["deep"]
+    # the same file as the new cstrie writes it keeps its (unlimited) dialect too
+    assert load(io.BytesIO(_export_bytes(loaded, fmt))).dialect == unlimited
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "binary"])
+def test_old_nats_file_keeps_its_rules(fmt: str) -> None:
+    """A "nats" file written before the whitespace rule may hold subjects with spaces:
+    it loads with forbidden "" (the old rules), so nothing in it is refused."""
+    old_rules = dataclasses.replace(NATS, forbidden="")
+    old = Trie.from_pairs([("a b.>", 1), ("x.*", 2)], old_rules)
+    loaded = load(io.BytesIO(_as_old_file(_export_bytes(old, fmt), fmt)))
+    assert loaded.dialect == old_rules and loaded.dialect.forbidden == ""
+    assert loaded.lookup("a b.c") == [1]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "binary"])
+def test_old_mqtt_and_custom_files_load_unchanged(fmt: str) -> None:
+    """Where the new fields' defaults are the dialect's values (MQTT: no forbidden
+    characters, no level limit) an old file loads as the very same dialect."""
+    for d in (MQTT, Dialect(name="glob", separator="/", single="?", multi="**")):
+        trie = Trie.from_pairs([("a/+", 1)], d) if d is MQTT else Trie.from_pairs([("a/?", 1)], d)
+        loaded = load(io.BytesIO(_as_old_file(_export_bytes(trie, fmt), fmt)))
+        assert loaded.dialect == d
+        assert sorted(loaded) == sorted(trie)
+
+
+def test_dialect_record_is_still_strict() -> None:
+    """Only the fields added later may be missing; an unknown field, a missing old
+    field, a new field of the wrong type or an invalid value still fail."""
+    from cstrie.export.codec import dialect_from_json, dialect_to_json
+
+    full = dialect_to_json(AMQP)
+    assert dialect_from_json(full) == AMQP
+    old = {k: v for k, v in full.items() if k not in NEW_FIELDS}
+    assert dialect_from_json(old) == dataclasses.replace(AMQP, max_levels=None)
+    only_one = {k: v for k, v in full.items() if k != "forbidden"}
+    assert dialect_from_json(only_one) == AMQP
+    bad: dict[str, dict[str, Any]] = {
+        "unknown fields ['levels']": {**full, "levels": 3},
+        "missing fields ['forbid_nul']": {k: v for k, v in full.items() if k != "forbid_nul"},
+        "'forbidden' has the wrong type": {**full, "forbidden": 1},
+        "'max_levels' has the wrong type: '3'": {**full, "max_levels": "3"},
+        "'max_levels' has the wrong type: True": {**full, "max_levels": True},
+        "max_levels must be a positive int": {**full, "max_levels": 0},
+        "only hold ASCII": {**full, "forbidden": "\u00a0"},
+    }
+    for message, record in bad.items():
+        with pytest.raises(FormatError, match=re.escape(message)):
+            dialect_from_json(record)
+    raw = _jsonl_with(jsonl_header(dialect={**dataclasses.asdict(MQTT), "extra": 1}), [])
+    with pytest.raises(FormatError, match="unknown fields"):
+        load(io.BytesIO(raw))
 
 
 def test_format_mismatch_is_a_format_error() -> None:

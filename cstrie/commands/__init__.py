@@ -17,6 +17,7 @@ Exit codes (for scripts): 0 success; 1 the command ran but something failed
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import os
 import sys
@@ -111,8 +112,15 @@ def read_subscriptions(
     finally:
         stream.close()
     if dialect is not None and resolve_dialect(dialect) != trie.dialect:
+        want = dataclasses.asdict(resolve_dialect(dialect))
+        have = dataclasses.asdict(trie.dialect)
+        # Name the fields: an old file of a built-in dialect can differ from today's
+        # built-in only in a field added since (it keeps the rules it was written with).
+        diff = "; ".join(
+            f"{k} {want[k]!r} vs {have[k]!r} in the file" for k in want if want[k] != have[k]
+        )
         raise ValueError(
-            f"--dialect {dialect} does not match the file's dialect {trie.dialect.name!r}"
+            f"--dialect {dialect} does not match the file's dialect {trie.dialect.name!r} ({diff})"
         )
     return trie, {**header, "format": fmt}
 

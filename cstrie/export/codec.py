@@ -219,6 +219,14 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "max_levels": (int, type(None)),
 }
 assert set(_FIELD_TYPES) == set(_DIALECT_FIELDS), "update _FIELD_TYPES with Dialect"
+#: Fields added after files were first written.  A file without one was written
+#: when the rule did not exist, so it loads with the field's default, which is
+#: the old behaviour (no forbidden characters, no level limit) -- also for a
+#: built-in dialect whose current value differs: an old "amqp" file loads
+#: without AMQP's 256-word limit and an old "nats" file without its whitespace
+#: rule, so every pattern it holds still loads and every topic matches as before.
+_ADDED_FIELDS = ("forbidden", "max_levels")
+assert all(_DIALECT_FIELDS[f].default is not dataclasses.MISSING for f in _ADDED_FIELDS)
 
 
 def dialect_to_json(d: Dialect) -> dict[str, Any]:
@@ -227,16 +235,20 @@ def dialect_to_json(d: Dialect) -> dict[str, Any]:
 
 
 def dialect_from_json(obj: object) -> Dialect:
-    """The :class:`Dialect` written by :func:`dialect_to_json` (strict)."""
+    """The :class:`Dialect` written by :func:`dialect_to_json` (strict: every
+    field, no unknown one; only the fields added later may be missing, see
+    ``_ADDED_FIELDS``)."""
     if not isinstance(obj, dict):
         raise FormatError("the dialect is not a JSON object")
-    missing = sorted(set(_FIELD_TYPES) - set(obj))
+    missing = sorted(set(_FIELD_TYPES) - set(obj) - set(_ADDED_FIELDS))
     extra = sorted(set(obj) - set(_FIELD_TYPES))
     if missing or extra:
         raise FormatError(
             f"the dialect record has missing fields {missing} / unknown fields {extra}"
         )
     for name, types in _FIELD_TYPES.items():
+        if name not in obj:
+            continue
         v = obj[name]
         if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
             raise FormatError(f"dialect field {name!r} has the wrong type: {v!r}")
