@@ -5,6 +5,11 @@ matches the parent ("a/#" matches "a") | a filter starting with a wildcard never
 matches a topic whose first level starts with "$"; empty topic/filter invalid; no
 U+0000; at most 65,535 UTF-8 bytes; "+"/"#" must fill their level; topics contain
 no wildcards.
+
+The later tests cite the MQTT 5.0 specification (OASIS Standard, 2019) by section
+and normative statement, e.g. [MQTT-4.7.3-1], and say where cstrie deliberately
+differs from mosquitto (lib/util_topic.c, lib/utf8_mosq.c); docs/api.md lists
+those differences.
 """
 
 from __future__ import annotations
@@ -260,3 +265,81 @@ def test_by_name_and_value(trie_cls: Any) -> None:
         trie = trie_cls(dialect)
         trie.subscribe("a/#", 1)
         assert trie.lookup("a") == [1]
+
+
+# ------------------------------------------------- MQTT 5.0, 4.7.3 and 1.5.4
+def test_no_level_limit_65535_empty_levels(trie_cls: Any) -> None:
+    """4.7.3: "There is no limit to the number of levels in a Topic Name or Topic
+    Filter, other than that imposed by the overall length of a UTF-8 Encoded
+    String": the longest filters are valid, 65,535 and 65,536 empty levels included.
+    (mosquitto's broker refuses more than 200 separators, TOPIC_HIERARCHY_LIMIT: a
+    deliberate difference.)  Subscribe and validation only, each on a fresh trie."""
+    from cstrie.dialect import MQTT
+
+    assert MQTT.max_levels is None
+    filters = ["/" * 65534, "/" * 65535, "+/" * 32767 + "#", "a" + "/" * 65534]
+    for pattern in filters:
+        trie = trie_cls("mqtt")
+        assert trie.subscribe(pattern, 1) is True, len(pattern)
+        assert len(trie) == 1
+    assert len(MQTT.split_pattern("/" * 65534)) == 65535
+    assert len(MQTT.split_topic("/" * 65535)) == 65536  # a valid 65,535-byte topic
+
+
+def test_longest_topics_pass_the_engine_validation() -> None:
+    """The engine's own check (no lookup) accepts 65,535-byte topics of 65,536 levels."""
+    from cstrie._binding import lib
+    from cstrie.trie import Trie
+
+    trie = Trie("mqtt")
+    for raw in (b"/" * 65535, b"a/" * 32767 + b"a"):
+        assert lib.cst_validate(trie._h, raw, len(raw), 0) == raw.count(b"/") + 1
+
+
+def test_space_is_an_ordinary_character(matcher: Matcher) -> None:
+    """4.7.3: "Topic Names and Topic Filters can include the space character"."""
+    assert matcher("mqtt", "Accounts payable", "Accounts payable")
+    assert matcher("mqtt", "a/+/c", "a/ /c")
+    assert matcher("mqtt", " /#", " /x")
+    assert not matcher("mqtt", "a b", "ab")
+
+
+def test_no_normalisation(matcher: Matcher) -> None:
+    """[MQTT-4.7.3-4]: the Server "MUST NOT perform any normalization of Topic Names or
+    Topic Filters": composed and decomposed forms are different topics, and case
+    matters (4.7.3: "case sensitive")."""
+    assert not matcher("mqtt", "caf\u00e9", "cafe\u0301")
+    assert matcher("mqtt", "cafe\u0301", "cafe\u0301")
+    assert not matcher("mqtt", "ACCOUNTS", "Accounts")
+
+
+def test_bom_is_kept(matcher: Matcher) -> None:
+    """[MQTT-1.5.4-3]: U+FEFF "MUST NOT be skipped over or stripped off": a leading
+    zero-width no-break space is part of the level."""
+    assert not matcher("mqtt", "\ufeffa", "a")
+    assert not matcher("mqtt", "a", "\ufeffa")
+    assert matcher("mqtt", "\ufeffa/+", "\ufeffa/b")
+
+
+@pytest.mark.parametrize(
+    "ch",
+    ["\x01", "\x1f", "\x7f", "\x80", "\x9f", "\ufdd0", "\ufffe", "\uffff", "\U0010ffff"],
+    ids=lambda c: f"U+{ord(c):04X}",
+)
+def test_disallowed_code_points_are_accepted(matcher: Matcher, ch: str) -> None:
+    """1.5.4: control characters U+0001..U+001F, U+007F..U+009F and non-characters
+    "SHOULD NOT" be sent, and a receiver "MAY" treat them as malformed: not a MUST.
+    cstrie accepts and matches them literally (mosquitto_validate_utf8 refuses them:
+    a deliberate difference, docs/api.md)."""
+    assert matcher("mqtt", f"a/{ch}", f"a/{ch}")
+    assert matcher("mqtt", "a/+", f"a/x{ch}")
+    assert not matcher("mqtt", f"a/{ch}", "a/")
+
+
+def test_shared_subscription_prefix_is_not_interpreted(matcher: Matcher) -> None:
+    """4.8.2 shared subscriptions ("$share/{ShareName}/{filter}") are a Server feature:
+    cstrie matches topic filters, so "$share/g/a/+" is a filter whose first level is
+    "$share" (strip the prefix before subscribing; a deliberate difference)."""
+    assert not matcher("mqtt", "$share/g/a/+", "a/b")
+    assert matcher("mqtt", "a/+", "a/b")
+    assert matcher("mqtt", "$share/g/a/+", "$share/g/a/b")
