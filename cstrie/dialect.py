@@ -4,7 +4,8 @@ A :class:`Dialect` is a plain, immutable value object.  The three built-in diale
 are :data:`AMQP` (the default), :data:`MQTT` and :data:`NATS`; a custom dialect is made
 by constructing :class:`Dialect` with other tokens or rules.
 
-Rules (see "Dialects" in ``docs/api.md`` for the full table):
+Rules (see "Dialects" in ``docs/api.md`` for the full table and where each
+dialect deliberately differs from its reference implementation):
 
 ========  =========  ==========  ==============================================
 dialect   separator  one level   many levels
