@@ -168,7 +168,10 @@ class _Reader:
         return self._reg.stable(read)
 
     def lookup_many(self, topics: Iterable[str]) -> list[list[Any]]:
-        """``[self.lookup(t) for t in topics]`` in one engine call per chunk."""
+        """``[self.lookup(t) for t in topics]`` in one engine call per chunk.
+
+        Each row is answered by one walk of the trie (never split between two
+        states of a trie that changes meanwhile)."""
         topics = list(topics)
         encoded = [_encode(t, "topic", self._dialect) for t in topics]
         n = len(encoded)
@@ -178,44 +181,43 @@ class _Reader:
         offsets = nb.ffi.new("int64_t[]", [0, *accumulate(len(e) for e in encoded)])
         status = nb.ffi.new("int8_t[]", n)
         cap = max(1024, 4 * n)
-        rows = nb.ffi.new("int64_t[]", cap)
-        ids = nb.ffi.new("uint64_t[]", cap)
+        bufs = [nb.ffi.new("int64_t[]", cap), nb.ffi.new("uint64_t[]", cap)]
         next_row = nb.ffi.new("int64_t *")
         next_skip = nb.ffi.new("uint64_t *")
+        need = nb.ffi.new("size_t *")
         out: list[list[Any]] = [[] for _ in range(n)]
         objs = self._reg.objects
-        row, skip = 0, 0
+        row = 0
 
         def chunk() -> tuple[list[int], list[Any]]:
-            """One engine call from (row, skip): the rows and objects it found."""
-            got = nb.check(
-                nb.lib.cst_lookup_batch(
-                    self._h,
-                    data,
-                    offsets,
-                    1,
-                    nb.ffi.NULL,
-                    0,
-                    n,
-                    row,
-                    skip,
-                    rows,
-                    ids,
-                    cap,
-                    next_row,
-                    next_skip,
-                    status,
-                )
+            """One engine call from ``row``: the rows and objects it found."""
+            rows, ids = bufs
+            got = nb.lib.cst_lookup_batch(
+                self._h, data, offsets, 1, nb.ffi.NULL, 0, n, row, 0, rows, ids, len(ids),
+                next_row, next_skip, need, status,
             )
-            return nb.ffi.unpack(rows, got), list(map(objs.__getitem__, nb.ffi.unpack(ids, got)))
+            if got == nb.lib.CST_ETRUNC:
+                return [], []  # one row alone needs bigger buffers (need)
+            nb.check(got)
+            found_rows = nb.ffi.unpack(rows, got)
+            if next_skip[0]:
+                # A snapshot split row next_row between calls: keep the rows
+                # before it, and ask for that row again with bigger buffers.
+                got = found_rows.index(next_row[0])
+                del found_rows[got:]
+                need[0] = 2 * len(ids)
+            return found_rows, list(map(objs.__getitem__, nb.ffi.unpack(ids, got)))
 
         while row < n:
             # Each chunk is one read (Registry.stable): repeated from the same
             # row when an id was freed while it ran.
             found_rows, found = self._reg.stable(chunk)
+            if need[0] > len(bufs[1]):  # one row alone needs bigger buffers
+                bufs = [nb.ffi.new("int64_t[]", need[0]), nb.ffi.new("uint64_t[]", need[0])]
+                need[0] = 0
             for r, obj in zip(found_rows, found, strict=True):
                 out[r].append(obj)
-            row, skip = next_row[0], next_skip[0]
+            row = next_row[0]
         for r in range(n):
             if status[r] < 0:
                 nb.raise_status(status[r], self._dialect, "topic", topics[r])

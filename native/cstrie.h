@@ -109,19 +109,27 @@ int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *
  * data[offsets[r] .. offsets[r+1]) (64-bit offsets when offsets64, else
  * 32-bit).  validity (may be NULL) is an Arrow validity bitmap with bit offset
  * `validity_offset`; null rows get status 1.  Rows start_row .. nrows-1 are
- * matched; for each match (row, id) pairs are appended to out_rows/out_ids up
- * to cap.  *skip ids of the first row were already delivered by an earlier
- * call and are skipped.  On return *next_row / *skip tell where to resume
- * (*next_row == nrows when done).  row_status (may be NULL) receives 0 for a
- * matched row, 1 for null, or a CST_E* code for an invalid topic.  Returns the
- * number of pairs written.  A single row larger than cap is delivered in
- * several calls (use a frozen snapshot for a stable order across calls).
+ * matched; each row's (row, id) pairs (its subscribers, each once) are
+ * appended to out_rows/out_ids.  On return *next_row / *next_skip tell where
+ * to resume (*next_row == nrows when done).  row_status (may be NULL)
+ * receives 0 for a matched row, 1 for null, or a CST_E* code for an invalid
+ * topic.  Returns the number of pairs written.
+ *
+ * A row is always answered by ONE walk of the trie:
+ *  - on a writable trie (it may change between calls) a row is written whole
+ *    or not at all: the call stops before the first row that does not fit in
+ *    what is left of cap.  A row larger than cap by itself gives CST_ETRUNC,
+ *    with *next_row at that row and *need its size: grow the buffers and
+ *    call again from there.  skip is ignored (0).
+ *  - on a read-only trie (a snapshot: frozen, so every walk emits the same ids
+ *    in the same order) a row may be split between calls, so the output stays
+ *    bounded: the first `skip` ids of row start_row were delivered already.
  */
 int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int offsets64,
                          const uint8_t *validity, int64_t validity_offset, int64_t nrows,
                          int64_t start_row, uint64_t skip, int64_t *out_rows,
-                         uint64_t *out_ids, size_t cap, int64_t *next_row,
-                         uint64_t *next_skip, int8_t *row_status);
+                         uint64_t *out_ids, size_t cap, int64_t *next_row, uint64_t *next_skip,
+                         size_t *need, int8_t *row_status);
 
 /* A new writable trie holding exactly the pairs (pattern i =
  * data[offsets[i] .. offsets[i+1]), subscriber ids[i]), built bottom-up with

@@ -1,5 +1,5 @@
 /*
- * ebr.c - epoch-based reclamation (EBR).
+ * ebr.c - epoch-based reclamation (EBR), lock-free.
  *
  * Correctness argument
  * --------------------
@@ -20,27 +20,51 @@
  * ----------
  * 1. A record's state is 0 (outside a section) or (e << 1) | 1 (inside a
  *    section entered while the global epoch was e).  Only its owner writes it,
- *    except for the scanner's no-op read-modify-write (see 4).
+ *    except for the scanners' no-op read-modify-writes (see 4) and the fork
+ *    child handler (see 7).
  * 2. The global epoch only increases, by CAS from g to g+1, and only after a
  *    scan found no record inside a section with a local epoch other than g.
  * 3. A retired object is tagged with the global epoch read after its unlink
  *    and is released only when the global epoch is >= tag + 2 (argument above).
- * 4. The scanner reads each record's state with a seq_cst read-modify-write
- *    (fetch_or 0).  An RMW reads the last value in the state's modification
- *    order, so if it reads "outside", the owner's next enter (a seq_cst
- *    exchange on the same word) is ordered after it and synchronises with it:
- *    that section then sees every unlink that preceded the scan.  This gives
- *    the StoreLoad ordering without a stand-alone fence (which
- *    ThreadSanitizer would not model).
- * 5. A record's limbo list is guarded by its own spin lock: the owner takes
- *    it to append (uncontended in the common case), and any thread that
- *    reclaims takes it with a try-lock to detach the chunks that are ready,
- *    releasing them after dropping the lock.  So garbage retired by a thread
- *    that has gone idle, or has ended (its record is free, in_use 0, and keeps
- *    its limbo until reused), is freed by the others: no thread stalls
- *    reclamation, and an idle one is outside any section (state 0) and never
- *    blocks invariant 2.
+ *    A chunk's tag is the largest tag of its entries.
+ * 4. The scanner reads EVERY record's state, whether or not the record is
+ *    claimed, with a seq_cst read-modify-write (fetch_or 0).  An RMW reads the
+ *    last value in the state's modification order, so if it reads "outside",
+ *    the owner's next enter (a seq_cst exchange on the same word) comes later
+ *    in that order and reads from the RMW's release sequence: it synchronises
+ *    with the scan, and that section sees every unlink that preceded the scan.
+ *    This holds for a record claimed by a new thread during the scan too (the
+ *    claim is a separate word, `in_use`, which the scan does not trust: an
+ *    acquire load of it could miss a claim made concurrently).  No stand-alone
+ *    fence is used (ThreadSanitizer would not model it).
+ * 5. Retired objects go into the owner's open chunk (`cur`), which only the
+ *    owner touches: appending takes no lock and no atomic read-modify-write.
+ *    Before a section ends the owner seals the chunk: it pushes it onto its
+ *    record's `sealed` stack (a Treiber stack: a CAS per push).  Any thread
+ *    reclaims a record's stack by taking it whole (one atomic exchange to
+ *    NULL), releasing the chunks that are ready, and pushing the rest back.
+ *    Pushes only add and the taker takes everything, so there is no ABA, and
+ *    no step of any thread waits for another: a thread preempted anywhere
+ *    holds up nobody's retire or reclaim.  Garbage never stays private past
+ *    the end of the call that retired it, so a thread that goes idle or ends
+ *    (its record is free, in_use 0, and keeps its stack until reused) holds
+ *    back no memory: the others release it.
  * 6. Records are never freed (a scanner may be reading one); they are reused.
+ * 7. After fork() the child has one thread.  Every other record's owner is
+ *    gone: the child handler marks those records outside any section and free
+ *    (so they cannot block invariant 2) and seals their open chunks.  A thread
+ *    that was between two steps of a push or a take at the fork can only make
+ *    the child leak the chunks it held, never use them twice: no lock exists
+ *    that the child could wait on forever.
+ *
+ * Prompt reclamation.  Reclaiming is normally amortised (every
+ * RETIRE_SCAN_EVERY retirements of a thread).  A caller that drops something
+ * big (a whole trie or snapshot) asks for it promptly (ebr_retire_prompt): the
+ * epoch it needs is published in `urgent`, and every section exit (the
+ * caller's own first) tries to advance the epoch and collect until that epoch
+ * is reached.  So the memory comes back when the call returns if no other
+ * thread is inside a section, and otherwise no later than those threads' next
+ * section exits.
  *
  * Limbo bookkeeping uses the system allocator directly, not the injectable
  * one: a failed bookkeeping allocation would leave no safe way to continue, so
@@ -53,8 +77,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define LIMBO_CHUNK 256
+#define LIMBO_CHUNK 64
 #define RETIRE_SCAN_EVERY 64
+#define CHUNK_POOL 4 /* empty chunks a thread keeps for reuse */
 
 typedef struct limbo_entry {
     void *obj;
@@ -62,29 +87,30 @@ typedef struct limbo_entry {
 } limbo_entry;
 
 typedef struct limbo_chunk {
-    struct limbo_chunk *next;
-    uint64_t tag;          /* the largest tag of its entries */
-    unsigned n;
+    struct limbo_chunk *next;  /* link in a sealed stack or a pool */
+    uint64_t tag;              /* the largest tag of its entries (inv. 3) */
+    _Atomic unsigned n;        /* entries written; release store (inv. 7) */
     limbo_entry e[LIMBO_CHUNK];
 } limbo_chunk;
 
-typedef struct limbo_list {
-    limbo_chunk *head;     /* newest chunk first */
-    _Atomic int64_t count; /* written under the lock, read anywhere */
-} limbo_list;
-
 struct ebr_record {
-    _Atomic uint64_t state;        /* invariant 1 */
-    _Atomic int in_use;
-    struct ebr_record *next;       /* global list, append-only (invariant 6) */
+    _Atomic uint64_t state;          /* invariant 1 */
+    _Atomic int in_use;              /* claimed by a thread (registration only) */
+    struct ebr_record *next;         /* global list, append-only (invariant 6) */
     unsigned index;
-    unsigned since_scan;
-    atomic_flag limbo_lock;        /* invariant 5 */
-    limbo_list limbo;
-    char pad[64];
+    unsigned since_scan;             /* owner only */
+    int want_prompt;                 /* owner only: this section asked for it */
+    _Atomic(limbo_chunk *) cur;      /* owner's open chunk (inv. 5; atomic for inv. 7) */
+    limbo_chunk *pool;               /* owner only: empty chunks for reuse */
+    unsigned npool;
+    char pad1[64];
+    _Atomic(limbo_chunk *) sealed;   /* Treiber stack (inv. 5) */
+    _Atomic int64_t count;           /* entries in sealed chunks */
+    char pad2[64];
 };
 
 static _Atomic uint64_t global_epoch = 1;
+static _Atomic uint64_t urgent;      /* 0, or an epoch whose garbage is wanted back */
 static _Atomic(ebr_record *) records;
 static _Atomic unsigned record_count;
 static pthread_key_t tls_key;
@@ -101,57 +127,124 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-static void limbo_lock(ebr_record *r)
-{
-    /* acquire: the list as the last holder left it is visible. */
-    while (atomic_flag_test_and_set_explicit(&r->limbo_lock, memory_order_acquire))
-        ;
-}
+/* ------------------------------------------------------------------------
+ * Chunks and sealed stacks
+ * ---------------------------------------------------------------------- */
 
-static int limbo_trylock(ebr_record *r)
+static limbo_chunk *chunk_get(ebr_record *rec)
 {
-    /* acquire: as limbo_lock. */
-    return !atomic_flag_test_and_set_explicit(&r->limbo_lock, memory_order_acquire);
-}
-
-static void limbo_unlock(ebr_record *r)
-{
-    /* release: our changes to the list are visible to the next holder. */
-    atomic_flag_clear_explicit(&r->limbo_lock, memory_order_release);
-}
-
-/* Detach (under the lock) the chunks whose tag + 2 <= epoch. */
-static limbo_chunk *limbo_take_ready(limbo_list *l, uint64_t epoch)
-{
-    limbo_chunk *ready = NULL;
-    limbo_chunk **link = &l->head;
-    int64_t n = 0;
-    while (*link != NULL) {
-        limbo_chunk *c = *link;
-        if (c->tag + 2 <= epoch) {
-            *link = c->next;
-            c->next = ready;
-            ready = c;
-            n += c->n;
-        } else {
-            link = &c->next;
-        }
+    limbo_chunk *c = rec->pool;
+    if (c != NULL) {
+        rec->pool = c->next;
+        rec->npool--;
+    } else {
+        c = xmalloc(sizeof *c);
     }
-    if (n)
-        atomic_fetch_sub_explicit(&l->count, n, memory_order_relaxed);
-    return ready;
+    c->next = NULL;
+    c->tag = 0;
+    atomic_init(&c->n, 0);
+    return c;
 }
 
-/* Run the release functions of detached chunks (no lock held). */
-static void release_chain(limbo_chunk *c)
+/* An emptied chunk: into rec's pool (rec may be NULL: no owner), or freed. */
+static void chunk_put(ebr_record *rec, limbo_chunk *c)
+{
+    if (rec != NULL && rec->npool < CHUNK_POOL) {
+        c->next = rec->pool;
+        rec->pool = c;
+        rec->npool++;
+    } else {
+        free(c);
+    }
+}
+
+/* Push the chain first..last onto a sealed stack. */
+static void stack_push(_Atomic(limbo_chunk *) *stack, limbo_chunk *first, limbo_chunk *last)
+{
+    limbo_chunk *head = atomic_load_explicit(stack, memory_order_relaxed);
+    do {
+        last->next = head;
+        /* release: the chunks' entries (and links) are visible to the thread
+         * that takes the stack (its acquire exchange). */
+    } while (!atomic_compare_exchange_weak_explicit(stack, &head, first, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* Move the owner's open chunk, if it holds anything, onto its sealed stack. */
+static void seal(ebr_record *rec)
+{
+    limbo_chunk *c = atomic_load_explicit(&rec->cur, memory_order_relaxed);
+    if (c == NULL)
+        return;
+    unsigned n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    if (n == 0)
+        return;
+    /* relaxed: cur is the owner's; the child handler (inv. 7) runs alone. */
+    atomic_store_explicit(&rec->cur, NULL, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rec->count, n, memory_order_relaxed);
+    stack_push(&rec->sealed, c, c);
+}
+
+/* Run the release functions of a chain of ready chunks; returns the chunks
+ * to `me`'s pool (or frees them). */
+static void release_chain(ebr_record *me, limbo_chunk *c)
 {
     while (c != NULL) {
         limbo_chunk *next = c->next;
-        for (unsigned i = 0; i < c->n; i++)
+        unsigned n = atomic_load_explicit(&c->n, memory_order_relaxed);
+        for (unsigned i = 0; i < n; i++)
             c->e[i].release(c->e[i].obj);
-        free(c);
+        chunk_put(me, c);
         c = next;
     }
+}
+
+/* Take r's sealed stack, release what is ready at `epoch`, push the rest back. */
+static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch)
+{
+    if (atomic_load_explicit(&r->sealed, memory_order_relaxed) == NULL)
+        return;
+    /* acquire: pairs with the release of the pushes (the entries). */
+    limbo_chunk *c = atomic_exchange_explicit(&r->sealed, NULL, memory_order_acquire);
+    limbo_chunk *ready = NULL, *keep = NULL, *keep_last = NULL;
+    int64_t released = 0;
+    while (c != NULL) {
+        limbo_chunk *next = c->next;
+        if (c->tag + 2 <= epoch) {
+            c->next = ready;
+            ready = c;
+            released += atomic_load_explicit(&c->n, memory_order_relaxed);
+        } else {
+            c->next = keep;
+            if (keep == NULL)
+                keep_last = c;
+            keep = c;
+        }
+        c = next;
+    }
+    if (keep != NULL)
+        stack_push(&r->sealed, keep, keep_last);
+    if (released)
+        atomic_fetch_sub_explicit(&r->count, released, memory_order_relaxed);
+    release_chain(me, ready);
+}
+
+/* ------------------------------------------------------------------------
+ * Records
+ * ---------------------------------------------------------------------- */
+
+static void record_leave(ebr_record *rec)
+{
+    seal(rec);
+    while (rec->pool != NULL) {
+        limbo_chunk *c = rec->pool;
+        rec->pool = c->next;
+        free(c);
+    }
+    rec->npool = 0;
+    /* release: orders the seal above before a new owner's claim. */
+    atomic_store_explicit(&rec->state, 0, memory_order_release);
+    atomic_store_explicit(&rec->in_use, 0, memory_order_release);
 }
 
 static void thread_exit_destructor(void *arg)
@@ -159,16 +252,31 @@ static void thread_exit_destructor(void *arg)
     ebr_record *rec = arg;
     if (rec == NULL)
         return;
-    /* The limbo stays with the record; other threads reclaim it (inv. 5). */
-    atomic_store_explicit(&rec->state, 0, memory_order_release);
-    /* release: this thread's last limbo changes precede a new owner's claim. */
-    atomic_store_explicit(&rec->in_use, 0, memory_order_release);
+    /* The sealed chunks stay with the record; other threads release them. */
+    record_leave(rec);
     tls_record = NULL;
+}
+
+/* Invariant 7: in the child of fork(), only the forking thread exists. */
+static void atfork_child(void)
+{
+    ebr_record *me = tls_record;
+    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
+        if (r == me)
+            continue;
+        seal(r);
+        r->pool = NULL; /* chunks of a thread that no longer exists: leaked, never reused */
+        r->npool = 0;
+        atomic_store_explicit(&r->state, 0, memory_order_relaxed);
+        atomic_store_explicit(&r->in_use, 0, memory_order_relaxed);
+    }
 }
 
 static void make_key(void)
 {
     if (pthread_key_create(&tls_key, thread_exit_destructor) != 0)
+        abort();
+    if (pthread_atfork(NULL, NULL, atfork_child) != 0)
         abort();
 }
 
@@ -178,7 +286,7 @@ static ebr_record *register_thread(void)
     ebr_record *rec;
     for (rec = atomic_load_explicit(&records, memory_order_acquire); rec; rec = rec->next) {
         int expected = 0;
-        /* acquire: pairs with the release in thread_exit_destructor. */
+        /* acquire: pairs with the release in record_leave. */
         if (atomic_load_explicit(&rec->in_use, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_strong_explicit(&rec->in_use, &expected, 1,
                                                     memory_order_acquire,
@@ -191,8 +299,9 @@ static ebr_record *register_thread(void)
             return NULL;
         atomic_init(&rec->state, 0);
         atomic_init(&rec->in_use, 1);
-        atomic_flag_clear(&rec->limbo_lock);
-        atomic_init(&rec->limbo.count, 0);
+        atomic_init(&rec->cur, NULL);
+        atomic_init(&rec->sealed, NULL);
+        atomic_init(&rec->count, 0);
         rec->index = atomic_fetch_add_explicit(&record_count, 1, memory_order_relaxed);
         ebr_record *head = atomic_load_explicit(&records, memory_order_relaxed);
         do {
@@ -203,10 +312,15 @@ static ebr_record *register_thread(void)
                                                         memory_order_relaxed));
     }
     rec->since_scan = 0;
+    rec->want_prompt = 0;
     tls_record = rec;
     pthread_setspecific(tls_key, rec);
     return rec;
 }
+
+/* ------------------------------------------------------------------------
+ * Sections, epochs, reclamation
+ * ---------------------------------------------------------------------- */
 
 ebr_record *ebr_enter(void)
 {
@@ -225,10 +339,8 @@ static uint64_t try_advance(void)
 {
     uint64_t g = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
     for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
-        if (atomic_load_explicit(&r->in_use, memory_order_acquire) == 0)
-            continue;
-        /* seq_cst RMW: reads the latest state and orders the owner's next
-         * enter after this scan (invariant 4). */
+        /* seq_cst RMW on every record, claimed or not: reads the latest state
+         * and orders the owner's next enter after this scan (invariant 4). */
         uint64_t s = atomic_fetch_or_explicit(&r->state, 0, memory_order_seq_cst);
         if ((s & 1) && (s >> 1) != g)
             return g;
@@ -241,35 +353,42 @@ static uint64_t try_advance(void)
     return g;
 }
 
-/* Free what every record (live, idle or ended) has ready (invariant 5). */
-static void collect_all(uint64_t epoch, int wait)
+/* Release what every record (live, idle or ended) has ready (invariant 5). */
+static void collect_all(ebr_record *me, uint64_t epoch)
 {
-    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
-        if (atomic_load_explicit(&r->limbo.count, memory_order_relaxed) == 0)
-            continue;
-        if (wait)
-            limbo_lock(r);
-        else if (!limbo_trylock(r))
-            continue;
-        limbo_chunk *ready = limbo_take_ready(&r->limbo, epoch);
-        limbo_unlock(r);
-        release_chain(ready);
-    }
+    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next)
+        collect_record(me, r, epoch);
 }
 
-static void reclaim(void)
+/* Advance (up to twice) and collect until the epoch asked for in `urgent` is
+ * reached; then clear the request. */
+static void reclaim_prompt(ebr_record *me)
 {
-    collect_all(try_advance(), 0);
+    uint64_t u = atomic_load_explicit(&urgent, memory_order_acquire);
+    uint64_t e = try_advance();
+    if (u != 0 && e < u)
+        e = try_advance();
+    collect_all(me, e);
+    /* acq_rel on success: a later request (a larger u) is never lost, since
+     * the CAS only clears the value it read. */
+    if (u != 0 && e >= u)
+        atomic_compare_exchange_strong_explicit(&urgent, &u, 0, memory_order_acq_rel,
+                                                memory_order_relaxed);
 }
 
 void ebr_exit(ebr_record *rec)
 {
+    seal(rec);
     /* release: every node read in this section is read before a scanner can
      * observe the section closed and free the node. */
     atomic_store_explicit(&rec->state, 0, memory_order_release);
-    if (rec->since_scan >= RETIRE_SCAN_EVERY) {
+    if (rec->want_prompt || atomic_load_explicit(&urgent, memory_order_relaxed) != 0) {
+        rec->want_prompt = 0;
         rec->since_scan = 0;
-        reclaim();
+        reclaim_prompt(rec);
+    } else if (rec->since_scan >= RETIRE_SCAN_EVERY) {
+        rec->since_scan = 0;
+        collect_all(rec, try_advance());
     }
 }
 
@@ -277,31 +396,48 @@ void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release)
 {
     /* seq_cst: the tag is read after the unlink CAS (invariant 3). */
     uint64_t tag = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
-    limbo_lock(rec);
-    limbo_chunk *c = rec->limbo.head;
-    if (c == NULL || c->n == LIMBO_CHUNK) {
-        c = xmalloc(sizeof *c);
-        c->n = 0;
-        c->tag = tag;
-        c->next = rec->limbo.head;
-        rec->limbo.head = c;
+    limbo_chunk *c = atomic_load_explicit(&rec->cur, memory_order_relaxed);
+    if (c == NULL) {
+        c = chunk_get(rec);
+        atomic_store_explicit(&rec->cur, c, memory_order_relaxed);
     }
+    unsigned n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    c->e[n].obj = obj;
+    c->e[n].release = release;
     if (tag > c->tag)
         c->tag = tag;
-    c->e[c->n].obj = obj;
-    c->e[c->n].release = release;
-    c->n++;
-    atomic_fetch_add_explicit(&rec->limbo.count, 1, memory_order_relaxed);
-    limbo_unlock(rec);
+    /* release: the entry is written before n counts it (the fork child reads
+     * n, invariant 7). */
+    atomic_store_explicit(&c->n, n + 1, memory_order_release);
+    if (n + 1 == LIMBO_CHUNK)
+        seal(rec);
     rec->since_scan++;
+}
+
+void ebr_retire_prompt(ebr_record *rec, void *obj, ebr_release_fn release)
+{
+    ebr_retire(rec, obj, release);
+    /* The object is released at epoch tag + 2; ask for at least that. */
+    uint64_t want = atomic_load_explicit(&global_epoch, memory_order_seq_cst) + 2;
+    uint64_t u = atomic_load_explicit(&urgent, memory_order_relaxed);
+    /* release: a thread that sees the request also sees the retire (it is
+     * sealed before our section ends anyway). */
+    while (u < want && !atomic_compare_exchange_weak_explicit(&urgent, &u, want,
+                                                              memory_order_release,
+                                                              memory_order_relaxed))
+        ;
+    rec->want_prompt = 1;
 }
 
 unsigned ebr_record_index(const ebr_record *rec) { return rec->index; }
 
 int64_t ebr_barrier(void)
 {
+    ebr_record *me = tls_record;
+    if (me != NULL)
+        seal(me);
     for (int round = 0; round < 8; round++) {
-        collect_all(try_advance(), 1);
+        collect_all(me, try_advance());
         if (ebr_pending() == 0)
             return 0;
     }
@@ -311,8 +447,13 @@ int64_t ebr_barrier(void)
 int64_t ebr_pending(void)
 {
     int64_t n = 0;
-    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next)
-        n += atomic_load_explicit(&r->limbo.count, memory_order_relaxed);
+    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
+        n += atomic_load_explicit(&r->count, memory_order_relaxed);
+        /* An open chunk holds entries only inside its owner's section. */
+        limbo_chunk *c = atomic_load_explicit(&r->cur, memory_order_relaxed);
+        if (c != NULL && r == tls_record)
+            n += atomic_load_explicit(&c->n, memory_order_relaxed);
+    }
     return n;
 }
 

@@ -5,7 +5,8 @@
  * opened by ebr_enter() and closed by ebr_exit() before the call returns.  A
  * node that has been unlinked is handed to ebr_retire(), which runs the given
  * release function once no thread can still hold a pointer it read before the
- * unlink.  The correctness argument and the invariants are at the top of ebr.c.
+ * unlink.  Nothing here takes a lock or waits for another thread.  The
+ * correctness argument and the invariants are at the top of ebr.c.
  */
 #ifndef CSTRIE_EBR_H
 #define CSTRIE_EBR_H
@@ -23,6 +24,10 @@ void ebr_exit(ebr_record *rec);
 /* Defer release(obj) until every section that could have read obj is closed.
  * Must be called inside a section (rec from ebr_enter). */
 void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release);
+/* The same, for something big (a dropped trie): reclamation runs at the end
+ * of this section and at every other thread's next section exit until obj is
+ * released (see "Prompt reclamation" in ebr.c). */
+void ebr_retire_prompt(ebr_record *rec, void *obj, ebr_release_fn release);
 /* Small dense index of the calling thread's record (for striped counters). */
 unsigned ebr_record_index(const ebr_record *rec);
 

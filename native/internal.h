@@ -34,6 +34,7 @@ struct cst_trie {
 typedef struct ctx {
     cst_trie *t;
     ebr_record *rec;
+    int prompt;                /* retire() asks EBR for prompt reclamation */
 } ctx;
 
 typedef struct word {
@@ -61,6 +62,10 @@ typedef struct scratch {
     size_t gcap;
     snode **path;
     size_t pathcap;
+    struct upd_frame *upath;   /* the path of an update (trie.c) */
+    size_t upathcap;
+    struct mframe *mstack;     /* the pending states of a lookup (match.c) */
+    size_t mstackcap;
     memo_slot *memo;
     size_t memocap;
     size_t memoused;

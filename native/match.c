@@ -9,6 +9,10 @@
  * (AMQP '#') makes the search a graph walk over (S-node, word index) states;
  * each state is visited once (a per-thread memo table), so a pattern such as
  * #.#.#.#.a costs O(states), not O(2^words).
+ *
+ * The walk keeps its pending states on a heap stack (per-thread scratch), not
+ * on the C stack: a topic may have 65,535 levels (a valid MQTT topic of
+ * separators only), and every level is one more state on the path.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,6 +37,8 @@ static void scratch_free(void *p)
     free(sc->uniq);
     free(sc->groups);
     free(sc->path);
+    free(sc->upath);
+    free(sc->mstack);
     free(sc->memo);
     free(sc);
     tls_scratch = NULL;
@@ -79,7 +85,6 @@ typedef struct mctx {
     size_t n;
     int dollar;                /* the dollar rule hides wildcards at word 0 */
     int memo;                  /* many-level wildcard allowed anywhere */
-    int multis;                /* many-level wildcards on the current path */
     int first_only;            /* has_subscribers: stop at the first match */
     int found;
     int oom;
@@ -218,73 +223,121 @@ static snode *find_literal(ctx *c, cnode *cn, const word *w)
     }
 }
 
-static void match_level(mctx *x, inode *in, size_t i, int memo_on, int is_top);
+/*
+ * A pending state of the walk (the recursion of the paper's lookup, made
+ * explicit):
+ *  F_NODE  - S-node sn reached with j words consumed: emit it if j is the
+ *            whole topic, then open its next topic level at word j;
+ *  F_MULTI - the many-level wildcard S-node sn still to be tried with j, j+1,
+ *            ..., end words consumed (one F_NODE each, in that order).
+ * depth is the S-node's index on the path (match() rebuilds the pattern from
+ * sc->path[0..depth]); multis counts the many-level wildcards on the path up
+ * to the state (for F_MULTI: above it).  Frames are pushed in the reverse of
+ * the order they are visited in, so the walk visits states in the order of
+ * the recursive formulation: the zero-word pattern, the many-level wildcard,
+ * the literal word, the one-level wildcard.
+ */
+enum { F_NODE, F_MULTI };
 
-static void match_node(mctx *x, snode *sn, size_t j, int memo_on)
+typedef struct mframe {
+    snode *sn;
+    size_t j;
+    size_t end;
+    size_t depth;
+    uint32_t multis;
+    uint8_t kind;
+    uint8_t memo_on;
+} mframe;
+
+static void push(mctx *x, size_t *sp, mframe f)
 {
-    if (x->oom || (x->found && x->first_only))
-        return;
-    if (memo_on && memo_seen(x, sn, j))
-        return;
-    if (x->depth >= x->sc->pathcap &&
-        scratch_reserve((void **)&x->sc->path, &x->sc->pathcap, x->depth + 1,
-                        sizeof(snode *)) < 0) {
+    scratch *sc = x->sc;
+    if (*sp >= sc->mstackcap &&
+        scratch_reserve((void **)&sc->mstack, &sc->mstackcap, *sp + 1, sizeof(mframe)) < 0) {
         x->oom = 1;
         return;
     }
-    x->sc->path[x->depth++] = sn;
-    if (j == x->n && sn->nsubs > 0)
-        emit(x, sn);
-    if (sn->child)
-        match_level(x, sn->child, j, memo_on, 0);
-    x->depth--;
+    sc->mstack[(*sp)++] = f;
 }
 
-static void match_multi(mctx *x, snode *sm, size_t i)
-{
-    size_t min = (size_t)x->c->t->d.multi_min;
-    if (i + min > x->n)
-        return;
-    /* A state (S-node, word index) can be reached twice only through two
-     * many-level wildcards on the path (each consuming a varying number of
-     * words): below the first one every state has one way in, so the memo
-     * (a hash probe per state) starts at the second. */
-    int memo = x->memo && x->multis >= 1;
-    x->multis++;
-    if (sm->child == NULL) {
-        /* Nothing follows the wildcard: only "consume every word" can match
-         * (memoised as above: an earlier wildcard may reach this level again). */
-        match_node(x, sm, x->n, memo);
-    } else {
-        for (size_t j = i + min; j <= x->n; j++)
-            match_node(x, sm, j, memo);
-    }
-    x->multis--;
-}
-
-static void match_level(mctx *x, inode *in, size_t i, int memo_on, int is_top)
+/* Push the states that follow a topic level (the C-node under in) with i
+ * words consumed. */
+static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, int is_top,
+                       size_t depth, uint32_t multis)
 {
     mainnode *m = gcas_read(x->c, in);
     if (m->h.kind != K_CNODE)
         return; /* an entombed (empty) topic level */
     cnode *cn = (cnode *)m;
     int hide = x->dollar && i == 0;
+    if (i < x->n) {
+        snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
+        if (ss && !hide)
+            push(x, sp, (mframe){ss, i + 1, 0, depth, multis, F_NODE, (uint8_t)memo_on});
+        snode *sn = find_literal(x->c, cn, &x->w[i]);
+        if (sn)
+            push(x, sp, (mframe){sn, i + 1, 0, depth, multis, F_NODE, (uint8_t)memo_on});
+    }
+    snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
+    if (sm && !hide) {
+        size_t min = (size_t)x->c->t->d.multi_min;
+        if (i + min <= x->n)
+            push(x, sp, (mframe){sm, i + min, x->n, depth, multis, F_MULTI, 0});
+    }
     if (is_top && x->n == 0) {
         snode *e = (snode *)spec_get(cn, W_EMPTY_PATTERN - 1);
         if (e)
-            match_node(x, e, 0, memo_on);
+            push(x, sp, (mframe){e, 0, 0, depth, multis, F_NODE, (uint8_t)memo_on});
     }
-    snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
-    if (sm && !hide)
-        match_multi(x, sm, i);
-    if (i == x->n)
-        return;
-    snode *sn = find_literal(x->c, cn, &x->w[i]);
-    if (sn)
-        match_node(x, sn, i + 1, memo_on);
-    snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
-    if (ss && !hide)
-        match_node(x, ss, i + 1, memo_on);
+}
+
+/* The walk: states from the trie's top level until none is left. */
+static void match_walk(mctx *x, inode *root)
+{
+    size_t sp = 0;
+    open_level(x, &sp, root, 0, 0, 1, 0, 0);
+    while (sp > 0 && !x->oom && !(x->found && x->first_only)) {
+        mframe *f = &x->sc->mstack[sp - 1];
+        if (f->kind == F_MULTI) {
+            /* A state (S-node, word index) can be reached twice only through
+             * two many-level wildcards on the path (each consuming a varying
+             * number of words): below the first one every state has one way
+             * in, so the memo (a hash probe per state) starts at the second. */
+            snode *sm = f->sn;
+            uint8_t memo = (uint8_t)(x->memo && f->multis >= 1);
+            mframe node = {sm, f->j, 0, f->depth, f->multis + 1, F_NODE, memo};
+            if (sm->child == NULL) {
+                /* Nothing follows the wildcard: only "consume every word" can
+                 * match (memoised as above: an earlier wildcard may reach this
+                 * level again). */
+                node.j = x->n;
+                sp--;
+            } else if (f->j < f->end) {
+                f->j++;
+            } else {
+                sp--;
+            }
+            push(x, &sp, node);
+            continue;
+        }
+        mframe cur = *f;
+        sp--;
+        snode *sn = cur.sn;
+        if (cur.memo_on && memo_seen(x, sn, cur.j))
+            continue;
+        if (cur.depth >= x->sc->pathcap &&
+            scratch_reserve((void **)&x->sc->path, &x->sc->pathcap, cur.depth + 1,
+                            sizeof(snode *)) < 0) {
+            x->oom = 1;
+            break;
+        }
+        x->sc->path[cur.depth] = sn;
+        x->depth = cur.depth + 1;
+        if (cur.j == x->n && sn->nsubs > 0)
+            emit(x, sn);
+        if (sn->child)
+            open_level(x, &sp, sn->child, cur.j, cur.memo_on, 0, cur.depth + 1, cur.multis);
+    }
 }
 
 /* Count one lookup served by this handle (a striped counter, so threads do
@@ -315,7 +368,7 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
     x->memo = d->multi != NULL && !d->multi_last_only;
     sc->stamp++;
     sc->memoused = 0;
-    match_level(x, root_read(c), 0, 0, 1);
+    match_walk(x, root_read(c));
     return x->oom ? CST_ENOMEM : 0;
 }
 
@@ -498,8 +551,8 @@ static int row_is_valid(const uint8_t *validity, int64_t off, int64_t r)
 int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int offsets64,
                          const uint8_t *validity, int64_t validity_offset, int64_t nrows,
                          int64_t start_row, uint64_t skip, int64_t *out_rows,
-                         uint64_t *out_ids, size_t cap, int64_t *next_row,
-                         uint64_t *next_skip, int8_t *row_status)
+                         uint64_t *out_ids, size_t cap, int64_t *next_row, uint64_t *next_skip,
+                         size_t *need, int8_t *row_status)
 {
     size_t k = 0;
     int64_t r = start_row;
@@ -508,6 +561,9 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
     size_t tmpcap = 0;
     int in_epoch = 0, rows_in_epoch = 0;
     ctx c;
+    *need = 0;
+    if (!t->readonly)
+        skip = 0; /* rows of a live trie are never split (see cstrie.h) */
     for (; r < nrows; r++) {
         if (!row_is_valid(validity, validity_offset, r)) {
             if (row_status)
@@ -537,19 +593,19 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
         rows_in_epoch++;
         mctx x = {0};
         int st = walk_topic(&x, &c, data + a, (size_t)(b - a));
-        if (st == 0 && skip == 0)
-            count_lookup(&c);
         if (st == CST_ENOMEM) {
             status = CST_ENOMEM;
             break;
         }
-        if (row_status)
-            row_status[r] = (int8_t)st;
         if (st < 0 || x.ngroups == 0) {
+            if (st == 0)
+                count_lookup(&c);
+            if (row_status)
+                row_status[r] = (int8_t)st;
             skip = 0;
             continue;
         }
-        /* Collect this row's ids (each once). */
+        /* Collect this row's ids (each once), from this one walk. */
         size_t total = 0;
         for (size_t g = 0; g < x.ngroups; g++)
             total += x.sc->groups[g]->nsubs;
@@ -562,15 +618,29 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
             status = got;
             break;
         }
-        size_t avail = cap - k;
-        size_t want = (size_t)got > skip ? (size_t)got - skip : 0;
-        size_t take = want < avail ? want : avail;
+        size_t left = (size_t)got > skip ? (size_t)got - (size_t)skip : 0;
+        if (left > cap - k && !t->readonly) {
+            /* The row does not fit: it is answered whole by a later call (a
+             * later walk), never split across two states of the trie. */
+            if (k == 0) {
+                *need = (size_t)got;
+                status = CST_ETRUNC;
+            }
+            break;
+        }
+        if (skip == 0)
+            count_lookup(&c);
+        if (row_status)
+            row_status[r] = 0;
+        /* A frozen trie's rows may be split: every walk of it emits the same
+         * ids in the same order. */
+        size_t take = left < cap - k ? left : cap - k;
         for (size_t i = 0; i < take; i++) {
             out_rows[k + i] = r;
             out_ids[k + i] = tmp[skip + i];
         }
         k += take;
-        if (take < want) {
+        if (take < left) {
             skip += take;
             break; /* this row goes on in the next call */
         }

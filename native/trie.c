@@ -50,8 +50,14 @@
 
 #include "internal.h"
 
-/* Restart sentinel of the update functions (unique, never a valid result). */
+/* Sentinels of the update functions (unique, never a valid result):
+ * RESTART - start again from the root (a GCAS failed or a path was renewed);
+ * DESCEND - go on at the I-node in upd.next (one hash level or one topic
+ *           level down): the driver (update_walk) pushes it on its path;
+ * AGAIN   - run the same I-node again (its branch was renewed). */
 #define RESTART (-1000)
+#define DESCEND (-1001)
+#define AGAIN (-1002)
 
 static _Atomic uint64_t generation_counter;
 
@@ -114,13 +120,28 @@ static inline int cas_root(cst_trie *t, uintptr_t expected, uintptr_t desired)
  * Node lifecycle
  * ---------------------------------------------------------------------- */
 
-typedef struct rdcss_desc {
+typedef struct rdcss_desc rdcss_desc;
+
+struct rdcss_desc {
     cst_hdr h;
     inode *ov;                 /* owned: the root's old I-node */
     mainnode *expmain;         /* compared only */
     inode *nv;                 /* owned: the proposed new root */
     _Atomic int state;         /* DESC_UNDECIDED, DESC_COMMITTED, DESC_ABORTED */
-} rdcss_desc;
+};
+
+static void *dead_link(cst_hdr *h)
+{
+    switch (h->kind) {
+    case K_INODE: return &((inode *)h)->gen;
+    case K_CNODE:
+    case K_TNODE:
+    case K_LNODE: return &((mainnode *)h)->prev;
+    case K_SNODE: return &((snode *)h)->hash;
+    case K_DESC: return &((rdcss_desc *)h)->ov;
+    default: abort();
+    }
+}
 
 enum { DESC_UNDECIDED = 0, DESC_COMMITTED = 1, DESC_ABORTED = 2 };
 
@@ -133,6 +154,35 @@ void node_retain(cst_hdr *h)
 static size_t cnode_size(uint32_t n) { return sizeof(cnode) + n * sizeof(cst_hdr *); }
 static size_t lnode_size(uint32_t n) { return sizeof(lnode) + n * sizeof(snode *); }
 
+/*
+ * Destruction is iterative: a node whose count reaches zero is pushed on a
+ * per-thread list of dead nodes, linked through a field that destruction no
+ * longer reads (dead_link), and only the outermost node_release frees them,
+ * one at a time.  Freeing a chain of 65,535 topic levels (I-node, C-node,
+ * S-node, ... each holding the next) so needs no C stack and no allocation.
+ */
+static _Thread_local cst_hdr *dead_head;
+static _Thread_local int dead_draining;
+
+/* The address of the pointer-sized field of a dead node that carries the
+ * list link: one its destruction does not read (gen, prev, hash, ov). */
+static void *dead_link(cst_hdr *h);
+
+static void dead_push(cst_hdr *h)
+{
+    memcpy(dead_link(h), &dead_head, sizeof dead_head);
+    dead_head = h;
+}
+
+static cst_hdr *dead_pop(void)
+{
+    cst_hdr *h = dead_head;
+    memcpy(&dead_head, dead_link(h), sizeof dead_head);
+    return h;
+}
+
+/* Free one dead node; its references go to node_release (and so, when they
+ * were the last, onto the dead list). */
 static void node_destroy(cst_hdr *h)
 {
     switch (h->kind) {
@@ -169,7 +219,7 @@ static void node_destroy(cst_hdr *h)
         if (sn->child)
             node_release(&sn->child->h);
         if (sn->nsubs >= 2)
-            set_release(sn->subs.set);
+            set_release(sn->subs.set); /* recursion bounded by the set's 13 levels */
         node_free(&sn->h, snode_size(sn->wlen));
         break;
     }
@@ -186,13 +236,26 @@ void node_release(cst_hdr *h)
 {
     /* acq_rel: the final release sees all writes to the node (acquire) and
      * every earlier use of it happens before the free (release). */
-    if (atomic_fetch_sub_explicit(&h->rc, 1, memory_order_acq_rel) == 1)
-        node_destroy(h);
+    if (atomic_fetch_sub_explicit(&h->rc, 1, memory_order_acq_rel) != 1)
+        return;
+    dead_push(h);
+    if (dead_draining)
+        return; /* an outer node_release on this thread frees it */
+    dead_draining = 1;
+    while (dead_head != NULL)
+        node_destroy(dead_pop());
+    dead_draining = 0;
 }
 
 static void release_cb(void *p) { node_release(p); }
 
-void retire(ctx *c, cst_hdr *h) { ebr_retire(c->rec, h, release_cb); }
+void retire(ctx *c, cst_hdr *h)
+{
+    if (c->prompt)
+        ebr_retire_prompt(c->rec, h, release_cb);
+    else
+        ebr_retire(c->rec, h, release_cb);
+}
 
 /* Memory for a node of the given kind with its header set (one reference):
  * from the thread's node block while a bulk build carves, else cst_alloc. */
@@ -493,6 +556,7 @@ static int rdcss_root(ctx *c, inode *ov, mainnode *expmain, inode *nv)
 int ctx_enter(ctx *c, cst_trie *t)
 {
     c->t = t;
+    c->prompt = 0;
     c->rec = ebr_enter();
     return c->rec ? 0 : CST_ENOMEM;
 }
@@ -769,6 +833,13 @@ static int clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t sta
  * Subscribe and unsubscribe
  * ---------------------------------------------------------------------- */
 
+/* One I-node on the path of an update: topic word k, hash level lev. */
+typedef struct upd_frame {
+    inode *in;
+    size_t k;
+    unsigned lev;
+} upd_frame;
+
 typedef struct upd {
     ctx *c;
     const word *w;
@@ -778,10 +849,8 @@ typedef struct upd {
     int insert;                /* 1 subscribe, 0 unsubscribe */
     int touch;                 /* walk the path only: renew it and clean tombs */
     int dirty;                 /* a cleanup gave up: a tomb may be left behind */
+    upd_frame next;            /* where a DESCEND goes on */
 } upd;
-
-static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent,
-                        unsigned plev, int parent_is_root);
 
 /* Publish a new main for `in`: 1/0 as the caller wants on success, RESTART on
  * failure.  nm == NULL means an allocation failed. */
@@ -906,15 +975,15 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
             node_release(&nsn->h);
             return CST_ENOMEM;
         }
-        gcas(u->c, in, m, nm); /* renewed or not, the next pass sees the truth */
-        return RESTART;
+        /* Renewed: run this I-node again, which now descends into the copy
+         * (restarting from the root would make renewing a path of d levels
+         * cost O(d^2)).  Not renewed: `in` changed or lost its generation. */
+        return gcas(u->c, in, m, nm) ? AGAIN : RESTART;
     }
     /* case 4d: descend into the next topic level */
-    int r = update_level(u, ch, k + 1, 0, in, lev, in_is_root);
-    if (r == 1 && !u->insert && gcas_read(u->c, ch)->h.kind == K_TNODE &&
-        !clean(u->c, in, lev, in_is_root, gen))
-        u->dirty = 1;
-    return r;
+    (void)in_is_root;
+    u->next = (upd_frame){ch, k + 1, 0};
+    return DESCEND;
 }
 
 /*
@@ -957,11 +1026,8 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             inode *sub = (inode *)b;
             if (sub->gen == gen) {
                 /* case 2: descend one hash level */
-                int r = update_level(u, sub, k, lev + 5, in, lev, in_is_root);
-                if (r == 1 && !u->insert && gcas_read(u->c, sub)->h.kind == K_TNODE &&
-                    !clean(u->c, in, lev, in_is_root, gen))
-                    u->dirty = 1;
-                return r;
+                u->next = (upd_frame){sub, k, lev + 5};
+                return DESCEND;
             }
             /* case 2b: renew the branch into our generation, then retry */
             inode *cp = inode_copy(u->c, sub, gen);
@@ -974,7 +1040,7 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             }
             if (!gcas(u->c, in, m, &ncn->m))
                 return RESTART;
-            return update_level(u, in, k, lev, parent, plev, parent_is_root);
+            return AGAIN;
         }
         snode *sn = (snode *)b;
         if (!at.is_spec && !word_eq(sn, wk)) {
@@ -1029,6 +1095,46 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
     }
 }
 
+/*
+ * One attempt of an update from the root: update_level at each I-node of the
+ * path, which grows on the heap (scratch), never on the C stack.  When the
+ * change is a removal that committed (1), each level then, deepest first,
+ * cleans its I-node if the child it descended into became a tomb (the
+ * paper's cleanParent on the way back up).
+ */
+static int update_walk(upd *u, inode *root, scratch *sc)
+{
+    if (scratch_reserve((void **)&sc->upath, &sc->upathcap, 1, sizeof(upd_frame)) < 0)
+        return CST_ENOMEM;
+    upd_frame *path = sc->upath;
+    size_t top = 0;
+    path[0] = (upd_frame){root, 0, 0};
+    int r;
+    for (;;) {
+        inode *parent = top ? path[top - 1].in : NULL;
+        unsigned plev = top ? path[top - 1].lev : 0;
+        r = update_level(u, path[top].in, path[top].k, path[top].lev, parent, plev, top == 1);
+        if (r == AGAIN)
+            continue;
+        if (r != DESCEND)
+            break;
+        if (scratch_reserve((void **)&sc->upath, &sc->upathcap, top + 2, sizeof(upd_frame)) < 0) {
+            r = CST_ENOMEM; /* only renewals happened so far: nothing changed */
+            break;
+        }
+        path = sc->upath;
+        path[++top] = u->next;
+    }
+    if (r == 1 && !u->insert) {
+        for (size_t d = top; d-- > 0;) {
+            if (gcas_read(u->c, path[d + 1].in)->h.kind == K_TNODE &&
+                !clean(u->c, path[d].in, path[d].lev, d == 0, u->startgen))
+                u->dirty = 1;
+        }
+    }
+    return r;
+}
+
 static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
 {
     if (t->readonly)
@@ -1042,12 +1148,12 @@ static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, in
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
-    upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert, 0, 0};
+    upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert, 0, 0, {NULL, 0, 0}};
     int r;
     do {
         inode *root = root_read(&c);
         u.startgen = root->gen;
-        r = update_level(&u, root, 0, 0, NULL, 0, 0);
+        r = update_walk(&u, root, sc);
     } while (r == RESTART);
     if (u.dirty) {
         /* A cleanup gave up (a snapshot moved the generation, or memory ran
@@ -1059,7 +1165,7 @@ static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, in
         for (int attempt = 0; attempt < 64; attempt++) {
             inode *root = root_read(&c);
             u.startgen = root->gen;
-            if (update_level(&u, root, 0, 0, NULL, 0, 0) != RESTART)
+            if (update_walk(&u, root, sc) != RESTART)
                 break;
         }
     }
@@ -1167,6 +1273,9 @@ void cst_free(cst_trie *t)
         return;
     ctx c;
     if (ctx_enter(&c, t) == 0) {
+        /* Prompt: the whole trie comes back when this call returns if no
+         * other thread is inside an engine call, else at their next exits. */
+        c.prompt = 1;
         inode *root = root_read(&c);
         retire(&c, &root->h);
         ctx_exit(&c);
@@ -1325,48 +1434,102 @@ int cst_clear(cst_trie *t)
  * write passes by.  This walk removes them all.
  * ---------------------------------------------------------------------- */
 
-/* 1 if a T-node is reachable from main node m (read-only walk). */
-static int has_tomb(ctx *c, mainnode *m)
+/* The I-node below branch b of a main node (a deeper hash level or the next
+ * topic level), or NULL. */
+static inode *branch_child(cst_hdr *b)
 {
-    if (m->h.kind == K_TNODE)
-        return 1;
-    for (uint32_t i = 0; i < entry_count(m); i++) {
-        slot at;
-        cst_hdr *b = entry_at(m, i, &at);
-        inode *ch = b->kind == K_INODE ? (inode *)b : ((snode *)b)->child;
-        if (ch != NULL && has_tomb(c, gcas_read(c, ch)))
-            return 1;
-    }
-    return 0;
+    return b->kind == K_INODE ? (inode *)b : ((snode *)b)->child;
 }
 
-/*
- * Compact below `in` (of the current generation gen).  A child I-node of an
- * older generation (the trie was snapshotted since) is renewed into gen
- * before it is changed, as any write would; only paths that lead to a tomb
- * are renewed.
- */
-static void compact_in(ctx *c, inode *in, unsigned lev, int is_root, uint64_t gen)
+/* 1 if a T-node is reachable from main node m, 0 if not, -1 when out of
+ * memory (read-only walk with a heap stack). */
+static int has_tomb(ctx *c, mainnode *m)
 {
-    for (int attempt = 0; attempt < 16; attempt++) {
-        mainnode *m = gcas_read(c, in);
-        if (m->h.kind == K_TNODE)
-            return;
-        mainnode *renewed = NULL;
-        int failed = 0;
-        for (uint32_t i = 0; i < entry_count(m) && renewed == NULL && !failed; i++) {
+    mainnode **stack = NULL;
+    size_t n = 0, cap = 0;
+    int found = 0;
+    if (scratch_reserve((void **)&stack, &cap, 1, sizeof *stack) < 0)
+        return -1;
+    stack[n++] = m;
+    while (n > 0 && !found) {
+        mainnode *x = stack[--n];
+        if (x->h.kind == K_TNODE) {
+            found = 1;
+            break;
+        }
+        for (uint32_t i = 0; i < entry_count(x); i++) {
             slot at;
-            cst_hdr *b = entry_at(m, i, &at);
+            inode *ch = branch_child(entry_at(x, i, &at));
+            if (ch == NULL)
+                continue;
+            if (scratch_reserve((void **)&stack, &cap, n + 1, sizeof *stack) < 0) {
+                found = -1;
+                break;
+            }
+            stack[n++] = gcas_read(c, ch);
+        }
+    }
+    free(stack);
+    return found;
+}
+
+/* A pending I-node of the compaction walk (compact_walk). */
+typedef struct cframe {
+    inode *in;
+    mainnode *m;               /* the main node being scanned; NULL: read it again */
+    uint32_t i;                /* the next entry of m to look at */
+    unsigned lev;
+    int attempt;
+} cframe;
+
+/*
+ * Compact below `root` (of the current generation gen): post-order, with the
+ * pending I-nodes on a heap stack.  At each I-node: compact every child that
+ * leads to a tomb first (renewing into gen, as any write would, a child
+ * I-node of an older generation: the trie was snapshotted since; only paths
+ * that lead to a tomb are renewed), then clean the I-node itself.
+ */
+static void compact_walk(ctx *c, inode *root, uint64_t gen)
+{
+    cframe *st = NULL;
+    size_t n = 0, cap = 0;
+    if (scratch_reserve((void **)&st, &cap, 1, sizeof *st) < 0)
+        return;
+    st[n++] = (cframe){root, NULL, 0, 0, 0};
+    while (n > 0) {
+        cframe *f = &st[n - 1];
+        if (f->m == NULL) {
+            if (f->attempt++ >= 16) {
+                n--;
+                continue;
+            }
+            f->m = gcas_read(c, f->in);
+            f->i = 0;
+            if (f->m->h.kind == K_TNODE) {
+                n--;
+                continue;
+            }
+        }
+        mainnode *renewed = NULL;
+        int failed = 0, pushed = 0;
+        while (f->i < entry_count(f->m)) {
+            slot at;
+            cst_hdr *b = entry_at(f->m, f->i++, &at);
             int is_in = b->kind == K_INODE;
-            inode *ch = is_in ? (inode *)b : ((snode *)b)->child;
+            inode *ch = branch_child(b);
             if (ch == NULL)
                 continue;
             mainnode *cm = gcas_read(c, ch);
-            if (cm->h.kind == K_TNODE || !has_tomb(c, cm))
+            if (cm->h.kind == K_TNODE || has_tomb(c, cm) != 1)
                 continue; /* a tombed child is clean()'s job, below */
             if (ch->gen == gen) {
-                compact_in(c, ch, is_in ? lev + 5 : 0, 0, gen);
-                continue;
+                if (scratch_reserve((void **)&st, &cap, n + 1, sizeof *st) < 0) {
+                    failed = 1;
+                    break;
+                }
+                st[n++] = (cframe){ch, NULL, 0, is_in ? f->lev + 5 : 0, 0};
+                pushed = 1;
+                break;
             }
             /* renew this branch into gen, then look again */
             inode *cp = inode_copy(c, ch, gen);
@@ -1384,22 +1547,30 @@ static void compact_in(ctx *c, inode *in, unsigned lev, int is_root, uint64_t ge
                 }
                 nb = &nsn->h;
             }
-            renewed = main_with(m, &at, gen, nb);
+            renewed = main_with(f->m, &at, gen, nb);
             if (renewed == NULL) {
                 node_release(nb);
                 failed = 1;
             }
+            break;
         }
-        if (failed)
-            return;
-        if (renewed != NULL) {
-            if (!gcas(c, in, m, renewed) && rdcss_read_root(c, 0)->gen != gen)
-                return;
+        if (pushed)
+            continue; /* f (maybe moved by the reserve) resumes after the child */
+        if (failed) {
+            n--;
             continue;
         }
-        clean(c, in, lev, is_root, gen);
-        return;
+        if (renewed != NULL) {
+            if (!gcas(c, f->in, f->m, renewed) && rdcss_read_root(c, 0)->gen != gen)
+                n--;
+            else
+                f->m = NULL; /* look again */
+            continue;
+        }
+        clean(c, f->in, f->lev, n == 1, gen);
+        n--;
     }
+    free(st);
 }
 
 int cst_compact(cst_trie *t)
@@ -1410,7 +1581,7 @@ int cst_compact(cst_trie *t)
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
     inode *root = root_read(&c);
-    compact_in(&c, root, 0, 1, root->gen);
+    compact_walk(&c, root, root->gen);
     ctx_exit(&c);
     return CST_OK;
 }

@@ -20,43 +20,70 @@
  * Size
  * ---------------------------------------------------------------------- */
 
-static int64_t count_main(ctx *c, mainnode *m);
+/* Every walk below keeps its pending nodes on a heap stack (never the C
+ * stack: a trie may be 65,535 topic levels deep). */
+typedef struct wframe {
+    mainnode *m;
+    uint32_t i;                /* next entry of m */
+    int64_t acc;               /* count: the pairs below m so far */
+    int64_t depth;             /* stats: topic depth of m's words */
+} wframe;
 
-static int64_t count_sn(ctx *c, snode *sn)
+static int wpush(wframe **st, size_t *n, size_t *cap, wframe f)
 {
-    return (int64_t)sn->nsubs + (sn->child ? count_main(c, gcas_read(c, sn->child)) : 0);
+    if (scratch_reserve((void **)st, cap, *n + 1, sizeof(wframe)) < 0)
+        return -1;
+    (*st)[(*n)++] = f;
+    return 0;
 }
 
+static uint32_t entry_count(const mainnode *m);
+static cst_hdr *entry_at(const mainnode *m, uint32_t i);
+
+/* The pairs below main node m (post-order; C-node counts are cached, see the
+ * top of this file), or CST_ENOMEM. */
 static int64_t count_main(ctx *c, mainnode *m)
 {
-    switch (m->h.kind) {
-    case K_CNODE: {
-        cnode *cn = (cnode *)m;
-        /* relaxed: the cached value is a pure function of a frozen subtree. */
-        int64_t cached = atomic_load_explicit(&cn->cached_pairs, memory_order_relaxed);
-        if (cached >= 0)
-            return cached;
-        int64_t sum = 0;
-        for (uint32_t i = 0; i < cn->n; i++) {
-            cst_hdr *b = cn->array[i];
-            sum += b->kind == K_INODE ? count_main(c, gcas_read(c, (inode *)b))
-                                      : count_sn(c, (snode *)b);
+    wframe *st = NULL;
+    size_t n = 0, cap = 0;
+    int64_t total = 0;
+    if (wpush(&st, &n, &cap, (wframe){m, 0, 0, 0}) < 0)
+        return CST_ENOMEM;
+    while (n > 0) {
+        wframe *f = &st[n - 1];
+        if (f->i < entry_count(f->m)) {
+            cst_hdr *b = entry_at(f->m, f->i++);
+            inode *ch = (inode *)b;
+            if (b->kind == K_SNODE) {
+                f->acc += ((snode *)b)->nsubs;
+                ch = ((snode *)b)->child;
+            }
+            if (ch == NULL)
+                continue;
+            mainnode *cm = gcas_read(c, ch);
+            /* relaxed: the cached value is a pure function of a frozen subtree. */
+            int64_t cached = cm->h.kind == K_CNODE
+                                 ? atomic_load_explicit(&((cnode *)cm)->cached_pairs,
+                                                        memory_order_relaxed)
+                                 : -1;
+            if (cached >= 0)
+                f->acc += cached;
+            else if (wpush(&st, &n, &cap, (wframe){cm, 0, 0, 0}) < 0) {
+                free(st);
+                return CST_ENOMEM;
+            }
+            continue;
         }
-        atomic_store_explicit(&cn->cached_pairs, sum, memory_order_relaxed);
-        return sum;
+        if (f->m->h.kind == K_CNODE)
+            atomic_store_explicit(&((cnode *)f->m)->cached_pairs, f->acc, memory_order_relaxed);
+        int64_t v = f->acc;
+        if (--n > 0)
+            st[n - 1].acc += v;
+        else
+            total = v;
     }
-    case K_TNODE:
-        return ((tnode *)m)->sn ? count_sn(c, ((tnode *)m)->sn) : 0;
-    case K_LNODE: {
-        lnode *ln = (lnode *)m;
-        int64_t sum = 0;
-        for (uint32_t i = 0; i < ln->n; i++)
-            sum += count_sn(c, ln->sn[i]);
-        return sum;
-    }
-    default:
-        return 0;
-    }
+    free(st);
+    return total;
 }
 
 int64_t cst_len(cst_trie *t)
@@ -79,60 +106,54 @@ int64_t cst_len(cst_trie *t)
  * Stats
  * ---------------------------------------------------------------------- */
 
-static void stats_main(ctx *c, mainnode *m, cst_stats *s, int64_t depth);
-
-static void stats_sn(ctx *c, snode *sn, cst_stats *s, int64_t depth)
+static int stats_walk(ctx *c, mainnode *root_main, cst_stats *s)
 {
-    s->snodes++;
-    s->pairs += sn->nsubs;
-    if (sn->nsubs > 0)
-        s->patterns++;
-    if (depth > s->max_depth)
-        s->max_depth = depth;
-    if (sn->nsubs >= 2) {
-        uint64_t cnt = 0;
-        int64_t nodes = set_check(sn->subs.set, 0, &cnt);
-        if (nodes > 0)
-            s->setnodes += nodes;
-    }
-    if (sn->child) {
-        s->inodes++;
-        stats_main(c, gcas_read(c, sn->child), s, depth + 1);
-    }
-}
-
-static void stats_main(ctx *c, mainnode *m, cst_stats *s, int64_t depth)
-{
-    switch (m->h.kind) {
-    case K_CNODE: {
-        cnode *cn = (cnode *)m;
-        s->cnodes++;
-        for (uint32_t i = 0; i < cn->n; i++) {
-            cst_hdr *b = cn->array[i];
+    wframe *st = NULL;
+    size_t n = 0, cap = 0;
+    if (wpush(&st, &n, &cap, (wframe){root_main, 0, 0, 1}) < 0)
+        return CST_ENOMEM;
+    while (n > 0) {
+        wframe f = st[--n];
+        switch (f.m->h.kind) {
+        case K_CNODE: s->cnodes++; break;
+        case K_TNODE: s->tnodes++; break;
+        case K_LNODE: s->lnodes++; break;
+        default: break;
+        }
+        for (uint32_t i = 0; i < entry_count(f.m); i++) {
+            cst_hdr *b = entry_at(f.m, i);
             if (b->kind == K_INODE) {
                 s->inodes++;
-                stats_main(c, gcas_read(c, (inode *)b), s, depth);
-            } else {
-                stats_sn(c, (snode *)b, s, depth);
+                if (wpush(&st, &n, &cap, (wframe){gcas_read(c, (inode *)b), 0, 0, f.depth}) < 0)
+                    goto oom;
+                continue;
+            }
+            snode *sn = (snode *)b;
+            s->snodes++;
+            s->pairs += sn->nsubs;
+            if (sn->nsubs > 0)
+                s->patterns++;
+            if (f.depth > s->max_depth)
+                s->max_depth = f.depth;
+            if (sn->nsubs >= 2) {
+                uint64_t cnt = 0;
+                int64_t nodes = set_check(sn->subs.set, 0, &cnt);
+                if (nodes > 0)
+                    s->setnodes += nodes;
+            }
+            if (sn->child) {
+                s->inodes++;
+                if (wpush(&st, &n, &cap,
+                          (wframe){gcas_read(c, sn->child), 0, 0, f.depth + 1}) < 0)
+                    goto oom;
             }
         }
-        break;
     }
-    case K_TNODE:
-        s->tnodes++;
-        if (((tnode *)m)->sn)
-            stats_sn(c, ((tnode *)m)->sn, s, depth);
-        break;
-    case K_LNODE: {
-        lnode *ln = (lnode *)m;
-        s->lnodes++;
-        for (uint32_t i = 0; i < ln->n; i++)
-            stats_sn(c, ln->sn[i], s, depth);
-        break;
-    }
-    default:
-        break;
-    }
+    free(st);
+    return CST_OK;
+oom:
+    free(st);
+    return CST_ENOMEM;
 }
 
 int cst_stats_get(cst_trie *t, cst_stats *out)
@@ -150,9 +171,14 @@ int cst_stats_get(cst_trie *t, cst_stats *out)
         inode *root = root_read(&c);
         out->inodes = 1;
         out->generation = (int64_t)root->gen;
-        stats_main(&c, gcas_read(&c, root), out, 1);
+        int64_t lookups = out->lookups, generation = out->generation;
+        r = stats_walk(&c, gcas_read(&c, root), out);
+        if (r < 0) {
+            memset(out, 0, sizeof *out);
+            out->lookups = lookups;
+            out->generation = generation;
+        }
         ctx_exit(&c);
-        r = CST_OK;
     }
     if (snap != t)
         cst_free(snap);
@@ -371,12 +397,23 @@ done:
  * Invariant checker
  * ---------------------------------------------------------------------- */
 
+/* A main node still to be checked, with what its place requires. */
+typedef struct cframe {
+    mainnode *m;
+    unsigned lev;              /* its hash level */
+    int level_top;             /* hash level 0 of a topic level */
+    int trie_root;             /* the trie's top C-node */
+    uint64_t igen;             /* the generation of the I-node holding it */
+} cframe;
+
 typedef struct chk {
     ctx *c;
     int strict;
     char *msg;
     size_t cap;
     int failed;
+    cframe *st;                /* main nodes still to check */
+    size_t n, stcap;
 } chk;
 
 static int fail(chk *k, const char *what, const void *node)
@@ -387,8 +424,13 @@ static int fail(chk *k, const char *what, const void *node)
     return -1;
 }
 
-static int check_main(chk *k, mainnode *m, unsigned lev, int level_top, int trie_root,
-                      uint64_t igen);
+static int check_later(chk *k, cframe f)
+{
+    if (scratch_reserve((void **)&k->st, &k->stcap, k->n + 1, sizeof(cframe)) < 0)
+        return fail(k, "out of memory in the checker", f.m);
+    k->st[k->n++] = f;
+    return 0;
+}
 
 static int check_sn(chk *k, snode *sn, uint64_t gen)
 {
@@ -417,12 +459,14 @@ static int check_sn(chk *k, snode *sn, uint64_t gen)
     mainnode *cm = gcas_read(k->c, sn->child);
     if (k->strict && cm->h.kind == K_TNODE)
         return fail(k, "entombed topic level left in a quiescent trie", cm);
-    return check_main(k, cm, 0, 1, 0, sn->child->gen);
+    return check_later(k, (cframe){cm, 0, 1, 0, sn->child->gen});
 }
 
-static int check_main(chk *k, mainnode *m, unsigned lev, int level_top, int trie_root,
-                      uint64_t igen)
+/* Check one main node; its children are queued (check_later), not recursed. */
+static int check_main(chk *k, cframe fr)
 {
+    mainnode *m = fr.m;
+    unsigned lev = fr.lev;
     if (atomic_load_explicit(&m->h.rc, memory_order_relaxed) == 0)
         return fail(k, "main node with reference count 0", m);
     if (k->strict && atomic_load_explicit(&m->prev, memory_order_seq_cst) != 0)
@@ -439,14 +483,14 @@ static int check_main(chk *k, mainnode *m, unsigned lev, int level_top, int trie
             return fail(k, "C-node spec mask out of range", cn);
         if (spec && lev != 0)
             return fail(k, "wildcard slots below hash level 0", cn);
-        if ((spec & (1u << (W_EMPTY_PATTERN - 1))) && !trie_root)
+        if ((spec & (1u << (W_EMPTY_PATTERN - 1))) && !fr.trie_root)
             return fail(k, "zero-word pattern outside the trie's top C-node", cn);
-        if (cn->gen > igen)
+        if (cn->gen > fr.igen)
             return fail(k, "C-node of a newer generation than its I-node", cn);
         if (k->strict) {
             if (lev > 0 && (cn->n == 0 || (cn->n == 1 && cn->array[0]->kind == K_SNODE)))
                 return fail(k, "C-node below hash level 0 was not contracted", cn);
-            if (level_top && !trie_root && cn->n == 0)
+            if (fr.level_top && !fr.trie_root && cn->n == 0)
                 return fail(k, "empty topic level was not entombed", cn);
         }
         uint32_t pos = 0;
@@ -465,7 +509,7 @@ static int check_main(chk *k, mainnode *m, unsigned lev, int level_top, int trie
                     return fail(k, "tomb left in a quiescent trie", sm);
                 if (sm->h.kind == K_LNODE && lev + 5 <= MAX_HASH_LEVEL)
                     return fail(k, "L-node above the last hash level", sm);
-                if (check_main(k, sm, lev + 5, 0, 0, in->gen) < 0)
+                if (check_later(k, (cframe){sm, lev + 5, 0, 0, in->gen}) < 0)
                     return -1;
             } else if (b->kind == K_SNODE) {
                 snode *sn = (snode *)b;
@@ -494,7 +538,7 @@ static int check_main(chk *k, mainnode *m, unsigned lev, int level_top, int trie
         tnode *tn = (tnode *)m;
         if (k->strict)
             return fail(k, "tomb left in a quiescent trie", tn);
-        return tn->sn ? check_sn(k, tn->sn, igen) : 0;
+        return tn->sn ? check_sn(k, tn->sn, fr.igen) : 0;
     }
     case K_LNODE: {
         lnode *ln = (lnode *)m;
@@ -507,7 +551,7 @@ static int check_main(chk *k, mainnode *m, unsigned lev, int level_top, int trie
                 if (ln->sn[i]->wlen == ln->sn[j]->wlen &&
                     memcmp(ln->sn[i]->word, ln->sn[j]->word, ln->sn[i]->wlen) == 0)
                     return fail(k, "L-node holds a word twice", ln);
-            if (check_sn(k, ln->sn[i], igen) < 0)
+            if (check_sn(k, ln->sn[i], fr.igen) < 0)
                 return -1;
         }
         return 0;
@@ -524,9 +568,12 @@ int cst_check(cst_trie *t, int strict, char *msg, size_t msg_cap)
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
-    chk k = {&c, strict, msg, msg_cap, 0};
+    chk k = {&c, strict, msg, msg_cap, 0, NULL, 0, 0};
     inode *root = root_read(&c);
-    int r = check_main(&k, gcas_read(&c, root), 0, 1, 1, root->gen);
+    int r = check_later(&k, (cframe){gcas_read(&c, root), 0, 1, 1, root->gen});
+    while (r == 0 && k.n > 0)
+        r = check_main(&k, k.st[--k.n]);
+    free(k.st);
     ctx_exit(&c);
     return r < 0 ? CST_EINVAL : 0;
 }
@@ -535,10 +582,20 @@ int cst_check(cst_trie *t, int strict, char *msg, size_t msg_cap)
  * Dump
  * ---------------------------------------------------------------------- */
 
+/* A line still to print: a main node, an S-node, or an I-node header. */
+typedef struct ditem {
+    const void *p;
+    int kind;                  /* 0 main node, 1 S-node, 2 I-node line */
+    int indent;
+} ditem;
+
 typedef struct dumper {
     ctx *c;
     char *buf;
     size_t cap, len;
+    ditem *st;
+    size_t n, stcap;
+    int oom;
 } dumper;
 
 static void put(dumper *d, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -547,7 +604,9 @@ static void put(dumper *d, int indent, const char *fmt, ...) __attribute__((form
 static void put(dumper *d, int indent, const char *fmt, ...)
 {
     char line[512];
-    int n = snprintf(line, sizeof line, "%*s", indent * 2, "");
+    /* Deep tries are drawn at most 100 levels of indentation wide. */
+    int shown = indent > 200 ? 200 : indent;
+    int n = snprintf(line, sizeof line, "%*s", shown, "");
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
@@ -562,49 +621,51 @@ static void put(dumper *d, int indent, const char *fmt, ...)
     d->len += l + 1;
 }
 
-static void dump_main(dumper *d, mainnode *m, int indent);
+static void dump_later(dumper *d, const void *p, int kind, int indent)
+{
+    if (scratch_reserve((void **)&d->st, &d->stcap, d->n + 1, sizeof(ditem)) < 0) {
+        d->oom = 1;
+        return;
+    }
+    d->st[d->n++] = (ditem){p, kind, indent};
+}
 
-static void dump_sn(dumper *d, snode *sn, int indent)
+static void dump_sn(dumper *d, const snode *sn, int indent)
 {
     static const char *kinds[] = {"word", "one-level", "many-level", "zero-word"};
     char ids[128] = "";
     if (sn->nsubs == 1)
         snprintf(ids, sizeof ids, " id=%" PRIu64, sn->subs.one);
-    put(d, indent, "S %s '%.*s' subs=%u%s", kinds[sn->h.b1 & 3], (int)(sn->wlen > 200 ? 200 : sn->wlen),
-        sn->word, sn->nsubs, ids);
-    if (sn->child) {
-        put(d, indent + 1, "I gen=%" PRIu64, sn->child->gen);
-        dump_main(d, gcas_read(d->c, sn->child), indent + 2);
-    }
+    put(d, indent, "S %s '%.*s' subs=%u%s", kinds[sn->h.b1 & 3],
+        (int)(sn->wlen > 200 ? 200 : sn->wlen), sn->word, sn->nsubs, ids);
+    if (sn->child)
+        dump_later(d, sn->child, 2, indent + 2);
 }
 
-static void dump_main(dumper *d, mainnode *m, int indent)
+/* Print one main node; its branches are queued in reverse, so that they come
+ * out in order (pre-order, as a recursive dump would print them). */
+static void dump_main(dumper *d, const mainnode *m, int indent)
 {
     switch (m->h.kind) {
     case K_CNODE: {
-        cnode *cn = (cnode *)m;
+        const cnode *cn = (const cnode *)m;
         put(d, indent, "C lev=%u gen=%" PRIu64 " bitmap=%08x spec=%x n=%u", cn->m.h.b1, cn->gen,
             cn->bitmap, cn->m.h.b2, cn->n);
-        for (uint32_t i = 0; i < cn->n; i++) {
-            cst_hdr *b = cn->array[i];
-            if (b->kind == K_INODE) {
-                put(d, indent + 1, "I gen=%" PRIu64, ((inode *)b)->gen);
-                dump_main(d, gcas_read(d->c, (inode *)b), indent + 2);
-            } else {
-                dump_sn(d, (snode *)b, indent + 1);
-            }
+        for (uint32_t i = cn->n; i-- > 0;) {
+            const cst_hdr *b = cn->array[i];
+            dump_later(d, b, b->kind == K_INODE ? 2 : 1, indent + 2);
         }
         break;
     }
     case K_TNODE:
-        put(d, indent, "T%s", ((tnode *)m)->sn ? "" : " (empty level)");
-        if (((tnode *)m)->sn)
-            dump_sn(d, ((tnode *)m)->sn, indent + 1);
+        put(d, indent, "T%s", ((const tnode *)m)->sn ? "" : " (empty level)");
+        if (((const tnode *)m)->sn)
+            dump_later(d, ((const tnode *)m)->sn, 1, indent + 2);
         break;
     case K_LNODE:
-        put(d, indent, "L n=%u", ((lnode *)m)->n);
-        for (uint32_t i = 0; i < ((lnode *)m)->n; i++)
-            dump_sn(d, ((lnode *)m)->sn[i], indent + 1);
+        put(d, indent, "L n=%u", ((const lnode *)m)->n);
+        for (uint32_t i = ((const lnode *)m)->n; i-- > 0;)
+            dump_later(d, ((const lnode *)m)->sn[i], 1, indent + 2);
         break;
     default:
         put(d, indent, "?");
@@ -618,10 +679,25 @@ size_t cst_dump(cst_trie *t, char *buf, size_t cap)
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return 0;
-    dumper d = {&c, buf, buf ? cap : 0, 0};
+    dumper d = {&c, buf, buf ? cap : 0, 0, NULL, 0, 0, 0};
     inode *root = root_read(&c);
     put(&d, 0, "I gen=%" PRIu64 "%s (root)", root->gen, t->readonly ? " read-only" : "");
-    dump_main(&d, gcas_read(&c, root), 1);
+    dump_later(&d, gcas_read(&c, root), 0, 2);
+    while (d.n > 0 && !d.oom) {
+        ditem it = d.st[--d.n];
+        if (it.kind == 0) {
+            dump_main(&d, it.p, it.indent);
+        } else if (it.kind == 1) {
+            dump_sn(&d, it.p, it.indent);
+        } else {
+            inode *in = (inode *)it.p;
+            put(&d, it.indent, "I gen=%" PRIu64, in->gen);
+            dump_later(&d, gcas_read(&c, in), 0, it.indent + 2);
+        }
+    }
+    if (d.oom)
+        put(&d, 0, "... (out of memory: dump cut short)");
+    free(d.st);
     ctx_exit(&c);
     return d.len;
 }

@@ -592,8 +592,16 @@ static void op_batch(worker *me, int d)
     while (t && row < ROWS && guard++ < 100000) {
         int64_t nr;
         uint64_t ns;
+        size_t need;
         int64_t n = cst_lookup_batch(t, data, off, 1, &valid, 0, ROWS, row, skip, rows, ids, cap,
-                                     &nr, &ns, status);
+                                     &nr, &ns, &need, status);
+        if (n == CST_ETRUNC && nr >= row && nr < ROWS && need > cap) {
+            row = nr;   /* the rows before it had no pairs */
+            cap = need; /* that row alone needs more room: grow and ask again */
+            rows = xrealloc(rows, cap * sizeof *rows);
+            ids = xrealloc(ids, cap * sizeof *ids);
+            continue;
+        }
         if (n < 0) {
             FAIL("lookup_batch = %" PRId64, n);
             break;

@@ -144,11 +144,16 @@ class NativeMatcher(_Base):
         if ptr == ffi.NULL:
             text = per_pair[bad[0]].as_py() if 0 <= bad[0] < n else None
             nb.raise_status(status[0], self.dialect, "pattern", text)
-        self._h = ffi.gc(ptr, lib.cst_free)
+        built = ffi.gc(ptr, lib.cst_free)
+        # Scans go through a read-only snapshot: frozen, so a row that matches
+        # more subscribers than one output chunk holds is split between
+        # chunks in a stable order (cst_lookup_batch), and chunks stay bounded.
+        self._h = nb.snapshot(built, True)
         self._ffi, self._lib = ffi, lib
         self._cap = 0
         self._next_row = ffi.new("int64_t *")
         self._next_skip = ffi.new("uint64_t *")
+        self._need = ffi.new("size_t *")
 
     def _buffers(self, cap: int) -> None:
         if cap != self._cap:
@@ -194,7 +199,7 @@ class NativeMatcher(_Base):
         st = ffi.from_buffer("int8_t[]", status)
         self._buffers(cap)
         rows_p, ids_p = self._rows_p, self._ids_p
-        next_row, next_skip = self._next_row, self._next_skip
+        next_row, next_skip, need = self._next_row, self._next_skip, self._need
         fn = lib.cst_lookup_batch
         h = self._h
         row, skip = 0, 0
@@ -214,6 +219,7 @@ class NativeMatcher(_Base):
                 cap,
                 next_row,
                 next_skip,
+                need,
                 st,
             )
             if got < 0:

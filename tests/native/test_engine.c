@@ -27,6 +27,7 @@
 
 #include "alloc.h"
 #include "cstrie.h"
+#include "ebr.h"
 #include "support.h"
 
 /* ------------------------------------------------------------------------
@@ -849,8 +850,11 @@ static int bp_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* Run a whole batch through cst_lookup_batch with capacity cap; returns the
- * sorted (row, id) pairs and fills status.  Checks the protocol on the way. */
+/* Run a whole batch through cst_lookup_batch starting with capacity cap
+ * (grown when a row alone needs more: CST_ETRUNC); returns the sorted (row,
+ * id) pairs and fills status.  Checks the protocol on the way, and that on a
+ * writable trie every row comes whole from one call (never split between two
+ * walks); a read-only trie may split a row (resuming with skip). */
 static batch_pair *run_batch(cst_trie *t, const char *data, const void *offs, int off64,
                              const uint8_t *valid, int64_t voff, int64_t nrows, size_t cap,
                              int8_t *status, size_t *npairs, long *ncalls)
@@ -859,22 +863,34 @@ static batch_pair *run_batch(cst_trie *t, const char *data, const void *offs, in
     batch_pair *res = xcalloc(ncap, sizeof *res);
     int64_t *rows = xcalloc(cap, sizeof *rows);
     uint64_t *ids = xcalloc(cap, sizeof *ids);
+    long *row_call = xcalloc((size_t)nrows, sizeof *row_call);
     int64_t row = 0;
     uint64_t skip = 0;
     long calls = 0;
+    int frozen = cst_is_readonly(t);
     while (row < nrows) {
         int64_t next_row = -1;
         uint64_t next_skip = 99;
+        size_t need = 0;
         int64_t got = cst_lookup_batch(t, data, offs, off64, valid, voff, nrows, row, skip, rows,
-                                       ids, cap, &next_row, &next_skip, status);
+                                       ids, cap, &next_row, &next_skip, &need, status);
         calls++;
+        if (got == CST_ETRUNC && next_row >= row && next_row < nrows && need > cap &&
+            calls < 100000) {
+            row = next_row; /* rows before it were null, invalid or matched nothing */
+            cap = need;     /* the row alone is bigger than the buffer: grow, ask again */
+            rows = xrealloc(rows, cap * sizeof *rows);
+            ids = xrealloc(ids, cap * sizeof *ids);
+            continue;
+        }
         if (got < 0 || (size_t)got > cap || next_row < row || next_row > nrows ||
-            (next_row == row && next_skip <= skip && got == 0) || calls > 100000) {
+            (next_row == row && next_skip <= skip && got == 0) || (next_skip && !frozen) ||
+            calls > 100000) {
             g_fail++;
             fprintf(stderr,
                     "%s:%d: lookup_batch protocol: got %" PRId64 " row %" PRId64 "->%" PRId64
-                    " skip %" PRIu64 "->%" PRIu64 "\n",
-                    __FILE__, __LINE__, got, row, next_row, skip, next_skip);
+                    " need %zu cap %zu\n",
+                    __FILE__, __LINE__, got, row, next_row, need, cap);
             break;
         }
         for (int64_t i = 0; i < got; i++) {
@@ -883,10 +899,16 @@ static batch_pair *run_batch(cst_trie *t, const char *data, const void *offs, in
                 res = xrealloc(res, ncap * sizeof *res);
             }
             res[n++] = (batch_pair){rows[i], ids[i]};
-            if (rows[i] < row || rows[i] > next_row) {
+            if (rows[i] < row || rows[i] > next_row || (rows[i] == next_row && !next_skip)) {
                 g_fail++;
                 fprintf(stderr, "%s:%d: lookup_batch row %" PRId64 " outside [%" PRId64
                                 ", %" PRId64 "]\n", __FILE__, __LINE__, rows[i], row, next_row);
+            } else if (!frozen && row_call[rows[i]] != 0 && row_call[rows[i]] != calls) {
+                g_fail++;
+                fprintf(stderr, "%s:%d: lookup_batch row %" PRId64 " split across calls\n",
+                        __FILE__, __LINE__, rows[i]);
+            } else {
+                row_call[rows[i]] = calls;
             }
         }
         row = next_row;
@@ -894,6 +916,7 @@ static batch_pair *run_batch(cst_trie *t, const char *data, const void *offs, in
     }
     free(rows);
     free(ids);
+    free(row_call);
     if (n)
         qsort(res, n, sizeof *res, bp_cmp);
     *npairs = n;
@@ -993,17 +1016,28 @@ static void test_lookup_batch(void)
     int64_t rows[64];
     uint64_t ids[64];
     int64_t next_row;
-    uint64_t next_skip;
+    size_t need = 99;
     const char d2[] = "a/bzzz";
     int32_t o2[] = {0, 3, 6};
+    uint64_t next_skip = 99;
     int64_t got = cst_lookup_batch(t, d2, o2, 0, NULL, 0, 2, 1, 0, rows, ids, 64, &next_row,
-                                   &next_skip, NULL);
+                                   &next_skip, &need, NULL);
     CHECK_EQ(got, 1); /* only "zzz" -> "#" */
     CHECK_EQ(rows[0], 1);
     CHECK_EQ(ids[0], 7);
     CHECK_EQ(next_row, 2);
     CHECK_EQ(next_skip, 0);
-    /* A chunked row delivered from a frozen snapshot is stable. */
+    CHECK_EQ(need, 0);
+    /* A row bigger than the whole buffer: CST_ETRUNC, nothing written, and
+     * the size it needs ("big/x" matches 41 distinct ids). */
+    const char d3[] = "big/x";
+    int32_t o3[] = {0, 5};
+    got = cst_lookup_batch(t, d3, o3, 0, NULL, 0, 1, 0, 5, rows, ids, 10, &next_row, &next_skip,
+                           &need, NULL);
+    CHECK_EQ(got, CST_ETRUNC); /* a skip on a writable trie is ignored */
+    CHECK_EQ(next_row, 0);
+    CHECK_EQ(need, 41);
+    /* A frozen snapshot splits the row instead, in a stable order. */
     cst_trie *s = cst_snapshot(t, 1);
     int8_t status[16];
     size_t n;
@@ -2063,6 +2097,231 @@ static void test_idle_thread_garbage(void)
     CHECK_NO_LEAK(start);
 }
 
+/* ------------------------------------------------------------------------
+ * Hostile input: deep patterns through every entry point, prompt
+ * reclamation of a dropped trie, fork while a thread is inside the engine
+ * ---------------------------------------------------------------------- */
+
+/* `levels` copies of word joined by sep, the last one replaced by last. */
+static char *deep_text(size_t levels, const char *word, const char *sep, const char *last,
+                       size_t *len)
+{
+    size_t wl = strlen(word), sl = strlen(sep), ll = strlen(last);
+    char *s = xcalloc(levels * (wl + sl) + ll + 1, 1);
+    size_t n = 0;
+    for (size_t i = 0; i + 1 < levels; i++) {
+        memcpy(s + n, word, wl);
+        n += wl;
+        memcpy(s + n, sep, sl);
+        n += sl;
+    }
+    memcpy(s + n, last, ll);
+    n += ll;
+    *len = n;
+    return s;
+}
+
+/* Subscribe two ids to pat (levels deep) and run every entry point over it:
+ * nothing may recurse per level on the C stack. */
+static void deep_entry_points(const cst_dialect *d, const char *pat, size_t plen,
+                              const char *topic, size_t tlen, int64_t levels)
+{
+    cst_trie *t = cst_new(d);
+    CHECK_EQ(cst_validate(t, pat, plen, 1), levels);
+    CHECK_EQ(cst_subscribe(t, pat, plen, 7), 1);
+    CHECK_EQ(cst_subscribe(t, pat, plen, 8), 1); /* walks the whole path again */
+    CHECK_EQ(cst_subscribe(t, pat, plen, 8), 0);
+    uint64_t out[4];
+    CHECK_EQ(cst_lookup(t, topic, tlen, out, 4), 2);
+    CHECK_EQ(cst_has_subscribers(t, topic, tlen), 1);
+    gbuf b;
+    gbuf_init(&b, plen + 16, 8, 4);
+    CHECK_EQ(cst_match(t, topic, tlen, &b.g), 1);
+    CHECK(b.g.pat_end[0] == (int64_t)plen && memcmp(b.g.pat, pat, plen) == 0);
+    gbuf_free(&b);
+    CHECK_EQ(cst_subscribers(t, pat, plen, out, 4), 2);
+    CHECK_EQ(cst_len(t), 2);
+    cst_stats st;
+    CHECK_EQ(cst_stats_get(t, &st), 0);
+    CHECK_EQ(st.max_depth, levels);
+    CHECK_EQ(st.pairs, 2);
+    STRICT(t);
+    CHECK(cst_dump(t, NULL, 0) > (size_t)levels);
+    pairs ps = content_bufs(t, plen + 16, 16, 16);
+    CHECK(ps.n == 2 && ps.v[0].plen == plen && memcmp(ps.v[0].pat, pat, plen) == 0);
+    pairs_free(&ps);
+    /* Removal under a snapshot renews the whole path, then prunes it. */
+    cst_trie *snap = cst_snapshot(t, 1);
+    CHECK_EQ(cst_unsubscribe(t, pat, plen, 7), 1);
+    CHECK_EQ(cst_unsubscribe(t, pat, plen, 8), 1);
+    CHECK_EQ(cst_unsubscribe(t, pat, plen, 8), 0);
+    CHECK_EQ(cst_len(t), 0);
+    CHECK_EQ(cst_len(snap), 2);
+    CHECK_EQ(cst_compact(t), 0);
+    STRICT(t);
+    cst_free(snap);
+    /* A copy that shares the deep path, then frees it. */
+    CHECK_EQ(cst_subscribe(t, pat, plen, 9), 1);
+    cst_trie *copy = cst_snapshot(t, 0);
+    CHECK_EQ(cst_unsubscribe(copy, pat, plen, 9), 1);
+    CHECK_EQ(cst_lookup(t, topic, tlen, out, 4), 1);
+    cst_free(copy);
+    cst_free(t); /* destroys the 9's path: iterative destruction */
+    /* The bulk build of the same pattern. */
+    int64_t off[2] = {0, (int64_t)plen};
+    uint64_t ids[1] = {1};
+    int status;
+    int64_t bad;
+    cst_trie *built = cst_build(d, pat, off, ids, 1, 1, NULL, &status, &bad);
+    CHECK(built != NULL);
+    if (built) {
+        CHECK_EQ(cst_lookup(built, topic, tlen, out, 4), 1);
+        STRICT(built);
+        cst_free(built);
+    }
+}
+
+static void test_deep_levels(void)
+{
+    int64_t start = live_after_reclaim();
+    size_t pl, tl;
+    /* MQTT: 65,535 empty levels (a valid 65,534-byte filter and topic). */
+    char *p = deep_text(65535, "", "/", "", &pl);
+    deep_entry_points(&mqtt, p, pl, p, pl, 65535);
+    free(p);
+    /* MQTT: a one-level wildcard on every level, and '#' after 32,766. */
+    p = deep_text(32768, "+", "/", "+", &pl);
+    char *q = deep_text(32768, "a", "/", "a", &tl);
+    deep_entry_points(&mqtt, p, pl, q, tl, 32768);
+    free(p);
+    p = deep_text(32767, "a", "/", "#", &pl);
+    deep_entry_points(&mqtt, p, pl, q, tl, 32767);
+    free(p);
+    free(q);
+    /* AMQP without a level limit: 40,000 words. */
+    p = deep_text(40000, "w", ".", "*", &pl);
+    q = deep_text(40000, "w", ".", "x", &tl);
+    deep_entry_points(&amqp, p, pl, q, tl, 40000);
+    free(p);
+    free(q);
+    CHECK_NO_LEAK(start);
+}
+
+/* A thread that holds an epoch section open until told to leave it (as a
+ * thread inside a long engine call would). */
+typedef struct holder {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stage;                 /* 1 inside, 2 leave, 3 left */
+} holder;
+
+static void holder_set(holder *h, int stage)
+{
+    pthread_mutex_lock(&h->mu);
+    h->stage = stage;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void holder_wait(holder *h, int stage)
+{
+    pthread_mutex_lock(&h->mu);
+    while (h->stage < stage)
+        pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *holder_thread(void *arg)
+{
+    holder *h = arg;
+    ebr_record *rec = ebr_enter();
+    holder_set(h, 1);
+    holder_wait(h, 2);
+    ebr_exit(rec); /* its first exit after the drop: the trie goes here */
+    holder_set(h, 3);
+    return NULL;
+}
+
+static cst_trie *filled_trie(int n)
+{
+    cst_trie *t = cst_new(&amqp);
+    char buf[48];
+    for (int i = 0; i < n; i++) {
+        int l = snprintf(buf, sizeof buf, "s%d.d%d.m%d", i % 50, i % 977, i);
+        cst_subscribe(t, buf, (size_t)l, (uint64_t)(i % 5000) + 1);
+    }
+    return t;
+}
+
+/* A dropped trie comes back by the time cst_free returns when no other thread
+ * is inside an engine call; with one inside, at that thread's next exit. */
+static void test_prompt_reclaim(void)
+{
+    int64_t start = live_after_reclaim();
+    cst_trie *t = filled_trie(20000);
+    CHECK(cst_live_allocations() - start > 20000);
+    cst_free(t); /* no cst_reclaim() here: the free itself must do it */
+    CHECK_EQ(cst_live_allocations(), start);
+
+    holder h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, holder_thread, &h), 0);
+    holder_wait(&h, 1);
+    t = filled_trie(20000);
+    int64_t full = cst_live_allocations() - start;
+    cst_free(t);
+    /* The other thread's open section (an older epoch) keeps it alive. */
+    CHECK(cst_live_allocations() - start > full / 2);
+    holder_set(&h, 2);
+    holder_wait(&h, 3);
+    CHECK_EQ(cst_live_allocations(), start);
+    pthread_join(th, NULL);
+    CHECK_NO_LEAK(start);
+}
+
+/* fork() while another thread is inside an engine call: the child must not
+ * hang and must keep reclaiming (its copy of that thread's record must not
+ * hold the epoch back forever). */
+static void test_fork_reclaims(void)
+{
+    int64_t start = live_after_reclaim();
+    holder h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, holder_thread, &h), 0);
+    holder_wait(&h, 1);
+    cst_trie *t = filled_trie(2000);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(60); /* a hang is a failure, not a stuck CI job */
+        int64_t base = cst_live_allocations();
+        char buf[48];
+        for (int i = 0; i < 100000; i++) {
+            int l = snprintf(buf, sizeof buf, "c.%d.x", i % 512);
+            cst_subscribe(t, buf, (size_t)l, 424242);
+            cst_unsubscribe(t, buf, (size_t)l, 424242);
+        }
+        int64_t grown = cst_live_allocations() - base;
+        int64_t pending = cst_reclaim();
+        cst_free(t);
+        int ok = grown < 5000 && pending == 0;
+        if (!ok)
+            fprintf(stderr, "fork child: live allocations grew by %" PRId64 ", %" PRId64
+                            " pending after cst_reclaim()\n", grown, pending);
+        _exit(ok ? 0 : 2);
+    }
+    CHECK(pid > 0);
+    int status = 0;
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    holder_set(&h, 2);
+    holder_wait(&h, 3);
+    pthread_join(th, NULL);
+    cst_free(t);
+    CHECK_NO_LEAK(start);
+}
+
 /* Bulk builds carve nodes from node blocks (alloc.c): a built trie answers
  * like the reference, can be updated by several threads at once (which free
  * carved nodes concurrently), and gives every node and block back. */
@@ -2276,6 +2535,9 @@ int main(int argc, char **argv)
         {"numbering", test_numbering},
         {"alloc_counters", test_alloc_counters},
         {"block_build", test_block_build},
+        {"deep_levels", test_deep_levels},
+        {"prompt_reclaim", test_prompt_reclaim},
+        {"fork_reclaims", test_fork_reclaims},
         {"idle_thread_garbage", test_idle_thread_garbage}, /* last: starts a thread */
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
