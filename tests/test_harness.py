@@ -25,7 +25,9 @@ from stress.harness.checker import check_history  # noqa: E402
 from stress.harness.history import History, SnapshotView, ThreadHistory  # noqa: E402
 from stress.harness.workload import (  # noqa: E402
     BASE,
+    CROWD_TOPICS,
     LOOKUP,
+    LOOKUP_MANY,
     SNAPSHOT,
     SUBSCRIBE,
     UNSUBSCRIBE,
@@ -292,6 +294,30 @@ def test_op_sequences_are_deterministic_per_seed() -> None:
         for k, s in zip(seq.kind, seq.arg, strict=True):
             if k in (SUBSCRIBE, UNSUBSCRIBE):
                 assert ks.owner[s] in (-1, seq.thread)
+
+
+def test_crowd_keyspace_and_lookup_many_ops() -> None:
+    plain = build_keyspace("mqtt", 200, 2, seed=7)
+    ks = build_keyspace("mqtt", 200, 2, seed=7, crowd=300)
+    # The ordinary key space is unchanged; ordinary lookups never see the crowd.
+    n = len(plain.topics)
+    assert ks.patterns[: len(plain.patterns)] == plain.patterns and ks.topics[:n] == plain.topics
+    assert ks.cands[: len(plain.cands)] == plain.cands and ks.lookup_topics == n
+    assert ks.topics[n:] == [f"crowd/{j}" for j in range(CROWD_TOPICS)]
+    crowd = range(len(plain.cands), len(ks.cands))
+    assert len(crowd) == 300 and {ks.owner[s] for s in crowd} == {-1, 0, 1}
+    for ti in range(n, len(ks.topics)):  # every crowd subscriber matches every crowd topic
+        assert {s for s, _ in ks.interest[ti]} >= set(crowd)
+    assert all(set(b) >= set(range(n, len(ks.topics))) for b in ks.batches)
+    mix = Mix.parse("50/50")
+    for t in range(2):
+        seq = generate_ops(ks, t, 400, mix, 0, seed=7, many_every=20)
+        many = [i for i, k in enumerate(seq.kind) if k == LOOKUP_MANY]
+        assert len(many) == 20 and {i % 20 for i in many} == {(19 - 10 * t) % 20}
+        assert all(0 <= seq.arg[i] < len(ks.batches) for i in many)
+        assert all(a < n for k, a in zip(seq.kind, seq.arg, strict=True) if k == LOOKUP)
+    with pytest.raises(ValueError, match="crowd"):
+        generate_ops(plain, 0, 10, mix, 0, seed=7, many_every=5)
 
 
 @pytest.mark.parametrize("text", ["90/20", "abc", "-10/110", "90"])
