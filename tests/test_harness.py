@@ -39,15 +39,23 @@ from stress.harness.workload import (  # noqa: E402
 
 # Patterns 0..2, topics 0..2.  Subscribers: 0 owned by thread 0 ('a.*'),
 # 1 owned by thread 1 ('a.b'), 2 shared ('a.*' bit 0, 'c.#' bit 1),
-# 3 owned by thread 0 ('a.*' bit 0, 'c.#' bit 1).
+# 3 owned by thread 0 ('a.*' bit 0, 'c.#' bit 1).  lookup_many batches:
+# 0 = ['a.b', 'a.x'], 1 = ['a.b', 'a.b'].
 PATTERNS = ["a.*", "a.b", "c.#"]
 TOPICS = ["a.b", "a.x", "c.d"]
 A_B, A_X, C_D = 0, 1, 2
+BATCHES = [(A_B, A_X), (A_B, A_B)]
 
 
 def keyspace(n_threads: int = 2) -> Any:
     return make_keyspace(
-        "amqp", PATTERNS, TOPICS, [(0,), (1,), (0, 2), (0, 2)], [0, 1, -1, 0], n_threads
+        "amqp",
+        PATTERNS,
+        TOPICS,
+        [(0,), (1,), (0, 2), (0, 2)],
+        [0, 1, -1, 0],
+        n_threads,
+        batches=BATCHES,
     )
 
 
@@ -67,6 +75,10 @@ class Rec:
 
     def lookup(self, topic: int, inv: int, resp: int, subs: list[int]) -> Rec:
         self.h.add(LOOKUP, topic, 0, inv, resp, [BASE + s for s in subs])
+        return self
+
+    def many(self, batch: int, inv: int, resp: int, rows: list[list[int]]) -> Rec:
+        self.h.add(LOOKUP_MANY, batch, 0, inv, resp, [[BASE + s for s in row] for row in rows])
         return self
 
     def snap(self, inv: int, resp: int, pairs: list[tuple[int, int]], topic: int = A_B) -> Rec:
@@ -276,6 +288,69 @@ def test_operation_errors_are_reported() -> None:
     t1.h.add(SNAPSHOT, A_B, 0, 3, 4, OpError("reading the snapshot: KeyError(7)"))
     msg = only(check_history(history(Rec(0), t1)), "snapshots")
     assert "thread 1 op #0 snapshot() -> raised reading the snapshot: KeyError(7)" in msg
+
+
+# ---------------------------------------------------------------- lookup_many
+def test_lookup_many_rows_at_different_instants_pass() -> None:
+    # Rows are separate lookups: row 0 before t1's subscribe [3, 6], row 1
+    # after it, both inside the call [1, 10].
+    t1 = Rec(1).sub(1, 0, 3, 6, True)
+    t0 = Rec(0).many(1, 1, 10, [[], [1]]).many(0, 11, 12, [[1], []])
+    rep = check_history(history(t0, t1, final=[(1, 0)]))
+    assert rep.ok, rep.violations
+    assert rep.stats["lookup_many_rows"] == 4 and rep.stats["lookup_many_largest_row"] == 1
+
+
+def test_lookup_many_row_missing_a_subscriber_held_for_the_whole_call_is_detected() -> None:
+    t1 = Rec(1).sub(1, 0, 1, 2, True)
+    t0 = Rec(0).many(0, 3, 10, [[], []])
+    rep = check_history(history(t0, t1))
+    msg = only(rep, "rows", frozenset({"linearizability"}))
+    assert "thread 0 op #0 trie.lookup_many(['a.b', 'a.x']) row 0 ('a.b')" in msg
+    assert "1 missing that held a matching pattern for the whole call [1000001]" in msg
+    assert "since thread 1 op #0 subscribe('a.b', 1000001) -> True" in msg
+    # (c) sees it too, naming the row.
+    assert "row 0 ('a.b') -> 0 subscribers" in "\n".join(messages(rep, "linearizability"))
+
+
+def test_lookup_many_row_of_no_single_instant_is_detected() -> None:
+    # Thread 0 unsubscribes 1000000, then subscribes 1000003, both during the
+    # call; the row shows both: before the first update and after the second.
+    # Each subscriber alone is linearizable, so only (d) sees it.
+    t0 = Rec(0).sub(0, 0, 1, 2, True).unsub(0, 0, 4, 5, True).sub(3, 0, 6, 7, True)
+    t1 = Rec(1).many(0, 3, 20, [[0, 3], [0, 3]])
+    msg = only(check_history(history(t0, t1)), "rows")
+    assert "thread 1 op #0 trie.lookup_many(['a.b', 'a.x']) row 0 ('a.b')" in msg
+    assert "1000000 (in the row) puts the row before thread 0 op #1 unsubscribe" in msg
+    assert "1000003 (in the row) puts it after thread 0 op #2 subscribe" in msg
+
+
+def test_lookup_many_row_mixing_two_writers_states_is_detected() -> None:
+    # Writer 0's subscribe completed (at 3) before writer 1's began (at 5); the
+    # row [1, 10] shows writer 1's but not writer 0's.
+    t0 = Rec(0).sub(0, 0, 2, 3, True)
+    t1 = Rec(1).sub(1, 0, 5, 6, True)
+    t2 = Rec(2).many(1, 1, 10, [[1], [0, 1]])
+    msg = only(check_history(history(t0, t1, t2, n=3)), "rows")
+    assert "thread 2 op #0 trie.lookup_many(['a.b', 'a.b']) row 0 ('a.b')" in msg
+    assert "mixes states" in msg and "row 1" not in msg
+
+
+def test_lookup_many_row_errors_are_detected() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True).many(1, 3, 4, [[0, 0], [0]]).many(1, 5, 6, [[0]])
+    msg = only(check_history(history(t0, Rec(1))), "results")
+    assert "op #1 trie.lookup_many(['a.b', 'a.b']) row 0 ('a.b') -> 2 subscribers" in msg
+    assert "returned [1000000] more than once" in msg and "row 1" not in msg
+    assert "op #2 trie.lookup_many(['a.b', 'a.b']) -> <rows of 1 subscribers>" in msg
+    assert "returned something else than 2 rows" in msg
+
+
+def test_lookup_many_row_missing_own_subscriber_is_detected() -> None:
+    t0 = Rec(0).sub(0, 0, 1, 2, True).many(0, 3, 4, [[], [0]])
+    msg = only(check_history(history(t0, Rec(1))), "own-writes", frozenset({"rows"}))
+    assert "op #1 trie.lookup_many(['a.b', 'a.x']) row 0 ('a.b')" in msg
+    assert "missed 1 of its own subscribers: 1000000 holds {'a.*'}" in msg
+    assert "after thread 0 op #0 subscribe('a.*', 1000000) -> True" in msg
 
 
 # ------------------------------------------------------------------ workload
