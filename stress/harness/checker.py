@@ -726,7 +726,16 @@ class _Checker:
         th = h.threads[w]
         result = h.threads[t].result[pos][i]
         # subscribers whose match of the row's topic changed during the call
-        touched = {ups[k][1] for k in range(lo, hi) if ups[k][2] & mine.get(ups[k][1], 0)}
+        touched = set()
+        for s in {ups[k][1] for k in range(lo, hi) if ups[k][2] & mine.get(ups[k][1], 0)}:
+            st, m = cur.get(s, 0), mine[s]
+            matches = {bool(st & m)}
+            for k in range(lo, hi):
+                if ups[k][1] == s:
+                    st ^= ups[k][2]
+                    matches.add(bool(st & m))
+            if len(matches) > 1:
+                touched.add(s)
         held = sorted(s for s in diff if s not in touched and cur.get(s, 0) & mine[s])
         never = sorted(s for s in diff if s not in touched and not cur.get(s, 0) & mine[s])
 
