@@ -11,7 +11,7 @@ Run ``python -m stress.harness --help`` from the repository root (or
 * :mod:`~stress.harness.runner` -- timed and recorded multithreaded runs;
 * :mod:`~stress.harness.history` -- what a recorded run leaves;
 * :mod:`~stress.harness.checker` -- the checks: own writes, snapshots,
-  per-subscriber linearizability, final state;
+  per-subscriber linearizability, lookup_many rows of one state, final state;
 * :mod:`~stress.harness.report`, :mod:`~stress.harness.progress` -- output;
 * :mod:`~stress.harness.cli` -- the command line.
 """

@@ -4,14 +4,16 @@
 violation names the operations that prove it.
 
 results
-    Every operation returned normally and sensibly: lookups return each
-    subscriber once, and only subscribers having a candidate pattern that
-    matches the topic (anything else -- e.g. a subscriber that was never added
-    under a matching pattern -- is explained by *no* state of the trie).
+    Every operation returned normally and sensibly: lookups (and every row of a
+    ``lookup_many``) return each subscriber once, and only subscribers having a
+    candidate pattern that matches the topic (anything else -- e.g. a subscriber
+    that was never added under a matching pattern -- is explained by *no* state
+    of the trie); a ``lookup_many`` returns one row per topic.
 (a) own-writes
     A thread sees its own completed updates.  Owned subscribers are written by
     one thread only, so that thread knows their exact state: every lookup it
-    makes must show exactly the owned subscribers whose state matches, and every
+    makes (and every row of its ``lookup_many`` calls: one violation per row)
+    must show exactly the owned subscribers whose state matches, and every
     subscribe/unsubscribe it makes must return what its own replay predicts.
 (b) snapshots
     Every snapshot is a state the trie passed through.  For each writer, the
@@ -35,7 +37,19 @@ results
     (model state, which pending operations are already linearized); at each
     response keep only configurations where that operation took effect.  With
     at most one pending operation per thread the set stays small (memoized as
-    a set), so the cost is linear in the history.
+    a set), so the cost is linear in the history.  Every row of a
+    ``lookup_many`` is, per subscriber, an observation like a lookup's, over
+    the whole call's interval.
+(d) rows
+    Every row of a ``lookup_many`` is one state of the trie: like a snapshot
+    in (b), for each writer the row restricted to that writer's owned
+    subscribers (of interest to the row's topic) must equal whether they match
+    after some prefix of its updates allowed by real time, and one instant
+    inside the call must fit every writer's prefix.  So a subscriber that held
+    a matching pattern for the whole call must be in the row, one that held
+    none must not, and the in-flight updates must be seen or not seen as of
+    one instant.  (Rows need not agree with each other: ``lookup_many`` is
+    documented as one ``lookup`` per topic.)
 final
     ``check_invariants(strict=True)`` passes, ``len`` agrees with iteration,
     every pair is in the key space, and every writer's owned subscribers end
@@ -57,6 +71,7 @@ from stress.harness.history import History, OpError, SnapshotView
 from stress.harness.workload import (
     BASE,
     LOOKUP,
+    LOOKUP_MANY,
     LOOKUP_TRIE,
     SNAPSHOT,
     SUBSCRIBE,
@@ -70,6 +85,7 @@ CHECKS = {
     "own-writes": "(a) every thread sees its own completed updates",
     "snapshots": "(b) every snapshot is a state the trie passed through",
     "linearizability": "(c) per-subscriber linearizability of subscribe/unsubscribe/lookup",
+    "rows": "(d) every lookup_many row is one state of the trie (one instant in the call)",
     "final": "final contents match every writer's replay; check_invariants(strict=True)",
 }
 
@@ -99,6 +115,11 @@ class CheckReport:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+    def keeps(self, check: str) -> bool:
+        """Whether the next violation of ``check`` keeps its message (build
+        costly messages only then)."""
+        return self.counts[check] < MAX_MESSAGES
 
     def add(self, check: str, message: str) -> None:
         self.counts[check] += 1
@@ -141,6 +162,9 @@ class _Checker:
         self.updates: list[list[tuple[int, int, int]]] = [[] for _ in h.threads]
         # (inv, resp, thread, pos, masks) per snapshot
         self.snapshots: list[tuple[int, int, int, int, dict[int, int]]] = []
+        # (inv, resp, thread, pos, row, topic) per row of a lookup_many
+        self.rows: list[tuple[int, int, int, int, int, int]] = []
+        self.largest_row = 0
         self.interest = [dict(i) for i in self.ks.interest]
         # per topic: the subscriber objects a lookup of it may return
         self.valid = [{BASE + s for s, _ in i} for i in self.ks.interest]
@@ -165,6 +189,8 @@ class _Checker:
         self._check_snapshots()
         t_final = time.perf_counter()
         self._check_final()
+        t_rows = time.perf_counter()
+        self._check_rows()
         t_lin = time.perf_counter()
         n_events = self._check_objects()
         t_end = time.perf_counter()
@@ -172,13 +198,16 @@ class _Checker:
             "operations": self.h.n_ops,
             "threads": len(self.h.threads),
             "snapshots": len(self.snapshots),
+            "lookup_many_rows": len(self.rows),
+            "lookup_many_largest_row": self.largest_row,
             "subscribers": self.n_subs,
             "keys": ks.n_keys,
             "linearizability_events": n_events,
             "seconds": {
                 "replay_and_own_writes": round(t_snap - t_replay, 3),
                 "snapshots": round(t_final - t_snap, 3),
-                "final": round(t_lin - t_final, 3),
+                "final": round(t_rows - t_final, 3),
+                "rows": round(t_lin - t_rows, 3),
                 "linearizability": round(t_end - t_lin, 3),
                 "total": round(t_end - t0, 3),
             },
@@ -267,6 +296,8 @@ class _Checker:
                     )
                 else:
                     self._record_snapshot(t, pos, r)
+            elif kind == LOOKUP_MANY:
+                self._replay_many(t, pos, r, last_own, own_cache, other_cache)
             else:
                 rep.add("results", f"{h.describe(t, pos)}: unknown operation kind")
 
@@ -277,12 +308,32 @@ class _Checker:
         else:
             self.report.add("results", f"{h.describe(t, pos)}: returned {what}")
 
-    def _bad_lookup(self, t: int, pos: int, r: list[Any], seen: set[Any]) -> None:
+    def _bad_lookup(
+        self,
+        t: int,
+        pos: int,
+        r: list[Any],
+        seen: set[Any],
+        topic: int | None = None,
+        row: int | None = None,
+    ) -> None:
         h, ks, rep = self.h, self.ks, self.report
-        topic = h.threads[t].arg[pos]
+        if topic is None:
+            topic = h.threads[t].arg[pos]
+        what = h.describe(t, pos, row=row)
         if len(seen) != len(r):
-            dups = sorted({x for x in r if r.count(x) > 1}, key=repr)
-            rep.add("results", f"{h.describe(t, pos)}: returned {dups} more than once")
+            counts: dict[Any, int] = {}
+            for x in r:
+                counts[x] = counts.get(x, 0) + 1
+            dups = sorted((x for x, c in counts.items() if c > 1), key=repr)
+            if len(dups) <= 12:
+                rep.add("results", f"{what}: returned {dups} more than once")
+            else:
+                rep.add(
+                    "results",
+                    f"{what}: returned {len(dups)} subscribers more than once "
+                    f"({len(r) - len(seen)} extra entries), e.g. {dups[:12]}",
+                )
         for x in sorted(seen - self.valid[topic], key=repr):
             s = x - BASE if type(x) is int else -1
             if 0 <= s < self.n_subs:
@@ -292,7 +343,109 @@ class _Checker:
                 )
             else:
                 why = "it is not a subscriber this run ever added"
-            rep.add("results", f"{h.describe(t, pos)} saw {x!r}: {why}")
+            rep.add("results", f"{what} saw {x!r}: {why}")
+
+    def _replay_many(
+        self,
+        t: int,
+        pos: int,
+        r: Any,
+        last_own: dict[tuple[int, int], int],
+        own_cache: dict[int, list[tuple[int, int]]],
+        other_cache: dict[int, list[tuple[int, int]]],
+    ) -> None:
+        """One ``lookup_many``: each row is checked like a lookup (results,
+        (a), observations for (c)) and queued for the one-state check (d)."""
+        h, ks = self.h, self.ks
+        th = h.threads[t]
+        arg = th.arg[pos]
+        if not 0 <= arg < len(ks.batches):
+            self.report.add("results", f"{h.describe(t, pos)}: unknown lookup_many batch")
+            return
+        batch = ks.batches[arg]
+        if type(r) is not list or len(r) != len(batch) or any(type(x) is not list for x in r):
+            self._bad_result(t, pos, r, f"something else than {len(batch)} rows (lists)")
+            return
+        owner, state, valid = ks.owner, self.own_state, self.valid
+        inv, resp = th.inv[pos], th.resp[pos]
+        # Per subscriber, the distinct (mask, seen) observations of this call
+        # and the first row making each: rows are separate lookups that may
+        # linearize at different instants of the call, but equal observations
+        # over the same interval are one (it keeps the search for (c) small).
+        first: dict[int, tuple[int, bool, int]] = {}
+        more: dict[int, dict[tuple[int, bool], int]] = {}
+        for i, (topic, row) in enumerate(zip(batch, r, strict=True)):
+            seen = set(row)
+            if len(seen) != len(row) or not seen <= valid[topic]:
+                self._bad_lookup(t, pos, row, seen, topic, i)
+            self.largest_row = max(self.largest_row, len(row))
+            own = own_cache.get(topic)
+            if own is None:
+                inter_list = ks.interest[topic]
+                own = own_cache[topic] = [(s, m) for s, m in inter_list if owner[s] == t]
+                other_cache[topic] = [(s, m) for s, m in inter_list if owner[s] != t]
+            wrong = [s for s, m in own if (not state[s] & m) == (BASE + s in seen)]
+            if wrong:
+                self._own_row_violation(t, pos, i, topic, wrong, last_own)
+            for s, m in other_cache[topic]:
+                e = BASE + s in seen
+                f = first.get(s)
+                if f is None:
+                    first[s] = (m, e, i)
+                elif f[0] != m or f[1] != e:
+                    d = more.setdefault(s, {})
+                    if (m, e) not in d:
+                        d[(m, e)] = i
+            self.rows.append((inv, resp, t, pos, i, topic))
+        obj_ops = self.obj_ops
+        for s, (m, e, i) in first.items():
+            obj_ops[s].append((inv, resp, _OBS, m, e, t, pos, i, 0))
+        for s, d in more.items():
+            for k, ((m, e), i) in enumerate(d.items(), 1):
+                obj_ops[s].append((inv, resp, _OBS, m, e, t, pos, i, k))
+
+    def _own_row_violation(
+        self,
+        t: int,
+        pos: int,
+        row: int,
+        topic: int,
+        wrong: list[int],
+        last_own: dict[tuple[int, int], int],
+    ) -> None:
+        """One (a) violation for a row that gets some of the reader's own
+        subscribers wrong, with the own updates behind the first few."""
+        if not self.report.keeps("own-writes"):
+            self.report.add("own-writes", "")
+            return
+        h, ks = self.h, self.ks
+        mask = dict(ks.interest[topic])
+        missed = [s for s in wrong if self.own_state[s] & mask[s]]
+        extra = [s for s in wrong if not self.own_state[s] & mask[s]]
+        parts = []
+        for label, subs in (("missed", missed), ("saw", extra)):
+            if not subs:
+                continue
+            examples = []
+            for s in subs[:3]:
+                lasts = sorted(
+                    p
+                    for b in range(len(ks.cands[s]))
+                    if (p := last_own.get((s, 1 << b))) is not None
+                )
+                own = "; ".join(h.describe(t, p) for p in lasts) or "none (never written)"
+                examples.append(
+                    f"{BASE + s} holds {ks.describe_state(s, self.own_state[s])} after {own}"
+                )
+            more = f" and {len(subs) - 3} more" if len(subs) > 3 else ""
+            parts.append(
+                f"{label} {len(subs)} of its own subscribers: " + "; ".join(examples) + more
+            )
+        self.report.add(
+            "own-writes",
+            f"{h.describe(t, pos, row=row)} disagrees with its own completed updates on "
+            f"{ks.topics[topic]!r}: " + ". It ".join(parts),
+        )
 
     def _own_lookup_violation(
         self,
@@ -329,9 +482,7 @@ class _Checker:
             s = x - BASE if type(x) is int else -1
             b = ks.key_bit.get((s, p))
             if b is None:
-                rep.add(
-                    category, f"{where} holds the pair ({pat!r}, {x!r}), never subscribed"
-                )
+                rep.add(category, f"{where} holds the pair ({pat!r}, {x!r}), never subscribed")
                 continue
             if masks.get(s, 0) >> b & 1:
                 rep.add(category, f"{where} holds ({pat!r}, {x!r}) twice")
@@ -476,6 +627,216 @@ class _Checker:
             "no single instant explains all of them (" + "; ".join(parts) + ")",
         )
 
+    # ---------------------------------------------------------------- (d)
+    def _check_rows(self) -> None:
+        """One instant inside the call explains each lookup_many row (see (d))."""
+        rows = self.rows
+        if not rows:
+            return
+        h, ks = self.h, self.ks
+        tie = 0 if h.clock == "perf_counter_ns" else 1  # as in _check_snapshots
+        big = 1 << 62
+        rows.sort(key=_first)  # by inv: each writer's lo is then monotone
+        writers = []
+        for w, th in enumerate(h.threads):
+            ups = self.updates[w]
+            writers.append(
+                (w, ups, [th.inv[p] for p, _, _ in ups], [th.resp[p] for p, _, _ in ups])
+            )
+        curs: list[dict[int, int]] = [{} for _ in writers]
+        ats = [0] * len(writers)
+        mine_cache: dict[tuple[int, int], dict[int, int]] = {}
+        owner = ks.owner
+        for n, (inv, resp, t, pos, i, topic) in enumerate(rows):
+            if n % 256 == 0:
+                self.progress("check: lookup_many rows (d)", n, len(rows))
+            seen = set(h.threads[t].result[pos][i])
+            c_lo, c_hi = 2 * inv + tie, 2 * resp - tie
+            per_writer: list[tuple[int, list[tuple[int, int]]]] = []
+            for w, ups, up_inv, up_resp in writers:
+                mine = mine_cache.get((w, topic))
+                if mine is None:
+                    mine = {s: m for s, m in ks.interest[topic] if owner[s] == w}
+                    mine_cache[(w, topic)] = mine
+                if not mine:
+                    continue
+                lo = bisect_left(up_resp, inv)  # responded before the call: included
+                hi = max(lo, bisect_left(up_inv, resp))  # invoked before its end: may be
+                cur = curs[w]
+                at = ats[w]
+                while at < lo:
+                    _, s, x = ups[at]
+                    if x:
+                        cur[s] = cur.get(s, 0) ^ x
+                    at += 1
+                ats[w] = at
+                diff = {s for s, m in mine.items() if bool(cur.get(s, 0) & m) != (BASE + s in seen)}
+                diff_lo = set(diff)
+                tmp: dict[int, int] = {}
+                ivals: list[tuple[int, int]] = []
+                for k in range(lo, hi + 1):
+                    if not diff:
+                        a = 2 * up_inv[k - 1] + tie if k > 0 else -big
+                        b = 2 * up_resp[k] - tie if k < len(ups) else big
+                        a, b = max(a, c_lo), min(b, c_hi)
+                        if a <= b:
+                            ivals.append((a, b))
+                    if k < hi:
+                        _, s, x = ups[k]
+                        m = mine.get(s, 0)
+                        if x & m:
+                            st = tmp.get(s, cur.get(s, 0)) ^ x
+                            tmp[s] = st
+                            if bool(st & m) != (BASE + s in seen):
+                                diff.add(s)
+                            else:
+                                diff.discard(s)
+                if not ivals:
+                    self._row_violation(rows[n], w, lo, hi, diff_lo, cur, mine, seen)
+                    break
+                per_writer.append((w, ivals))
+            else:
+                if len(per_writer) > 1:
+                    points = sorted({a for _, ivals in per_writer for a, _ in ivals})
+                    if not any(
+                        all(any(a <= p <= b for a, b in ivals) for _, ivals in per_writer)
+                        for p in points
+                    ):
+                        self._mixed_row_violation(rows[n], per_writer)
+
+    def _row_violation(
+        self,
+        row: tuple[int, int, int, int, int, int],
+        w: int,
+        lo: int,
+        hi: int,
+        diff: set[int],
+        cur: dict[int, int],
+        mine: dict[int, int],
+        seen: set[Any],
+    ) -> None:
+        """Writer w's part of a row fits no prefix ``lo..hi`` of its updates:
+        name the subscribers and updates that prove it."""
+        if not self.report.keeps("rows"):
+            self.report.add("rows", "")
+            return
+        h, ks = self.h, self.ks
+        _, _, t, pos, i, _ = row
+        ups = self.updates[w]
+        th = h.threads[w]
+        result = h.threads[t].result[pos][i]
+        # subscribers whose match of the row's topic changed during the call
+        touched = set()
+        for s in {ups[k][1] for k in range(lo, hi) if ups[k][2] & mine.get(ups[k][1], 0)}:
+            st, m = cur.get(s, 0), mine[s]
+            matches = {bool(st & m)}
+            for k in range(lo, hi):
+                if ups[k][1] == s:
+                    st ^= ups[k][2]
+                    matches.add(bool(st & m))
+            if len(matches) > 1:
+                touched.add(s)
+        held = sorted(s for s in diff if s not in touched and cur.get(s, 0) & mine[s])
+        never = sorted(s for s in diff if s not in touched and not cur.get(s, 0) & mine[s])
+
+        def last_update(s: int) -> str:
+            for k in range(lo - 1, -1, -1):
+                if ups[k][1] == s and ups[k][2]:
+                    return h.describe(w, ups[k][0])
+            return f"thread {w}'s initial subscribes" if th.n_initial else "no update"
+
+        def names(subs: list[int]) -> str:
+            more = f" and {len(subs) - 12} more" if len(subs) > 12 else ""
+            return f"{[BASE + s for s in subs[:12]]}{more}"
+
+        parts = []
+        if held:
+            s0 = held[0]
+            parts.append(
+                f"{len(held)} missing that held a matching pattern for the whole call "
+                f"{names(held)} (e.g. {BASE + s0} holds {ks.describe_state(s0, cur.get(s0, 0))} "
+                f"since {last_update(s0)})"
+            )
+        if never:
+            s0 = never[0]
+            parts.append(
+                f"{len(never)} present that held no matching pattern during the call "
+                f"{names(never)} (e.g. {BASE + s0} holds {ks.describe_state(s0, cur.get(s0, 0))} "
+                f"since {last_update(s0)})"
+            )
+        if not parts:
+            parts.append(self._in_flight_proof(w, lo, hi, touched, cur, mine, seen))
+        dups = len(result) - len(seen)
+        self.report.add(
+            "rows",
+            f"{h.describe(t, pos, with_result=False, row=i)} -> {len(seen)} distinct subscribers"
+            f"{f' ({dups} repeated entries)' if dups else ''} is not one state of the trie: "
+            f"thread {w}'s subscribers in it fit no prefix of thread {w}'s updates allowed by "
+            f"real time ({hi - lo} of them in flight during the call): " + "; ".join(parts),
+        )
+
+    def _in_flight_proof(
+        self,
+        w: int,
+        lo: int,
+        hi: int,
+        touched: set[int],
+        cur: dict[int, int],
+        mine: dict[int, int],
+        seen: set[Any],
+    ) -> str:
+        """Why no prefix fits when every mismatch is a subscriber with updates
+        in flight: two of them that need the row's instant on either side of
+        each other's update, if there are such two."""
+        h, ups = self.h, self.updates[w]
+        fits: dict[int, list[int]] = {}  # subscriber -> prefixes (k) it agrees with
+        for s in sorted(touched):
+            m, obs, st, ok = mine[s], BASE + s in seen, cur.get(s, 0), []
+            for k in range(lo, hi + 1):
+                if bool(st & m) == obs:
+                    ok.append(k)
+                if k < hi and ups[k][1] == s:
+                    st ^= ups[k][2]
+            fits[s] = ok
+
+        def shown(s: int) -> str:
+            return f"{BASE + s} ({'in' if BASE + s in seen else 'not in'} the row)"
+
+        bad = [s for s, ok in fits.items() if not ok]
+        if bad:
+            return f"{shown(bad[0])} agrees with no state of it during the call"
+        before = min(fits, key=lambda s: fits[s][-1])  # the row is before ups[kb]
+        after = max(fits, key=lambda s: fits[s][0])  # the row is after ups[ka - 1]
+        kb, ka = fits[before][-1], fits[after][0]
+        if ka > kb:
+            return (
+                f"{shown(before)} puts the row before {h.describe(w, ups[kb][0])} took effect, "
+                f"{shown(after)} puts it after {h.describe(w, ups[ka - 1][0])} took effect, "
+                f"which thread {w} made later"
+            )
+        spans = "; ".join(
+            f"{shown(s)} fits prefixes {ok[:8]}" for s, ok in list(fits.items())[:6] if ok
+        )
+        return f"no prefix {lo}..{hi} of thread {w}'s updates fits all of them: {spans}"
+
+    def _mixed_row_violation(
+        self,
+        row: tuple[int, int, int, int, int, int],
+        per_writer: list[tuple[int, list[tuple[int, int]]]],
+    ) -> None:
+        _, _, t, pos, i, _ = row
+        parts = []
+        for w, ivals in per_writer:
+            spans = ", ".join(f"({(a - 1) // 2}, {(b + 1) // 2})" for a, b in ivals)
+            parts.append(f"thread {w}'s part fits only instants in {spans}")
+        self.report.add(
+            "rows",
+            f"{self.h.describe(t, pos, with_result=False, row=i)} mixes states: each writer's "
+            "part is a real state but no single instant explains all of them ("
+            + "; ".join(parts)
+            + ")",
+        )
+
     # --------------------------------------------------------------- final
     def _check_final(self) -> None:
         h, ks, rep = self.h, self.ks, self.report
@@ -519,7 +880,12 @@ class _Checker:
         return n_events
 
     def _check_object(self, s: int, ops: list[tuple[Any, ...]], slot_final: int) -> None:
-        """The just-in-time linearizability search for one subscriber."""
+        """The just-in-time linearizability search for one subscriber.
+
+        Pending operations are keyed by a slot: the thread (at most one pending
+        op each), ``slot_final`` for the final contents, and for the k-th (k >= 1)
+        distinct observation of one lookup_many call of thread t (all pending
+        together) ``t + (slot_final + 1) * k``."""
         ops.sort(key=_first)
         configs: set[tuple[int, int]] = {(0, 0)}
         pending: dict[int, tuple[Any, ...]] = {}
@@ -547,6 +913,14 @@ class _Checker:
                             new.add((st & ~arg, 0))
                     elif st == arg:
                         new.add((st, 0))
+            elif op[2] == _OBS and all(o[2] == _OBS for o in pending.values()):
+                # Only observations pending (e.g. overlapping lookup_many calls):
+                # none changes the state, so linearizing the others first
+                # reaches no new state; the later searches still may.
+                arg, expect = op[3], op[4]
+                new = {
+                    (st, lm & ~bit) for st, lm in configs if lm & bit or bool(st & arg) == expect
+                }
             else:
                 seen = set(configs)
                 stack = list(configs)
@@ -615,6 +989,8 @@ class _Checker:
                 if not respond(slot):
                     return
             slot = op[5] if op[5] >= 0 else slot_final
+            if len(op) > 8 and op[8]:  # a lookup_many's k-th distinct observation
+                slot += (slot_final + 1) * op[8]
             if slot in pending:  # equal stamps (perf_counter_ns): program order wins
                 heap.remove((pending[slot][1], slot))
                 heapq.heapify(heap)
@@ -666,4 +1042,5 @@ _first = itemgetter(0)
 
 
 def _op_text(h: History, op: tuple[Any, ...]) -> str:
-    return h.describe(op[5], op[6])
+    """An op of the per-subscriber search (a lookup_many row carries its row)."""
+    return h.describe(op[5], op[6], row=op[7] if len(op) > 7 else None)

@@ -6,6 +6,7 @@ import argparse
 import atexit
 import faulthandler
 import gc
+import math
 import os
 import random
 import sys
@@ -79,6 +80,25 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         metavar="K",
         help="every K-th operation of each thread is a snapshot (default 0: none)",
+    )
+    g.add_argument(
+        "--many-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="every K-th operation of each thread (unless a snapshot) is a trie.lookup_many "
+        "of a batch of topics, several of them matching the crowd: --many-subs subscribers "
+        "on a few extra patterns (crowd.*, crowd.#, crowd.<j>) that the updates write too, "
+        "so each such row takes more than one engine call. Checked by (d): each row must be "
+        "one state of the trie (default 0: none)",
+    )
+    g.add_argument(
+        "--many-subs",
+        type=_positive_int,
+        default=4096,
+        metavar="N",
+        help="crowd subscribers with --many-every (default 4096: rows of ~1,600-2,400 "
+        "subscribers, above the 1024 ids one engine call returns)",
     )
     g.add_argument(
         "--keys",
@@ -214,6 +234,9 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
     if args.snapshot_every < 0:
         print("error: --snapshot-every must be >= 0", file=sys.stderr)
         return EXIT_USAGE
+    if args.many_every < 0:
+        print("error: --many-every must be >= 0", file=sys.stderr)
+        return EXIT_USAGE
     if not (args.measure or args.check):
         print("error: nothing to do (--no-measure and --no-check)", file=sys.stderr)
         return EXIT_USAGE
@@ -221,8 +244,10 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
     duration = None if args.ops is not None else (args.duration or 2.0)
     ops_per_seq = args.ops if args.ops is not None else RING
-    if args.snapshot_every and args.ops is None:
-        ops_per_seq = -(-RING // args.snapshot_every) * args.snapshot_every
+    period = math.lcm(args.snapshot_every or 1, args.many_every or 1)
+    if period > 1 and args.ops is None:
+        ops_per_seq = -(-RING // period) * period
+    crowd = args.many_subs if args.many_every else 0
     progress = Progress(args.progress if args.progress is not None else sys.stderr.isatty())
 
     clock = None
@@ -250,6 +275,11 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         f"{args.snapshot_every or 'never'}, keys {args.keys}, thread counts {counts}, "
         f"{length_text}{'' if args.gc else ', gc off'}"
     )
+    if crowd:
+        print(
+            f"lookup_many: every {args.many_every} ops, {crowd} crowd subscribers on "
+            "crowd patterns (rows larger than one engine call)"
+        )
     if clock is not None:
         print(f"clock: {clock.note}")
     if env["free_threaded_build"] and env["gil_enabled"]:
@@ -275,7 +305,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
 
     def workload(n: int, trie_lookups: bool) -> tuple[Any, Any]:
         if n not in keyspaces:
-            keyspaces[n] = build_keyspace(args.dialect, args.keys, n, seed)
+            keyspaces[n] = build_keyspace(args.dialect, args.keys, n, seed, crowd=crowd)
         key = (n, trie_lookups)
         if key not in seqs_cache:
             seqs_cache[key] = [
@@ -287,6 +317,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
                     args.snapshot_every,
                     seed,
                     trie_lookups=trie_lookups,
+                    many_every=args.many_every,
                 )
                 for t in range(n)
             ]
@@ -301,6 +332,8 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
             "dialect": args.dialect,
             "mix": str(mix),
             "snapshot_every": args.snapshot_every,
+            "many_every": args.many_every,
+            "many_subs": crowd,
             "keys": args.keys,
             "thread_counts": counts,
             "duration": duration,

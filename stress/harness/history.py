@@ -7,6 +7,7 @@ it saw:
 
 * subscribe/unsubscribe: the returned bool;
 * lookup: the returned list (subscriber objects are ``BASE + index`` ints);
+* lookup_many: the returned list of rows (lists), one per topic of the batch;
 * snapshot: ``SnapshotView(pairs, length, lookup)``, read *after* the response
   stamp (a snapshot is immutable, so reading it later is the same);
 * an operation that raised: an :class:`OpError`.
@@ -23,6 +24,7 @@ from typing import Any
 from stress.harness.workload import (
     BASE,
     LOOKUP,
+    LOOKUP_MANY,
     LOOKUP_TRIE,
     SNAPSHOT,
     SUBSCRIBE,
@@ -101,8 +103,14 @@ class History:
             return f"thread {thread} initial op #{pos}"
         return f"thread {thread} op #{pos - th.n_initial}"
 
-    def describe(self, thread: int, pos: int, with_result: bool = True) -> str:
-        """``thread 1 op #52 subscribe('a.*', 1000003) -> True [t=120..125]``."""
+    def describe(
+        self, thread: int, pos: int, with_result: bool = True, row: int | None = None
+    ) -> str:
+        """``thread 1 op #52 subscribe('a.*', 1000003) -> True [t=120..125]``.
+
+        With ``row`` (a ``lookup_many``): that row and its size, ``thread 0 op #9
+        trie.lookup_many(['crowd.1', 'crowd.0']) row 1 ('crowd.0') -> 1712
+        subscribers [t=..]``."""
         if thread < 0:
             return "the final contents of the trie (after all threads joined)"
         ks = self.keyspace
@@ -116,11 +124,21 @@ class History:
             call = f"{name}({ks.patterns[ks.cands[arg][bit]]!r}, {BASE + arg})"
         elif kind == SNAPSHOT:
             call = "snapshot()"
+        elif kind == LOOKUP_MANY:
+            batch = ks.batches[arg] if 0 <= arg < len(ks.batches) else ()
+            call = f"trie.lookup_many({[ks.topics[ti] for ti in batch]!r})"
+            if row is not None:
+                topic = ks.topics[batch[row]] if 0 <= row < len(batch) else "?"
+                call += f" row {row} ({topic!r})"
         else:
             call = f"<unknown op kind {kind}>"
         text = f"{self.op_name(thread, pos)} {call}"
         if with_result:
-            text += f" -> {_short(th.result[pos])}"
+            result = th.result[pos]
+            if row is not None and isinstance(result, list) and 0 <= row < len(result):
+                text += f" -> {len(result[row])} subscribers"
+            else:
+                text += f" -> {_short(result)}"
         return f"{text} [t={th.inv[pos]}..{th.resp[pos]}]"
 
 
@@ -129,6 +147,8 @@ def _short(result: Any) -> str:
         return f"<snapshot of {result.length} pairs>"
     if isinstance(result, OpError):
         return f"raised {result.text}"
+    if isinstance(result, list) and result and all(type(x) is list for x in result):
+        return "<rows of " + ", ".join(str(len(x)) for x in result) + " subscribers>"
     if isinstance(result, list):
         if len(result) > 12:
             shown = ", ".join(repr(x) for x in sorted(result, key=repr)[:12])

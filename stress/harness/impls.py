@@ -2,9 +2,11 @@
 
 * ``cstrie``: the native trie; lookups through a per-thread ``Trie.matcher()``
   (in recorded runs one lookup in eight goes through ``Trie.lookup``), updates
-  through ``Trie.subscribe``/``unsubscribe``, snapshots with ``Trie.snapshot()``.
+  through ``Trie.subscribe``/``unsubscribe``, snapshots with ``Trie.snapshot()``,
+  batches with ``Trie.lookup_many``.
 * ``pytrie``: :class:`cstrie.pytrie.PyTrie`, pure Python behind one lock; its
-  "snapshot" is ``list(trie)`` (a consistent copy made under its lock).
+  "snapshot" is ``list(trie)`` (a consistent copy made under its lock), its
+  ``lookup_many`` one ``lookup`` per topic.
 * ``locked``: the native trie with every call behind one global
   :class:`threading.Lock` (what wrapping a thread-unsafe matcher would cost).
 
@@ -33,6 +35,7 @@ class Bound:
     snapshot: Callable[[], Any]
     #: (snapshot, topic) -> (pairs, len, lookup of topic in the snapshot or None)
     read_snapshot: Callable[[Any, str], tuple[list[tuple[str, Any]], int, list[Any] | None]]
+    lookup_many: Callable[[list[str]], list[list[Any]]]
 
 
 @dataclass
@@ -89,6 +92,7 @@ class CstrieImpl(Impl):
             unsubscribe=trie.unsubscribe,
             snapshot=trie.snapshot,
             read_snapshot=_read_native_snapshot,
+            lookup_many=trie.lookup_many,
         )
 
     def final(self, trie: Any) -> Final:
@@ -110,6 +114,7 @@ class LockedImpl(Impl):
         t_sub = trie.subscribe
         t_unsub = trie.unsubscribe
         t_snap = trie.snapshot
+        t_many = trie.lookup_many
 
         def lookup(topic: str) -> list[Any]:
             with lock:
@@ -127,7 +132,13 @@ class LockedImpl(Impl):
             with lock:
                 return t_snap()
 
-        return Bound(lookup, lookup, subscribe, unsubscribe, snapshot, _read_native_snapshot)
+        def lookup_many(topics: list[str]) -> list[list[Any]]:
+            with lock:
+                return t_many(topics)
+
+        return Bound(
+            lookup, lookup, subscribe, unsubscribe, snapshot, _read_native_snapshot, lookup_many
+        )
 
     def final(self, state: Any) -> Final:
         return _native_final(state[0])
@@ -149,7 +160,12 @@ class PyTrieImpl(Impl):
         def read(snap: Any, topic: str) -> tuple[list[tuple[str, Any]], int, None]:
             return snap, len(snap), None
 
-        return Bound(trie.lookup, trie.lookup, trie.subscribe, trie.unsubscribe, snapshot, read)
+        lookup = trie.lookup
+
+        def lookup_many(topics: list[str]) -> list[list[Any]]:
+            return [lookup(t) for t in topics]
+
+        return Bound(lookup, lookup, trie.subscribe, trie.unsubscribe, snapshot, read, lookup_many)
 
     def final(self, trie: Any) -> Final:
         pairs = list(trie)

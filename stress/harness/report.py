@@ -93,8 +93,11 @@ def ratios(
 
 def format_check(report: CheckReport, label: str) -> list[str]:
     st = report.stats
+    rows = st.get("lookup_many_rows", 0)
+    largest = st.get("lookup_many_largest_row", 0)
     lines = [
         f"  {label}: {st.get('operations', 0):,} operations, {st.get('snapshots', 0)} snapshots, "
+        f"{f'{rows:,} lookup_many rows (largest {largest:,}), ' if rows else ''}"
         f"{st.get('linearizability_events', 0):,} per-subscriber events checked in "
         f"{st.get('seconds', {}).get('total', 0):.1f} s"
     ]

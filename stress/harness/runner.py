@@ -3,7 +3,8 @@
 Both kinds of run give every worker thread its *own* Python objects for the hot
 path, built inside the thread before the start barrier: topic and pattern
 strings, subscriber ints, bound methods and (for cstrie) a ``Trie.matcher()``.
-Only the trie itself is shared -- as it would be in a broker.
+Only the trie itself is shared -- as it would be in a broker.  A
+``LOOKUP_MANY`` op's argument is the thread's own list of its batch's topics.
 
 * :func:`measure` runs the ops with no recording and reports throughput, plus
   the CPU time the workers got (``cpu_per_wall`` close to the thread count
@@ -33,6 +34,7 @@ from stress.harness.progress import Counter, Progress
 from stress.harness.workload import (
     BASE,
     LOOKUP,
+    LOOKUP_MANY,
     LOOKUP_TRIE,
     SNAPSHOT,
     SUBSCRIBE,
@@ -118,12 +120,16 @@ class _ThreadObjects:
         cands = ks.cands
         self.topics = topics
         self.initial = [(patterns[cands[s][b]], subs[s]) for s, b in seq.initial]
+        batches = [[topics[ti] for ti in batch] for batch in ks.batches]
         a: list[Any] = []
         x: list[Any] = []
         for kind, arg, bit in zip(seq.kind, seq.arg, seq.bit, strict=True):
             if kind == SUBSCRIBE or kind == UNSUBSCRIBE:
                 a.append(patterns[cands[arg][bit]])
                 x.append(subs[arg])
+            elif kind == LOOKUP_MANY:
+                a.append(batches[arg])
+                x.append(None)
             else:
                 a.append(topics[arg])
                 x.append(None)
@@ -206,7 +212,9 @@ def _kind_counts(seqs: list[OpSequence], done: list[int]) -> tuple[int, int, int
         for part, times in ((seq.kind, full), (seq.kind[:rest], 1)):
             if not times:
                 continue
-            lookups += times * (part.count(LOOKUP) + part.count(LOOKUP_TRIE))
+            lookups += times * (
+                part.count(LOOKUP) + part.count(LOOKUP_TRIE) + part.count(LOOKUP_MANY)
+            )
             updates += times * (part.count(SUBSCRIBE) + part.count(UNSUBSCRIBE))
             snaps += times * part.count(SNAPSHOT)
     return lookups, updates, snaps
@@ -238,7 +246,7 @@ def measure(
         objs = _ThreadObjects(ks, seqs[t])
         for pattern, sub in objs.initial:
             b.subscribe(pattern, sub)
-        lookup, lookup_trie = b.lookup, b.lookup_trie
+        lookup, lookup_trie, lookup_many = b.lookup, b.lookup_trie, b.lookup_many
         subscribe, unsubscribe, snapshot = b.subscribe, b.unsubscribe, b.snapshot
         chunks = objs.chunks
         counter = run.counters[t]
@@ -260,8 +268,10 @@ def measure(
                         unsubscribe(a, x)
                     elif k == 3:
                         snapshot()
-                    else:
+                    elif k == 4:
                         lookup_trie(a)
+                    else:
+                        lookup_many(a)
                 count += len(kinds)
                 counter.done = count
                 if deadline is not None and clock() >= deadline:
@@ -334,7 +344,7 @@ def record(
             resp_add(i1)
             res_add(r)
         h.n_initial = len(seq.initial)
-        lookup, lookup_trie = b.lookup, b.lookup_trie
+        lookup, lookup_trie, lookup_many = b.lookup, b.lookup_trie, b.lookup_many
         unsubscribe, snapshot, read = b.unsubscribe, b.snapshot, b.read_snapshot
         counter = run.counters[t]
         perf = time.perf_counter
@@ -356,8 +366,10 @@ def record(
                             r = unsubscribe(a, x)
                         elif k == 3:
                             r = snapshot()
-                        else:
+                        elif k == 4:
                             r = lookup_trie(a)
+                        else:
+                            r = lookup_many(a)
                     except Exception as exc:
                         r = OpError(repr(exc))
                     i1 = stamp()

@@ -27,8 +27,24 @@ Each thread gets its own sequence, a function of ``(seed, thread, options)`` onl
 ``LOOKUP`` (through a per-thread ``Trie.matcher()``), ``LOOKUP_TRIE`` (through
 ``Trie.lookup``; only in recorded runs, one lookup in eight), ``SUBSCRIBE``,
 ``UNSUBSCRIBE`` (on one of the thread's own keys or a shared key) and
-``SNAPSHOT`` (every ``snapshot_every``-th operation).  Before the timed part every
+``SNAPSHOT`` (every ``snapshot_every``-th operation) and ``LOOKUP_MANY`` (every
+``many_every``-th operation that is not a snapshot).  Before the timed part every
 thread subscribes a seeded half of its own keys (``initial_ops``).
+
+The crowd (``lookup_many``)
+---------------------------
+``build_keyspace(..., crowd=N)`` adds N *crowd* subscribers on a few extra
+patterns (``crowd.*``, ``crowd.#`` and ``crowd.<j>`` in the dialect's syntax)
+and :data:`CROWD_TOPICS` crowd topics (``crowd.<j>``) that each match thousands
+of them, plus seeded *batches*: topic lists (every crowd topic, one of them
+twice, between a few ordinary topics) for ``LOOKUP_MANY`` operations, whose
+``arg`` is a batch index.  A row of a crowd topic holds more ids than one engine call of
+``lookup_many`` returns (at least 1024), so it is answered in several calls.
+Crowd subscribers are owned or shared like the others, so the ordinary
+updates write them (most own updates do: they are most of the subscribers)
+while other threads' ``lookup_many`` calls read them.  Ordinary lookups never
+look up a crowd topic (``lookup_topics``): that would make every lookup a
+thousand observations to check.
 """
 
 from __future__ import annotations
@@ -41,8 +57,10 @@ from cstrie.pytrie import PyTrie
 
 __all__ = [
     "BASE",
+    "CROWD_TOPICS",
     "KIND_NAMES",
     "LOOKUP",
+    "LOOKUP_MANY",
     "LOOKUP_TRIE",
     "SNAPSHOT",
     "SUBSCRIBE",
@@ -62,12 +80,14 @@ SUBSCRIBE = 1
 UNSUBSCRIBE = 2
 SNAPSHOT = 3
 LOOKUP_TRIE = 4
+LOOKUP_MANY = 5
 KIND_NAMES = {
     LOOKUP: "lookup",
     SUBSCRIBE: "subscribe",
     UNSUBSCRIBE: "unsubscribe",
     SNAPSHOT: "snapshot",
     LOOKUP_TRIE: "lookup",
+    LOOKUP_MANY: "lookup_many",
 }
 
 #: Share of the updates that go to shared subscribers (the rest to own ones).
@@ -76,6 +96,10 @@ SHARED_UPDATE_SHARE = 0.25
 SHARED_SUBSCRIBER_SHARE = 0.25
 #: One lookup in this many goes through ``Trie.lookup`` in recorded runs.
 TRIE_LOOKUP_EVERY = 8
+#: Crowd topics (``crowd.0`` ...), each matching (nearly) every crowd subscriber.
+CROWD_TOPICS = 4
+#: Batches (topic lists) that ``LOOKUP_MANY`` operations choose from.
+CROWD_BATCHES = 8
 
 
 @dataclass(frozen=True)
@@ -116,6 +140,10 @@ class KeySpace:
     own_topics: list[list[int]] = field(default_factory=list)  # per thread: topics seeing them
     pattern_index: dict[str, int] = field(default_factory=dict)
     key_bit: dict[tuple[int, int], int] = field(default_factory=dict)  # (s, pattern) -> bit
+    #: ordinary lookups look up topics[:lookup_topics] only (not the crowd topics)
+    lookup_topics: int = 0
+    #: topic lists for LOOKUP_MANY (arg = index); empty without a crowd
+    batches: list[tuple[int, ...]] = field(default_factory=list)
 
     @property
     def n_keys(self) -> int:
@@ -170,11 +198,16 @@ def _instantiate(rng: random.Random, d: Dialect, pattern: str, first: int) -> st
     return d.separator.join(out)
 
 
-def build_keyspace(dialect: str | Dialect, keys: int, n_threads: int, seed: int) -> KeySpace:
-    """The key space for ``keys`` (pattern, subscriber) pairs shared by n_threads.
+def build_keyspace(
+    dialect: str | Dialect, keys: int, n_threads: int, seed: int, crowd: int = 0
+) -> KeySpace:
+    """The key space for ``keys`` (pattern, subscriber) pairs shared by n_threads,
+    plus ``crowd`` crowd subscribers and the batches of ``LOOKUP_MANY`` (see the
+    module docstring).
 
-    Patterns, topics and candidates depend on ``(dialect, keys, seed)`` only; the
-    ownership split depends on ``n_threads`` too.
+    Patterns, topics and candidates depend on ``(dialect, keys, seed, crowd)``
+    only (the ordinary ones do not depend on ``crowd``); the ownership split
+    depends on ``n_threads`` too.
     """
     if keys < 4:
         raise ValueError("--keys must be at least 4")
@@ -226,8 +259,49 @@ def build_keyspace(dialect: str | Dialect, keys: int, n_threads: int, seed: int)
     owner = [0] * n_subs
     for pos, s in enumerate(order):
         owner[s] = -1 if pos < n_shared else (pos - n_shared) % n_threads
+    if crowd <= 0:
+        return make_keyspace(d, patterns, topics, cands, owner, n_threads)
 
-    return make_keyspace(d, patterns, topics, cands, owner, n_threads)
+    # The crowd: its own random stream, so the ordinary key space stays the same.
+    crng = random.Random(f"cstrie-stress/crowd/{d.name}/{keys}/{crowd}/{seed}")
+    n_ordinary = len(topics)
+    sep = d.separator
+    wide: list[int] = []  # indices of crowd.<single>, crowd.<multi>: match every crowd topic
+    for w in (d.single, d.multi):
+        if w is not None:
+            wide.append(len(patterns))
+            patterns.append(f"crowd{sep}{w}")
+    exact: list[int] = []  # crowd.<j>: matches crowd topic j only
+    for j in range(CROWD_TOPICS):
+        exact.append(len(patterns))
+        patterns.append(f"crowd{sep}{j}")
+        topics.append(f"crowd{sep}{j}")
+    for i in range(crowd):
+        j = exact[i % CROWD_TOPICS]
+        if not wide:
+            cands.append((j,))
+        elif crng.random() < 0.7:
+            cands.append((crng.choice(wide),))
+        else:
+            pair = (crng.choice(wide), j)
+            cands.append(pair if crng.random() < 0.5 else pair[::-1])
+    order = list(range(n_subs, len(cands)))
+    crng.shuffle(order)
+    n_shared = round(crowd * SHARED_SUBSCRIBER_SHARE)
+    owner.extend([0] * crowd)
+    for pos, s in enumerate(order):
+        owner[s] = -1 if pos < n_shared else (pos - n_shared) % n_threads
+    crowd_topics = list(range(n_ordinary, len(topics)))
+    batches: list[tuple[int, ...]] = []
+    for _ in range(CROWD_BATCHES):
+        batch = list(crowd_topics)
+        batch.append(crng.choice(crowd_topics))  # one row twice: each is its own lookup
+        batch.extend(crng.randrange(n_ordinary) for _ in range(crng.randint(0, 4)))
+        crng.shuffle(batch)
+        batches.append(tuple(batch))
+    return make_keyspace(
+        d, patterns, topics, cands, owner, n_threads, lookup_topics=n_ordinary, batches=batches
+    )
 
 
 def make_keyspace(
@@ -237,11 +311,17 @@ def make_keyspace(
     cands: list[tuple[int, ...]],
     owner: list[int],
     n_threads: int,
+    lookup_topics: int | None = None,
+    batches: list[tuple[int, ...]] | None = None,
 ) -> KeySpace:
-    """A key space from explicit parts (also how tests build small ones by hand)."""
+    """A key space from explicit parts (also how tests build small ones by hand).
+
+    Ordinary lookups use ``topics[:lookup_topics]`` (default: all);
+    ``batches`` are the topic lists of ``LOOKUP_MANY`` operations."""
     d = resolve_dialect(dialect)
     if len(owner) != len(cands):
         raise ValueError("owner and cands must have one entry per subscriber")
+    n_lookup = len(topics) if lookup_topics is None else lookup_topics
     # Which patterns match which topic: the pure-Python trie, not the engine.
     ref = PyTrie(d)
     for p in patterns:
@@ -269,6 +349,8 @@ def make_keyspace(
         owner=list(owner),
         interest=interest,
         pattern_index=pattern_index,
+        lookup_topics=n_lookup,
+        batches=list(batches or []),
     )
     ks.own_subs = [[] for _ in range(n_threads)]
     for s in range(len(cands)):
@@ -277,7 +359,7 @@ def make_keyspace(
         else:
             ks.own_subs[owner[s]].append(s)
     ks.own_topics = [[] for _ in range(n_threads)]
-    for ti, inter in enumerate(interest):
+    for ti, inter in enumerate(interest[:n_lookup]):
         for t in sorted({owner[s] for s, _ in inter if owner[s] >= 0}):
             ks.own_topics[t].append(ti)
     ks.key_bit = {(s, p): b for s, cs in enumerate(cands) for b, p in enumerate(cs)}
@@ -289,7 +371,8 @@ class OpSequence:
     """One thread's operations as parallel lists (``kind[i]``, ``arg[i]``, ``bit[i]``).
 
     ``arg`` is a topic index (lookups, snapshots: the topic looked up in the
-    snapshot) or a subscriber index (updates, with ``bit`` the candidate).
+    snapshot), a batch index (``LOOKUP_MANY``: ``ks.batches[arg]``) or a
+    subscriber index (updates, with ``bit`` the candidate).
     ``initial`` lists the (subscriber, bit) keys subscribed before the timed part.
     """
 
@@ -311,13 +394,25 @@ def generate_ops(
     snapshot_every: int,
     seed: int,
     trie_lookups: bool = False,
+    many_every: int = 0,
 ) -> OpSequence:
-    """The op sequence of one thread (deterministic in all arguments)."""
+    """The op sequence of one thread (deterministic in all arguments).
+
+    Every ``many_every``-th operation (0: none) that is not a snapshot is a
+    ``LOOKUP_MANY`` of one of ``ks.batches`` (it needs a key space with a crowd),
+    thread t's shifted by ``many_every * t / n_threads`` so that the threads
+    take turns (a row is torn only by a write made while it is read).
+    """
+    if many_every > 0 and not ks.batches:
+        raise ValueError("lookup_many operations need a key space with a crowd (batches)")
     rng = random.Random(f"cstrie-stress/ops/{seed}/{thread}")
+    # Threads take their lookup_many turns evenly spread, not all at once: the
+    # others write while one reads.
+    phase = many_every * thread // max(1, ks.n_threads)
     own = ks.own_subs[thread]
     shared = ks.shared_subs
     own_topics = ks.own_topics[thread]
-    n_topics = len(ks.topics)
+    n_topics = ks.lookup_topics or len(ks.topics)
     cands = ks.cands
     initial = [(s, b) for s in own for b in range(len(cands[s])) if rng.random() < 0.5]
     kind: list[int] = []
@@ -329,6 +424,11 @@ def generate_ops(
         if snapshot_every > 0 and (i + 1) % snapshot_every == 0:
             kind.append(SNAPSHOT)
             arg.append(rng.randrange(n_topics))
+            bit.append(0)
+            continue
+        if many_every > 0 and (i + 1 + phase) % many_every == 0:
+            kind.append(LOOKUP_MANY)
+            arg.append(rng.randrange(len(ks.batches)))
             bit.append(0)
             continue
         if rng.random() < p_lookup or not (own or shared):
