@@ -562,13 +562,6 @@ def test_end_to_end_lookup_many_rows_of_one_state_pass(
     assert check["violations"] == 0 and check["by_check"]["rows"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 'Hostile input' item 2: Trie.lookup_many finishes a row that does not fit "
-    "one engine call with a second cst_lookup_batch call that skips ids by position in the "
-    "live trie, so a write in between tears the row (ids lost or repeated); passes once the "
-    "engine answers each row from one state -- then remove this mark",
-)
 def test_end_to_end_lookup_many_rows_are_one_state(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
