@@ -1,22 +1,33 @@
 """``cstrie demo``: the README's main job on an embedded default workload.
 
 It builds a realistic MQTT broker workload (devices, sites, wildcard dashboards),
-subscribes it into :class:`cstrie.Trie` and into the pure-Python
-:class:`cstrie.pytrie.PyTrie`, checks that both give the same answers, and prints
-matches per second for each, measured in the same run.
+subscribes it into :class:`cstrie.Trie` and into two pure-Python baselines, the
+locked :class:`cstrie.pytrie.PyTrie` and the dict-per-level trie a user writes by
+hand (:class:`cstrie.classic.DictTrie`, no lock), checks that all three give the
+same answers, and prints subscribes, unsubscribes and lookups per second for each,
+with the ratios, all measured in the same run in alternating rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from cstrie.classic.dict_trie import DictTrie
 from cstrie.pytrie import PyTrie
 from cstrie.trie import Trie
+
+#: the contenders, in the order they are printed: label -> new empty MQTT trie
+TRIES: dict[str, Callable[[], Any]] = {
+    "cstrie": lambda: Trie("mqtt"),
+    "PyTrie (pure Python, one lock)": lambda: PyTrie("mqtt"),
+    "dict trie (hand-written, no lock)": lambda: DictTrie("mqtt"),
+}
 
 METRICS = ("temp", "humidity", "power", "status", "rssi", "door")
 
@@ -71,37 +82,78 @@ def _rates(
     return [sorted(r)[len(r) // 2] for r in rates]
 
 
+def _write_rates(
+    makers: list[Callable[[], Any]], pairs: list[tuple[str, str]], rounds: int = 5
+) -> list[tuple[float, float]]:
+    """(subscribes/s, unsubscribes/s) of each trie kind.  Each round, every kind in
+    turn (the order rotates) subscribes every pair into a fresh trie, then
+    unsubscribes them in the same order; the median round rate of each phase."""
+    subs: list[list[float]] = [[] for _ in makers]
+    unsubs: list[list[float]] = [[] for _ in makers]
+    clock = time.perf_counter
+    for r in range(rounds):
+        order = list(range(len(makers)))
+        order = order[r % len(order) :] + order[: r % len(order)]
+        for k in order:
+            trie = makers[k]()
+            sub, unsub = trie.subscribe, trie.unsubscribe
+            t0 = clock()
+            for f, s in pairs:
+                sub(f, s)
+            t1 = clock()
+            for f, s in pairs:
+                unsub(f, s)
+            t2 = clock()
+            if len(trie):
+                raise AssertionError(f"{type(trie).__name__} not empty after unsubscribing")
+            subs[k].append(len(pairs) / (t1 - t0))
+            unsubs[k].append(len(pairs) / (t2 - t1))
+    med = statistics.median
+    return [(med(a), med(b)) for a, b in zip(subs, unsubs, strict=True)]
+
+
 def run(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     print(f"cstrie demo: seed={args.seed} filters={args.filters} topics={args.topics}")
     pairs, topics = workload(rng, args.filters, args.topics)
-    fast, slow = Trie("mqtt"), PyTrie("mqtt")
-    t0 = time.perf_counter()
-    for f, s in pairs:
-        fast.subscribe(f, s)
-    t1 = time.perf_counter()
-    for f, s in pairs:
-        slow.subscribe(f, s)
-    t2 = time.perf_counter()
+    distinct = list(dict.fromkeys(pairs))
+    labels = list(TRIES)
+    width = max(map(len, labels))
+    writes = _write_rates(list(TRIES.values()), distinct)
     print(
-        f"subscribed {len(fast)} pairs: cstrie {len(pairs) / (t1 - t0):,.0f}/s, "
-        f"pure-Python trie {len(pairs) / (t2 - t1):,.0f}/s"
+        f"subscribe, then unsubscribe, {len(distinct):,} pairs in a fresh trie "
+        "(median of 5 alternating rounds):"
     )
-    for t in topics[:2000]:
-        if sorted(map(str, fast.lookup(t))) != sorted(map(str, slow.lookup(t))):
-            print(f"MISMATCH on {t!r}", file=sys.stderr)
-            return 1
+    cost = [1 / a + 1 / b for a, b in writes]  # seconds per pair, both phases
+    for k, (label, (sub_rate, unsub_rate)) in enumerate(zip(labels, writes, strict=True)):
+        ratio = f"  (time / cstrie: {cost[k] / cost[0]:.2f}x)" if k else ""
+        print(
+            f"  {label:{width}}  {sub_rate:>11,.0f} subscribes/s  "
+            f"{unsub_rate:>11,.0f} unsubscribes/s{ratio}"
+        )
+    tries = [make() for make in TRIES.values()]
+    for trie in tries:
+        for f, s in pairs:
+            trie.subscribe(f, s)
+    fast = tries[0]
     sample = topics[: min(len(topics), 2000)]
-    fast_rate, slow_rate = _rates([fast.lookup, slow.lookup], sample, 2 * args.seconds)
+    for topic in sample:
+        want = sorted(map(str, fast.lookup(topic)))
+        for label, other in zip(labels[1:], tries[1:], strict=True):
+            if sorted(map(str, other.lookup(topic))) != want:
+                print(f"MISMATCH on {topic!r}: cstrie and {label}", file=sys.stderr)
+                return 1
+    rates = _rates([trie.lookup for trie in tries], sample, 2 * args.seconds)
     per_topic = sum(len(fast.lookup(t)) for t in sample) / len(sample)
     print(
-        f"lookup: cstrie {fast_rate:,.0f} topics/s, pure-Python trie {slow_rate:,.0f} "
-        f"topics/s ({per_topic:.1f} matching subscribers per topic)"
+        f"lookup ({per_topic:.1f} matching subscribers per topic; median of 10 alternating rounds):"
     )
+    for label, rate in zip(labels, rates, strict=True):
+        print(f"  {label:{width}}  {rate:>11,.0f} topics/s")
     print(
-        f"cstrie is {fast_rate / slow_rate:.1f}x the pure-Python trie on this run "
-        "(median of 10 alternating rounds; one thread - see docs/free-threading.md for "
-        "many)"
+        f"cstrie looks up {rates[0] / rates[1]:.1f}x as fast as PyTrie and "
+        f"{rates[0] / rates[2]:.1f}x as fast as the dict trie on this run (one thread - "
+        "see docs/free-threading.md for many)"
     )
     snap = fast.snapshot()
     print(

@@ -59,7 +59,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="[NAME=]N,N,...",
         help="override sizes (1000, 10k, 1M ...): for every selected scenario, or for NAME "
-        "only; repeatable. Meaning per scenario: lookup-vs-paho filters, scale trie sizes "
+        "only; repeatable. Meaning per scenario: lookup-vs-paho filters, vs-dict random "
+        "filters,IoT pairs,write pairs (10k,20k,50k), scale trie sizes "
         "(smallest is the baseline), fan subscribers, memory subscriptions, churn cycles; "
         "suite-ops hot subscriptions, suite-throughput messages, suite-threads milliseconds "
         "per run (e.g. 500), suite-scale subscription counts",
@@ -75,7 +76,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "bench",
         help="run the benchmark suite",
-        description="Benchmarks of cstrie against paho-mqtt and PyTrie; scale, fan-out, "
+        description="Benchmarks of cstrie against paho-mqtt, PyTrie and a hand-written "
+        "dict-per-level trie; scale, fan-out, "
         "memory and churn. Every figure is a ratio measured within one run.",
     )
     _configure(p)

@@ -18,8 +18,13 @@ Built in:
                         (splitting and hashing the topic); ``cstrie-nullcall``:
                         a trivial engine call (the cost of a cffi call itself);
 * ``pytrie``          - :class:`cstrie.pytrie.PyTrie` (pure Python, one lock);
+* ``dict-trie``       - :class:`cstrie.classic.DictTrie`, the dict-per-level trie
+                        a user writes by hand (no lock, no validation; MQTT, AMQP);
 * ``paho``            - ``paho.mqtt.matcher.MQTTMatcher`` (pure Python, MQTT only,
-                        one value per filter).
+                        one value per filter);
+* ``paho-sets``       - the same with a ``set`` of subscribers per filter and the
+                        union of the sets ``iter_match`` yields (each subscriber
+                        once): for workloads with several subscribers per filter.
 
 The classic matchers of :mod:`cstrie.classic` (issue 5's suite) register through
 one generic adapter, :class:`ClassicAdapter`: ``naive``, ``inverted-bitmap``
@@ -208,6 +213,17 @@ class PyTrieMatcher(Subscribing):
         self.trie = PyTrie(dialect)
 
 
+class DictTrieMatcher(Subscribing):
+    """The hand-written dict-per-level trie (:class:`cstrie.classic.DictTrie`)."""
+
+    name = "dict-trie"
+
+    def __init__(self, dialect: str) -> None:
+        from cstrie.classic.dict_trie import DictTrie
+
+        self.trie = DictTrie(dialect)
+
+
 class PahoMatcher(Matcher):
     """paho-mqtt's trie: one value per filter, so values are filter indexes."""
 
@@ -237,6 +253,32 @@ class PahoMatcher(Matcher):
         def run() -> None:
             for t in topics:
                 list(it(t))
+
+        return run
+
+
+class PahoSetsMatcher(PahoMatcher):
+    """paho-mqtt's trie holding a ``set`` of subscribers per filter; a lookup is
+    the union of the sets ``iter_match`` yields (each subscriber once), as a broker
+    on paho would answer.  No validation (unlike ``paho-classic``)."""
+
+    name = "paho-sets"
+
+    def add(self, pattern: str, value: Any) -> None:
+        try:
+            self.m[pattern].add(value)
+        except KeyError:
+            self.m[pattern] = {value}
+
+    def lookup(self, topic: str) -> list[Any]:
+        return list(set().union(*self.m.iter_match(topic)))
+
+    def batch(self, topics: Sequence[str]) -> Callable[[], object]:
+        it = self.m.iter_match
+
+        def run() -> None:
+            for t in topics:
+                list(set().union(*it(t)))
 
         return run
 
@@ -296,7 +338,17 @@ MATCHERS: dict[str, MatcherKind] = {
     k.name: k
     for k in (
         MatcherKind("paho", PahoMatcher, "paho-mqtt MQTTMatcher, list(iter_match(topic))"),
+        MatcherKind(
+            "paho-sets",
+            PahoSetsMatcher,
+            "paho-mqtt MQTTMatcher with a set of subscribers per filter, union of iter_match",
+        ),
         MatcherKind("pytrie", PyTrieMatcher, "cstrie.pytrie.PyTrie.lookup (pure Python)"),
+        MatcherKind(
+            "dict-trie",
+            DictTrieMatcher,
+            "cstrie.classic.DictTrie.lookup: the dict-per-level trie a user writes (no lock)",
+        ),
         MatcherKind("cstrie", CstrieMatcher, "cstrie.Trie.lookup"),
         MatcherKind("cstrie-many", CstrieManyMatcher, "cstrie.Trie.lookup_many (one call)"),
         MatcherKind(

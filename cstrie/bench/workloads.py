@@ -22,13 +22,18 @@ __all__ = [
     "article_vocab",
     "broker_pairs",
     "broker_topics",
+    "digits_mqtt",
     "digits_workload",
     "fill_pattern",
     "harsh_pairs",
     "harsh_topics",
+    "iot_pairs",
+    "iot_topics",
     "matching_topics",
     "mix_chunks",
     "ops_workload",
+    "random5_mqtt_filters",
+    "random5_topics",
     "random_mqtt_filters",
     "scale_article_topics",
     "scale_extra_pairs",
@@ -503,3 +508,98 @@ def scale_article_topics(rng: random.Random, patterns: list[str], count: int) ->
     ``patterns`` (width-32 vocabulary), so each matches at least that pattern."""
     vocab = article_vocab(32)
     return [fill_pattern(rng, rng.choice(patterns), vocab) for _ in range(count)]
+
+
+# ------------------------------------- "Lookups at C speed": cstrie vs the dict trie
+# MQTT throughout (``vs-dict``): the dict-per-level trie users write, and paho.
+RANDOM5_WORDS = tuple(f"w{i}" for i in range(30))
+
+
+def random5_mqtt_filters(rng: random.Random, n: int) -> list[str]:
+    """``n`` distinct random 5-level MQTT filters over 30 words (``w0`` ... ``w29``).
+
+    Each level is ``+`` with probability 0.15, else a random word; then the last
+    level is replaced by ``#`` with probability 0.10.  The same 30 words at every
+    level (unlike :func:`random_mqtt_filters`' per-level vocabularies).
+    """
+    if n > len(RANDOM5_WORDS) ** 5 // 4:
+        raise ValueError(f"too many random 5-level filters: {n}")
+    seen: set[str] = set()
+    out: list[str] = []
+    choice, rand = rng.choice, rng.random
+    while len(out) < n:
+        words = ["+" if rand() < 0.15 else choice(RANDOM5_WORDS) for _ in range(5)]
+        if rand() < 0.10:
+            words[-1] = "#"
+        f = "/".join(words)
+        if f not in seen:
+            seen.add(f)
+            out.append(f)
+    return out
+
+
+def random5_topics(rng: random.Random, filters: list[str], count: int) -> list[str]:
+    """``count`` 5-level topics, each made from a random filter of ``filters`` by
+    replacing its ``+`` and ``#`` by random words (so it matches that filter)."""
+    return [
+        "/".join(rng.choice(RANDOM5_WORDS) if w in ("+", "#") else w for w in f.split("/"))
+        for f in (rng.choice(filters) for _ in range(count))
+    ]
+
+
+IOT_SITES = 50
+IOT_DEVICES = 40
+IOT_METRICS = ("temp", "hum", "co2", "power", "volt", "amp", "rssi", "status")
+
+
+def iot_pairs(rng: random.Random, n: int) -> list[tuple[str, str]]:
+    """``n`` distinct (filter, subscriber) pairs of an IoT fleet on MQTT.
+
+    50 sites x 40 devices x 8 metrics.  A pair's filter is ``siteS/devD/metric``
+    (90%), ``siteS/+/metric`` (5%), ``siteS/devD/#`` (2.75%) or ``siteS/#``
+    (2.25%), for a random site, device and metric; its subscriber is ``clientK``,
+    ``K`` random below ``n / 2``.  So a filter has several subscribers (a literal
+    one ~1.1, ``siteS/+/metric`` ~2.5, ``siteS/#`` ~9 at 20k pairs) and, at 20,000
+    pairs, a topic of :func:`iot_topics` matches ~13 subscribers.
+    """
+    clients = max(n // 2, 1)
+    seen: set[tuple[str, str]] = set()
+    out: list[tuple[str, str]] = []
+    while len(out) < n:
+        site, dev = f"site{rng.randrange(IOT_SITES)}", f"dev{rng.randrange(IOT_DEVICES)}"
+        metric = rng.choice(IOT_METRICS)
+        r = rng.random()
+        if r < 0.90:
+            f = f"{site}/{dev}/{metric}"
+        elif r < 0.95:
+            f = f"{site}/+/{metric}"
+        elif r < 0.9775:
+            f = f"{site}/{dev}/#"
+        else:
+            f = f"{site}/#"
+        pair = (f, f"client{rng.randrange(clients)}")
+        if pair not in seen:
+            seen.add(pair)
+            out.append(pair)
+    return out
+
+
+def iot_topics(rng: random.Random, count: int) -> list[str]:
+    """``count`` random ``siteS/devD/metric`` topics of :func:`iot_pairs`' fleet."""
+    return [
+        f"site{rng.randrange(IOT_SITES)}/dev{rng.randrange(IOT_DEVICES)}/{rng.choice(IOT_METRICS)}"
+        for _ in range(count)
+    ]
+
+
+def digits_mqtt(rng: random.Random, messages: int) -> tuple[list[tuple[str, int]], list[str]]:
+    """Workload (b) (:func:`digits_workload`) in MQTT form: 100 ``+/d/d``, 20
+    ``d/+/d``, 9 ``d/d/+`` and 871 literal ``d/d/d`` filters, subscriber ``i`` for
+    filter ``i``, and ``messages`` topics each made by filling a random filter's
+    wildcard with a random digit."""
+    w = digits_workload(rng, messages)
+    pairs = [(to_mqtt(p) or "", s) for p, s in w.pairs]
+    topics = [to_mqtt(t) or "" for t in w.messages]
+    if not all(p for p, _ in pairs) or not all(topics):  # pragma: no cover - by construction
+        raise AssertionError("the digits workload has no exact MQTT form")
+    return pairs, topics

@@ -16,6 +16,11 @@ answers (as sets), validates input the same way, and registers in :data:`CLASSIC
 
 Only ``locked-trie`` may be called from many threads at once (``thread_safe``).
 
+:class:`DictTrie` (:mod:`cstrie.classic.dict_trie`) is here too but not in
+:data:`CLASSIC`: it is the trie a user writes by hand (a ``dict`` per level, MQTT
+and AMQP, no lock, no validation beyond splitting), the baseline of ``cstrie bench
+--scenario vs-dict`` and of the demo, registered as the bench matcher ``dict-trie``.
+
     >>> m = make_classic("level-bitmap", dialect="mqtt")
     >>> m.subscribe("sensors/+/temp", "a")
     True
@@ -28,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from cstrie.classic.base import ClassicMatcher
+from cstrie.classic.dict_trie import DictTrie
 from cstrie.classic.inverted_bitmap import InvertedBitmapMatcher
 from cstrie.classic.level_bitmap import LevelBitmapMatcher
 from cstrie.classic.locked_trie import LockedTrieMatcher
@@ -39,6 +45,7 @@ from cstrie.dialect import Dialect
 __all__ = [
     "CLASSIC",
     "ClassicMatcher",
+    "DictTrie",
     "InvertedBitmapMatcher",
     "LevelBitmapMatcher",
     "LockedTrieMatcher",

@@ -18,6 +18,7 @@ __all__ = ["GROUPS", "REGISTRY", "get", "names"]
 #: scenario name -> module (in the order "all" runs them)
 REGISTRY: dict[str, str] = {
     "lookup-vs-paho": "cstrie.bench.scenarios.lookup_vs_paho",
+    "vs-dict": "cstrie.bench.scenarios.vs_dict",
     "scale": "cstrie.bench.scenarios.scale",
     "fan": "cstrie.bench.scenarios.fan",
     "memory": "cstrie.bench.scenarios.memory",

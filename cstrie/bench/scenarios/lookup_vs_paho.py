@@ -1,9 +1,10 @@
-"""``lookup-vs-paho``: cstrie against paho-mqtt's MQTTMatcher and PyTrie.
+"""``lookup-vs-paho``: cstrie against paho-mqtt's MQTTMatcher, PyTrie and the dict trie.
 
 Workload: ``N`` random MQTT filters (:func:`~cstrie.bench.workloads.random_mqtt_filters`,
 3-6 levels, literals, ``+`` and trailing ``#``), each subscribed once with its index
-as the value, into every matcher; 2,000 random topics made from the filters (each
-matches at least one).  All matchers must give the same answers (checked first).
+as the value, into every matcher (``dict-trie`` is :class:`cstrie.classic.DictTrie`,
+the dict-per-level trie a user writes by hand); 2,000 random topics made from the
+filters (each matches at least one).  All matchers must give the same answers (checked first).
 
 Timing: one batch = 32 topics (the next 32 of the 2,000 each time, so short
 batches, well under a millisecond, still cover every topic); the matchers'
@@ -29,7 +30,7 @@ FLOOR_SIZE = 10_000
 FLOOR = 10.0
 TOPICS = 2_000
 CHUNK = 32
-KINDS = ("paho", "pytrie", "cstrie", "cstrie-many", "cstrie-engine")
+KINDS = ("paho", "pytrie", "dict-trie", "cstrie", "cstrie-many", "cstrie-engine")
 DIAGNOSTICS = ("cstrie-engine-empty", "cstrie-parse", "cstrie-nullcall")
 
 
@@ -53,7 +54,14 @@ def run(ctx: Context) -> Result:
     res = Result(NAME, params={"sizes": sizes, "topics": TOPICS, "batch": CHUNK, "repeat": repeat})
     table = Table(
         "Lookup cost per topic (median ns, IQR in brackets), MQTT",
-        ["filters", "matches/topic", *[k for k in KINDS], "paho / cstrie", "pytrie / cstrie"],
+        [
+            "filters",
+            "matches/topic",
+            *[k for k in KINDS],
+            "paho / cstrie",
+            "pytrie / cstrie",
+            "dict-trie / cstrie",
+        ],
     )
     per_size: dict[str, dict[str, object]] = {}
     breakdown = Table(
@@ -82,12 +90,14 @@ def run(ctx: Context) -> Result:
         cs = stats["cstrie"]
         paho_ratio = stats["paho"].median / cs.median
         py_ratio = stats["pytrie"].median / cs.median
+        dict_ratio = stats["dict-trie"].median / cs.median
         table.add(
             fmt_size(n),
             f"{mean_matches:.2f}",
             *[f"{fmt_ns(stats[k].median)} [{fmt_ns(stats[k].iqr)}]" for k in KINDS],
             fmt_ratio(paho_ratio),
             fmt_ratio(py_ratio),
+            fmt_ratio(dict_ratio),
         )
         parts_ns = {
             "Python wrapper (Trie.lookup - engine call)": stats["cstrie"].median
@@ -111,6 +121,7 @@ def run(ctx: Context) -> Result:
             "paho_over_cstrie": paho_ratio,
             "paho_over_cstrie_paired": paired_ratio(stats["paho"], cs).to_dict(),
             "pytrie_over_cstrie": py_ratio,
+            "dict_trie_over_cstrie": dict_ratio,
             "engine_share_of_cstrie": stats["cstrie-engine"].median / cs.median,
         }
         if n == FLOOR_SIZE or (not standard and n == sizes[-1] and FLOOR_SIZE not in sizes):
@@ -151,11 +162,13 @@ def plot(res: Result, out: Path) -> list[Path]:
     ax.set_xticklabels([f"{int(s):,} filters" for s in sizes])
     ax.set_yscale("log")
     ax.set_ylabel("ns per lookup (median, log)")
-    ax.set_title("MQTT lookup: cstrie vs paho-mqtt vs PyTrie")
+    ax.set_title("MQTT lookup: cstrie vs paho-mqtt, PyTrie and the dict trie")
     ax.legend(fontsize=8)
     path = out / "lookup-vs-paho.png"
     save(fig, path)
     return [path]
 
 
-SCENARIO = Scenario(NAME, "cstrie vs paho-mqtt MQTTMatcher (and PyTrie) lookups", run, plot)
+SCENARIO = Scenario(
+    NAME, "cstrie vs paho-mqtt MQTTMatcher (and PyTrie, the dict trie) lookups", run, plot
+)

@@ -1,0 +1,341 @@
+"""``vs-dict``: cstrie against the trie users write by hand, and paho-mqtt.
+
+Issue "Lookups at C speed", item 7: users compare cstrie with a plain dict-per-level
+pure-Python trie (:class:`cstrie.classic.DictTrie`: no lock, no validation), so
+this scenario measures the issue's four floors, all MQTT:
+
+* ``random`` - 10,000 random 5-level filters over 30 words
+  (:func:`~cstrie.bench.workloads.random5_mqtt_filters`), subscriber ``i`` for
+  filter ``i``; topics fill a random filter's ``+``/``#`` with words.
+  Floor: paho / cstrie >= 10.
+* ``digits`` - the "Fast Topic Matching" article's 1,000 filters over three digit
+  levels (100 ``+/d/d``, 20 ``d/+/d``, 9 ``d/d/+``, 871 ``d/d/d``;
+  :func:`~cstrie.bench.workloads.digits_mqtt`); topics fill a random filter's
+  wildcard.  Floor: paho / cstrie >= 10.
+* ``iot`` - 20,000 IoT pairs (:func:`~cstrie.bench.workloads.iot_pairs`: sites x
+  devices x metrics, 10% wildcard filters, several subscribers per filter, ~13
+  matching subscribers per topic).  Floor: dict trie / cstrie >= 5.
+* ``sub+unsub`` - 50,000 IoT pairs subscribed into a fresh trie, then unsubscribed
+  in the same order.  Floor: dict trie / cstrie >= 2.
+
+Lookups: 2,000 topics per workload, batches of 32 (the next 32 each time), the
+matchers' batches interleaved round-robin in rotating order; the figure is the
+median ns per lookup.  paho is ``list(iter_match(topic))`` where each filter has
+one subscriber (random, digits) and the union of per-filter sets where it has
+several (iot: the ``paho-sets`` matcher).  Every matcher must give the same
+answers on every topic before anything is timed.
+
+Writes: per round, each trie (rotating order) is made fresh and the pairs are
+subscribed, then unsubscribed, in timed blocks of 500 with the GC paused; each
+phase's time is the sum over blocks of the block's median across rounds (a block
+the scheduler interrupted in one round does not count).
+
+``--sizes vs-dict=R[,I[,W]]`` sets the random filters, the IoT pairs and the
+write pairs (default 10k,20k,50k); ``--quick`` keeps the lookup sizes and writes
+10k pairs (that floor is then indicative).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cstrie.bench import matchers as mk
+from cstrie.bench.base import BenchError, Context, Floor, Result, Scenario, Table
+from cstrie.bench.format import fmt_ns, fmt_ratio, fmt_size
+from cstrie.bench.plots import save
+from cstrie.bench.timing import chunks, gc_paused, interleave, paired_ratio, rotating, summarize
+from cstrie.bench.workloads import (
+    digits_mqtt,
+    iot_pairs,
+    iot_topics,
+    random5_mqtt_filters,
+    random5_topics,
+)
+from cstrie.classic.dict_trie import DictTrie
+from cstrie.trie import Trie
+
+NAME = "vs-dict"
+DEFAULT = [10_000, 20_000, 50_000]  # random filters, IoT pairs, write pairs
+QUICK_WRITES = 10_000
+TOPICS = 2_000
+CHUNK = 32
+BLOCK = 500
+FLOOR_PAHO = 10.0
+FLOOR_DICT_LOOKUP = 5.0
+FLOOR_DICT_WRITES = 2.0
+#: the columns of the lookup table (paho is "paho" or "paho-sets", per workload)
+COLUMNS = ("paho", "dict-trie", "cstrie")
+WRITERS: dict[str, Callable[[], Any]] = {
+    "cstrie": lambda: Trie("mqtt"),
+    "dict-trie": lambda: DictTrie("mqtt"),
+}
+
+
+def _lookups(
+    ctx: Context,
+    label: str,
+    pairs: Sequence[tuple[str, Any]],
+    topics: list[str],
+    paho: str,
+    repeat: int,
+) -> dict[str, Any]:
+    """Build the three matchers, check they agree on every topic, time them."""
+    kinds = {"paho": paho, "dict-trie": "dict-trie", "cstrie": "cstrie"}
+    built: dict[str, mk.Matcher] = {}
+    build_s: dict[str, float] = {}
+    with ctx.progress.task(f"{NAME}: {label}: build 3 matchers", 1):
+        for col, kind in kinds.items():
+            m = mk.make(kind, "mqtt")
+            t0 = time.perf_counter()
+            m.add_all(pairs)
+            build_s[col] = time.perf_counter() - t0
+            built[col] = m
+    total = 0
+    for t in topics:
+        answers = {col: sorted(m.lookup(t)) for col, m in built.items()}
+        first = answers["cstrie"]
+        if any(a != first for a in answers.values()):
+            raise BenchError(f"{label}: matchers disagree on topic {t!r}: {answers}")
+        total += len(first)
+    parts = chunks(topics, CHUNK)
+    cases = {col: rotating([m.batch(p) for p in parts]) for col, m in built.items()}
+    with ctx.progress.task(f"{NAME}: {label}: time lookups", repeat) as task:
+        stats = interleave(cases, CHUNK, repeat=repeat, warmup=len(parts), tick=task.advance)
+    cs = stats["cstrie"]
+    return {
+        "filters": len({p for p, _ in pairs}),
+        "pairs": len(pairs),
+        "topics": len(topics),
+        "paho_kind": paho,
+        "mean_matches": total / len(topics),
+        "build_seconds": build_s,
+        "ns_per_lookup": {k: s.to_dict() for k, s in stats.items()},
+        "paho_over_cstrie": stats["paho"].median / cs.median,
+        "dict_over_cstrie": stats["dict-trie"].median / cs.median,
+        "paho_over_cstrie_paired": paired_ratio(stats["paho"], cs).to_dict(),
+        "dict_over_cstrie_paired": paired_ratio(stats["dict-trie"], cs).to_dict(),
+    }
+
+
+def _blocks(fn: Callable[[str, Any], object], pairs: Sequence[tuple[str, Any]]) -> list[float]:
+    """Call ``fn`` on every pair in blocks of BLOCK, GC paused; ns per block."""
+    clock = time.perf_counter_ns
+    out = []
+    with gc_paused():
+        for b in range(0, len(pairs), BLOCK):
+            block = pairs[b : b + BLOCK]
+            t0 = clock()
+            for p, s in block:
+                fn(p, s)
+            out.append(float(clock() - t0))
+    return out
+
+
+def _write_round(new: Callable[[], Any], pairs: Sequence[tuple[str, Any]]) -> list[list[float]]:
+    """Subscribe every pair into a fresh trie, then unsubscribe them in the same
+    order; ns per block of each phase.  The trie must be full, then empty."""
+    trie = new()
+    gc.collect()
+    subs = _blocks(trie.subscribe, pairs)
+    if len(trie) != len(pairs):
+        raise BenchError(f"{type(trie).__name__} holds {len(trie)} pairs, expected {len(pairs)}")
+    gc.collect()
+    unsubs = _blocks(trie.unsubscribe, pairs)
+    if len(trie) != 0:
+        raise BenchError(f"{type(trie).__name__} holds {len(trie)} pairs after unsubscribing")
+    del trie
+    gc.collect()
+    return [subs, unsubs]
+
+
+def _writes(ctx: Context, pairs: list[tuple[str, str]], repeat: int) -> dict[str, Any]:
+    names = list(WRITERS)
+    rounds: dict[str, list[list[list[float]]]] = {n: [] for n in names}
+    with ctx.progress.task(f"{NAME}: sub+unsub x {fmt_size(len(pairs))}", repeat) as task:
+        for n in names:  # warm-up, untimed
+            _write_round(WRITERS[n], pairs[: len(pairs) // 10 or 1])
+        for r in range(repeat):
+            k = r % len(names)
+            for n in names[k:] + names[:k]:
+                rounds[n].append(_write_round(WRITERS[n], pairs))
+            task.advance()
+    out: dict[str, Any] = {}
+    for n in names:
+        phases = []
+        for phase in (0, 1):
+            blocks = [
+                statistics.median(rd[phase][b] for rd in rounds[n])
+                for b in range(len(rounds[n][0][phase]))
+            ]
+            phases.append(sum(blocks) / 1e9)
+        per_round = [sum(rd[0]) / 1e9 + sum(rd[1]) / 1e9 for rd in rounds[n]]
+        out[n] = {
+            "subscribe_s": phases[0],
+            "unsubscribe_s": phases[1],
+            "total_s": phases[0] + phases[1],
+            "round_totals_s": summarize(per_round).to_dict(),
+        }
+    c, d = out["cstrie"], out["dict-trie"]
+    out["dict_over_cstrie"] = d["total_s"] / c["total_s"]
+    rc, rd = c["round_totals_s"]["samples"], d["round_totals_s"]["samples"]
+    out["dict_over_cstrie_per_round"] = summarize(
+        [b / a for a, b in zip(rc, rd, strict=True)]
+    ).to_dict()
+    out["pairs"], out["block"], out["rounds"] = len(pairs), BLOCK, repeat
+    return out
+
+
+def run(ctx: Context) -> Result:
+    sizes = list(ctx.sizes or [])
+    if len(sizes) > 3:
+        raise ValueError("vs-dict takes up to 3 sizes: random filters, IoT pairs, write pairs")
+    n_random, n_iot, n_writes = sizes + DEFAULT[len(sizes) :]
+    if ctx.quick and len(sizes) < 3:
+        n_writes = QUICK_WRITES
+    repeat = ctx.pick_repeat(1000, 150)
+    write_repeat = ctx.pick_repeat(7, 3)
+    res = Result(
+        NAME,
+        params={
+            "random_filters": n_random,
+            "iot_pairs": n_iot,
+            "write_pairs": n_writes,
+            "topics": TOPICS,
+            "batch": CHUNK,
+            "repeat": repeat,
+            "write_block": BLOCK,
+            "write_repeat": write_repeat,
+        },
+    )
+    filters = random5_mqtt_filters(ctx.rng(f"{NAME}:random"), n_random)
+    rng = ctx.rng(f"{NAME}:random-topics")
+    random_w = ([(f, i) for i, f in enumerate(filters)], random5_topics(rng, filters, TOPICS))
+    digits_w = digits_mqtt(ctx.rng(f"{NAME}:digits"), TOPICS)
+    iot_w = (iot_pairs(ctx.rng(f"{NAME}:iot"), n_iot), iot_topics(ctx.rng(f"{NAME}:iot-t"), TOPICS))
+    workloads: dict[str, tuple[str, Any, str]] = {
+        "random": (f"{fmt_size(n_random)} random 5-level filters", random_w, "paho"),
+        "digits": ("1k digit filters (article)", digits_w, "paho"),
+        "iot": (f"{fmt_size(n_iot)} IoT pairs", iot_w, "paho-sets"),
+    }
+    table = Table(
+        f"Lookup cost per topic (median ns, IQR in brackets), MQTT, {repeat} interleaved rounds",
+        ["workload", "filters", "matches/topic", *COLUMNS, "paho / cstrie", "dict-trie / cstrie"],
+    )
+    for key, (label, (pairs, topics), paho) in workloads.items():
+        d = _lookups(ctx, key, pairs, topics, paho, repeat)
+        res.data[key] = d
+        ns = d["ns_per_lookup"]
+        table.add(
+            label,
+            f"{d['filters']:,}",
+            f"{d['mean_matches']:.2f}",
+            *[f"{fmt_ns(ns[c]['median'])} [{fmt_ns(ns[c]['iqr'])}]" for c in COLUMNS],
+            fmt_ratio(d["paho_over_cstrie"]),
+            fmt_ratio(d["dict_over_cstrie"]),
+        )
+    res.tables.append(table)
+
+    w = _writes(ctx, iot_pairs(ctx.rng(f"{NAME}:writes"), n_writes), write_repeat)
+    res.data["writes"] = w
+    wt = Table(
+        f"Subscribe, then unsubscribe, {fmt_size(n_writes)} IoT pairs in a fresh trie "
+        f"(sum of per-block medians over {write_repeat} rounds)",
+        ["trie", "subscribe", "unsubscribe", "sub+unsub", "per pair", "time / cstrie"],
+    )
+    for n in WRITERS:
+        x = w[n]
+        wt.add(
+            n,
+            f"{x['subscribe_s']:.3f} s",
+            f"{x['unsubscribe_s']:.3f} s",
+            f"{x['total_s']:.3f} s",
+            fmt_ns(x["total_s"] * 1e9 / n_writes),
+            "-" if n == "cstrie" else fmt_ratio(x["total_s"] / w["cstrie"]["total_s"]),
+        )
+    res.tables.append(wt)
+
+    standard_sizes = dict(zip(("random", "iot", "writes"), DEFAULT, strict=True))
+    res.floors += [
+        Floor(
+            name="vs-dict-random-paho",
+            description=f"paho MQTTMatcher / cstrie lookup time, {fmt_size(n_random)} random "
+            "5-level MQTT filters",
+            measured=res.data["random"]["paho_over_cstrie"],
+            limit=FLOOR_PAHO,
+            kind="min",
+            standard=n_random == standard_sizes["random"],
+        ),
+        Floor(
+            name="vs-dict-digits-paho",
+            description="paho MQTTMatcher / cstrie lookup time, 1k three-digit filters (article)",
+            measured=res.data["digits"]["paho_over_cstrie"],
+            limit=FLOOR_PAHO,
+            kind="min",
+        ),
+        Floor(
+            name="vs-dict-iot-dict",
+            description=f"dict trie / cstrie lookup time, {fmt_size(n_iot)} IoT pairs",
+            measured=res.data["iot"]["dict_over_cstrie"],
+            limit=FLOOR_DICT_LOOKUP,
+            kind="min",
+            standard=n_iot == standard_sizes["iot"],
+        ),
+        Floor(
+            name="vs-dict-writes-dict",
+            description=f"dict trie / cstrie subscribe+unsubscribe time, {fmt_size(n_writes)} "
+            "IoT pairs",
+            measured=w["dict_over_cstrie"],
+            limit=FLOOR_DICT_WRITES,
+            kind="min",
+            standard=n_writes == standard_sizes["writes"],
+        ),
+    ]
+    res.notes.append(
+        "dict-trie is cstrie.classic.DictTrie, the dict-per-level trie a user writes "
+        "(no lock, no validation). paho is list(MQTTMatcher.iter_match(topic)) with one "
+        "subscriber per filter (random, digits) and the union of per-filter subscriber "
+        "sets on iot. Lookups: batches of 32 topics of 2,000, interleaved in rotating order."
+    )
+    return res
+
+
+def plot(res: Result, out: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 4), gridspec_kw={"width_ratios": [3, 1]})
+    keys = [k for k in ("random", "digits", "iot") if k in res.data]
+    width = 0.8 / len(COLUMNS)
+    for j, col in enumerate(COLUMNS):
+        ys = [res.data[k]["ns_per_lookup"][col]["median"] for k in keys]
+        ax.bar([i + j * width for i in range(len(keys))], ys, width, label=col)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(keys))])
+    ax.set_xticklabels(keys)
+    ax.set_ylabel("ns per lookup (median)")
+    ax.set_title("MQTT lookup", fontsize=10)
+    ax.legend(fontsize=8)
+    w = res.data["writes"]
+    names = list(WRITERS)
+    bx.bar(names, [w[n]["subscribe_s"] for n in names], label="subscribe")
+    bx.bar(
+        names,
+        [w[n]["unsubscribe_s"] for n in names],
+        bottom=[w[n]["subscribe_s"] for n in names],
+        label="unsubscribe",
+    )
+    bx.set_ylabel("seconds")
+    bx.set_title(f"{fmt_size(w['pairs'])} IoT pairs", fontsize=10)
+    bx.legend(fontsize=8)
+    fig.suptitle("cstrie vs the dict-per-level trie and paho-mqtt", fontsize=11)
+    path = out / "vs-dict.png"
+    save(fig, path)
+    return [path]
+
+
+SCENARIO = Scenario(
+    NAME, "cstrie vs a hand-written dict-per-level trie and paho (issue floors)", run, plot
+)
