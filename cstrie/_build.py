@@ -29,6 +29,7 @@ SOURCES = [
     "build.c",
     "numbering.c",
     "tables.c",
+    "hotpath_api.c",
 ]
 
 

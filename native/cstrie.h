@@ -220,6 +220,10 @@ int64_t cst_gather(const char *b, const int64_t *b_end, int64_t nb, const uint64
 int64_t cst_jsonl_scan(const char *body, int64_t len, int64_t n, char *pat, int64_t *pat_off,
                        uint64_t *refs, char *sub, int64_t *sub_end, uint8_t *sub_kind);
 
+/* The entry points of the CPython fast path: a const cst_hot_api *
+ * (hotpath_api.h), whose address the binding layer passes to cstrie._hotpath. */
+const void *cst_hot_api_table(void);
+
 /* Reclamation and allocator introspection (tests, stats). */
 int64_t cst_reclaim(void);           /* quiescent reclaim; returns objects still pending */
 void cst_thread_detach(void);        /* hand this thread's garbage over now */

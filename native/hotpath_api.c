@@ -1,0 +1,19 @@
+/*
+ * hotpath_api.c - the table of engine entry points handed to the CPython fast
+ * path (see hotpath_api.h).
+ */
+#include "hotpath_api.h"
+
+static const cst_hot_api table = {
+    .size = sizeof(cst_hot_api),
+    .version = CST_HOT_API_VERSION,
+    .lookup = cst_lookup,
+    .has_subscribers = cst_has_subscribers,
+    .match = cst_match,
+    .subscribe = cst_subscribe,
+    .unsubscribe = cst_unsubscribe,
+    .validate = cst_validate,
+    .is_readonly = cst_is_readonly,
+};
+
+const void *cst_hot_api_table(void) { return &table; }

@@ -1,0 +1,36 @@
+/*
+ * hotpath_api.h - the engine's entry points for the CPython fast path.
+ *
+ * The engine is compiled once, into the cffi module cstrie._native.  The
+ * hottest calls (lookups, subscribe, unsubscribe) come from a small CPython
+ * extension, cstrie._hotpath, which must call THE SAME engine instance: a
+ * second copy would have its own epochs, hash seed and allocator counters.
+ * So the engine publishes this table of function pointers
+ * (cst_hot_api_table()); the binding layer hands its address to the
+ * extension once at import (cstrie/_binding.py), and the extension checks
+ * `size` and `version` before using it.  Add members at the end only, and
+ * bump CST_HOT_API_VERSION when a signature changes.
+ */
+#ifndef CSTRIE_HOTPATH_API_H
+#define CSTRIE_HOTPATH_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cstrie.h"
+
+#define CST_HOT_API_VERSION 1
+
+typedef struct cst_hot_api {
+    uint32_t size;     /* sizeof(cst_hot_api) of the engine that made it */
+    uint32_t version;  /* CST_HOT_API_VERSION */
+    int64_t (*lookup)(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
+    int (*has_subscribers)(cst_trie *t, const char *topic, size_t len);
+    int (*match)(cst_trie *t, const char *topic, size_t len, cst_groups *out);
+    int (*subscribe)(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
+    int (*unsubscribe)(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
+    int64_t (*validate)(cst_trie *t, const char *s, size_t len, int is_pattern);
+    int (*is_readonly)(const cst_trie *t);
+} cst_hot_api;
+
+#endif
