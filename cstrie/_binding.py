@@ -1,29 +1,32 @@
 """The one thin layer over the compiled engine (``cstrie._native``).
 
 Everything that touches ``ffi``/``lib`` lives here; the public classes in
-:mod:`cstrie.trie` are built only on these functions.  :func:`check` is the single
-place where an engine status code becomes a Python exception.
+:mod:`cstrie.trie` are built only on these functions and on the fast path.
+:func:`raise_status` is the single place where an engine status code becomes a
+Python exception.
 
-Hot paths use :class:`ThreadCalls`: per-thread buffers and, on free-threaded
-CPython, per-thread cdata function pointers, because there a ``lib.f`` object or
-a buffer shared by every thread is a contended reference count (see
-docs/free-threading.md).  With the GIL the hot paths call ``lib.f`` directly:
-cffi's compiled direct call is much cheaper than a call through a function
-pointer, which goes through libffi.
+The hot calls (lookups, subscribe, unsubscribe) do not go through cffi: a cffi
+call builds an argument tuple, converts every argument, releases and re-takes
+the GIL and saves errno, which cost more than the lookup itself.  They go
+through ``cstrie._hotpath``, a small CPython extension (``native/hotpath/``)
+that calls the same engine instance: at import this module hands it the
+address of the engine's table of entry points (``cst_hot_api_table``) and
+:func:`raise_status`, so engine errors raise exactly what they raise here.
 """
 
 from __future__ import annotations
 
+import os
 import sysconfig
-import threading
 from array import array
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
+from cstrie import _hotpath
 from cstrie._native import ffi, lib
 from cstrie.dialect import Dialect
 
-__all__ = ["IdNumbering", "ThreadCalls", "check", "ffi", "lib", "native_dialect", "thread_calls"]
+__all__ = ["IdNumbering", "address", "check", "ffi", "lib", "native_dialect"]
 
 _VALIDATION = {
     lib.CST_EEMPTY,
@@ -130,40 +133,13 @@ def clear_take(handle: Any) -> Any:
     return ffi.gc(ptr, lib.cst_free)
 
 
-LOOKUP_SIG = "int64_t(*)(cst_trie *, const char *, size_t, uint64_t *, size_t)"
-HAS_SIG = "int(*)(cst_trie *, const char *, size_t)"
+def address(handle: Any) -> int:
+    """The engine handle's address, for the fast path (``Reader._bind``)."""
+    return int(ffi.cast("uintptr_t", handle))
 
 
 #: True on a free-threaded (``--disable-gil``) build of CPython.
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-
-
-class ThreadCalls(threading.local):
-    """Per-thread engine entry points and result buffers for the hot paths.
-
-    ``hot`` is ``(lookup, ids, cap)`` in one tuple, so a lookup reads one
-    thread-local attribute instead of three.
-    """
-
-    def __init__(self) -> None:
-        if FREE_THREADED:
-            self.lookup = ffi.cast(LOOKUP_SIG, ffi.addressof(lib, "cst_lookup"))
-            self.has = ffi.cast(HAS_SIG, ffi.addressof(lib, "cst_has_subscribers"))
-        else:
-            self.lookup = lib.cst_lookup
-            self.has = lib.cst_has_subscribers
-        self.cap = 256
-        self.ids = ffi.new("uint64_t[]", self.cap)
-        self.hot = (self.lookup, self.ids, self.cap)
-        self.groups = Groups(1024, 256, 64)
-
-    def grow(self, need: int) -> None:
-        cap = self.cap
-        while cap < need:
-            cap *= 2
-        self.ids = ffi.new("uint64_t[]", cap)
-        self.cap = cap
-        self.hot = (self.lookup, self.ids, self.cap)
 
 
 class Groups:
@@ -207,43 +183,19 @@ class Groups:
         return out
 
 
-_calls = ThreadCalls()
-
-
-def thread_calls() -> ThreadCalls:
-    """The calling thread's :class:`ThreadCalls`."""
-    return _calls
-
-
-def match_groups(handle: Any, data: bytes) -> list[tuple[bytes, list[int]]] | int:
-    """Run ``cst_match``; returns the groups, or a negative status."""
-    g = _calls.groups
-    while True:
-        r = lib.cst_match(handle, data, len(data), g.s)
-        if r != lib.CST_ETRUNC:
-            break
-        s = g.s
-        g.resize(
-            max(s.need_pat * 2, s.pat_cap),
-            max(s.need_ids * 2, s.ids_cap),
-            max(s.need_groups * 2, s.groups_cap),
-        )
-    if r < 0:
-        return int(r)
-    return g.read()
-
-
 def ids_call(fn: Any, handle: Any, data: bytes) -> list[int] | int:
-    """Run a ``(handle, bytes, len, out, cap)`` engine call that returns ids."""
-    calls = _calls
+    """Run a ``(handle, bytes, len, out, cap)`` engine call that returns ids
+    (not a hot path: a fresh buffer each time, so threads share none)."""
+    cap = 256
     while True:
-        n = fn(handle, data, len(data), calls.ids, calls.cap)
+        buf = ffi.new("uint64_t[]", cap)
+        n = fn(handle, data, len(data), buf, cap)
         if n < 0:
             return int(n)
-        if n <= calls.cap:
-            ids: list[int] = ffi.unpack(calls.ids, n)
+        if n <= cap:
+            ids: list[int] = ffi.unpack(buf, n)
             return ids
-        calls.grow(n)
+        cap = n
 
 
 class IdNumbering:
@@ -391,3 +343,10 @@ def dump(handle: Any) -> str:
     lib.cst_dump(handle, buf, n + 1)
     text: bytes = ffi.string(buf, n)
     return text.decode("utf-8", "replace")
+
+
+# The fast path calls this engine instance, and raises what raise_status does.
+_hotpath.bind_engine(address(lib.cst_hot_api_table()))
+_hotpath.configure(raise_status)
+# A fork child has one thread: locks other threads held at the fork are free.
+os.register_at_fork(after_in_child=_hotpath.after_fork_child)

@@ -41,22 +41,21 @@ from itertools import accumulate, compress
 from typing import Any
 
 from cstrie import _binding as nb
+from cstrie._hotpath import Reader, Writer
 from cstrie.dialect import Dialect, resolve_dialect
 from cstrie.matcher import Matcher
-from cstrie.registry import FREE, Counts, Registry
+from cstrie.registry import Counts, Registry
 
 __all__ = ["Snapshot", "Trie"]
 
-_calls = nb.thread_calls()
-_unpack = nb.ffi.unpack
 
-
-def _pair_counts(ids: Any, kept: Any, n: int, max_id: int) -> Counts:
-    """Pairs per subscriber id among the n pairs a bulk build kept (in C: a
-    Counter over a million ids would make a million Python ints)."""
+def _pair_counts(ids: Any, kept: Any, n: int, max_id: int) -> Iterable[tuple[int, int]]:
+    """(id, pairs) for every subscriber id among the n pairs a bulk build kept
+    (counted in C: a Counter over a million ids would make a million Python
+    ints)."""
     per_id = array("I", bytes(4 * (max_id + 1)))
     nb.check(nb.lib.cst_count_ids(ids, kept, n, nb.ffi.from_buffer("uint32_t[]", per_id), max_id))
-    return Counts(zip(compress(range(max_id + 1), per_id), compress(per_id, per_id), strict=True))
+    return list(zip(compress(range(max_id + 1), per_id), compress(per_id, per_id), strict=True))
 
 
 def _encode(text: object, what: str, dialect: Dialect) -> bytes:
@@ -75,10 +74,15 @@ def _encode(text: object, what: str, dialect: Dialect) -> bytes:
     return str(text).encode()
 
 
-class _Reader:
-    """Read methods shared by :class:`Trie` and :class:`Snapshot`."""
+class _ReadMethods:
+    """The read methods :class:`Trie` and :class:`Snapshot` share, beside the
+    hot ones their C base serves (``lookup``, ``has_subscribers``, ``match``,
+    ``lookup_many``: see ``cstrie._hotpath.Reader``).  The ``_*_slow`` methods
+    are where the C calls send what they do not handle themselves (a non-str
+    or a str subclass, text that does not encode): they give the same answers
+    and raise the same exceptions the Python layer always did."""
 
-    __slots__ = ("__weakref__", "_dialect", "_h", "_reg")
+    __slots__ = ()
 
     _h: Any
     _dialect: Dialect
@@ -89,143 +93,24 @@ class _Reader:
         """The :class:`~cstrie.Dialect` this trie matches with."""
         return self._dialect
 
-    # ---------------------------------------------------------------- lookups
-    def lookup(self, topic: str) -> list[Any]:
-        """Every subscriber whose pattern matches ``topic``, each once.
+    # ------------------------------------------------- slow paths of the C calls
+    def _lookup_slow(self, topic: object) -> list[Any]:
+        return self._lookup_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
 
-        Raises ``TypeError`` for a non-str and ``ValueError`` for a topic the
-        dialect rejects.  Lock-free.
+    def _has_slow(self, topic: object) -> bool:
+        return self._has_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
 
-        >>> t = Trie("mqtt"); t.subscribe("a/+", 1); t.lookup("a/b")
-        True
-        [1]
-        """
-        if type(topic) is str and topic.isascii():
-            data = topic.encode()  # the common case, without a call
-        else:
-            data = _encode(topic, "topic", self._dialect)
-        fn, ids, cap = _calls.hot
-        reg = self._reg
-        seen = reg.freed
-        n = fn(self._h, data, len(data), ids, cap)
-        # The common cases, straight through (Registry.stable, inlined); anything
-        # else (a buffer too small, an error, an id freed meanwhile) goes to
-        # _lookup_again.
-        if 1 < n <= cap:
-            out = list(map(reg.objects.__getitem__, _unpack(ids, n)))
-            if reg.freed == seen:
-                return out
-        elif n == 1:
-            out = [reg.objects[ids[0]]]
-            if reg.freed == seen:
-                return out
-        elif n == 0:
-            return []
-        return self._lookup_again(topic, data)
+    def _match_slow(self, topic: object) -> list[tuple[str, Any]]:
+        return self._match_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
 
-    def _lookup_again(self, topic: str, data: bytes) -> list[Any]:
-        """:meth:`lookup` after a first answer it could not use."""
-        calls = _calls
-        objects = self._reg.objects
-
-        def read() -> tuple[int, list[Any] | None]:
-            n = calls.lookup(self._h, data, len(data), calls.ids, calls.cap)
-            if n < 0:
-                nb.raise_status(n, self._dialect, "topic", topic)
-            if n > calls.cap:
-                return n, None
-            return n, list(map(objects.__getitem__, _unpack(calls.ids, n)))
-
-        while True:
-            n, out = self._reg.stable(read)
-            if out is not None:
-                return out
-            calls.grow(n)
-
-    def has_subscribers(self, topic: str) -> bool:
-        """True when at least one pattern matches ``topic`` (stops at the first)."""
-        data = _encode(topic, "topic", self._dialect)
-        r = _calls.has(self._h, data, len(data))
-        if r < 0:
-            nb.raise_status(r, self._dialect, "topic", topic)
-        return bool(r)
-
-    def match(self, topic: str) -> list[tuple[str, Any]]:
-        """The matching (pattern, subscriber) pairs for ``topic``."""
-        data = _encode(topic, "topic", self._dialect)
-        objs = self._reg.objects
-
-        def read() -> list[tuple[str, Any]]:
-            groups = nb.match_groups(self._h, data)
-            if isinstance(groups, int):
-                nb.raise_status(groups, self._dialect, "topic", topic)
-            out: list[tuple[str, Any]] = []
-            for pat, ids in groups:
-                p = pat.decode()
-                out.extend((p, objs[i]) for i in ids)
-            return out
-
-        return self._reg.stable(read)
-
-    def lookup_many(self, topics: Iterable[str]) -> list[list[Any]]:
-        """``[self.lookup(t) for t in topics]`` in one engine call per chunk.
-
-        Each row is answered by one walk of the trie (never split between two
-        states of a trie that changes meanwhile)."""
-        topics = list(topics)
-        encoded = [_encode(t, "topic", self._dialect) for t in topics]
-        n = len(encoded)
-        if n == 0:
-            return []
-        data = b"".join(encoded)
-        offsets = nb.ffi.new("int64_t[]", [0, *accumulate(len(e) for e in encoded)])
-        status = nb.ffi.new("int8_t[]", n)
-        cap = max(1024, 4 * n)
-        bufs = [nb.ffi.new("int64_t[]", cap), nb.ffi.new("uint64_t[]", cap)]
-        next_row = nb.ffi.new("int64_t *")
-        next_skip = nb.ffi.new("uint64_t *")
-        need = nb.ffi.new("size_t *")
-        out: list[list[Any]] = [[] for _ in range(n)]
-        objs = self._reg.objects
-        row = 0
-
-        def chunk() -> tuple[list[int], list[Any]]:
-            """One engine call from ``row``: the rows and objects it found."""
-            rows, ids = bufs
-            got = nb.lib.cst_lookup_batch(
-                self._h, data, offsets, 1, nb.ffi.NULL, 0, n, row, 0, rows, ids, len(ids),
-                next_row, next_skip, need, status,
-            )
-            if got == nb.lib.CST_ETRUNC:
-                return [], []  # one row alone needs bigger buffers (need)
-            nb.check(got)
-            found_rows = nb.ffi.unpack(rows, got)
-            if next_skip[0]:
-                # A snapshot split row next_row between calls: keep the rows
-                # before it, and ask for that row again with bigger buffers.
-                got = found_rows.index(next_row[0])
-                del found_rows[got:]
-                need[0] = 2 * len(ids)
-            return found_rows, list(map(objs.__getitem__, nb.ffi.unpack(ids, got)))
-
-        while row < n:
-            # Each chunk is one read (Registry.stable): repeated from the same
-            # row when an id was freed while it ran.
-            found_rows, found = self._reg.stable(chunk)
-            if need[0] > len(bufs[1]):  # one row alone needs bigger buffers
-                bufs = [nb.ffi.new("int64_t[]", need[0]), nb.ffi.new("uint64_t[]", need[0])]
-                need[0] = 0
-            for r, obj in zip(found_rows, found, strict=True):
-                out[r].append(obj)
-            row = next_row[0]
-        for r in range(n):
-            if status[r] < 0:
-                nb.raise_status(status[r], self._dialect, "topic", topics[r])
-        return out
+    def _lookup_many_slow(self, topics: list[object]) -> list[list[Any]]:
+        encoded = [_encode(t, "topic", self._dialect) for t in topics]  # types first
+        lookup = self._lookup_utf8  # type: ignore[attr-defined]
+        return [lookup(data, t) for data, t in zip(encoded, topics, strict=True)]
 
     def subscribers(self, pattern: str) -> list[Any]:
         """The subscribers of exactly ``pattern`` (wildcards taken literally as
-        pattern words, not expanded)."""
+        pattern words, not expanded).  O(w + s) for s subscribers."""
         data = _encode(pattern, "pattern", self._dialect)
         objs = self._reg.objects
 
@@ -330,9 +215,8 @@ class _Reader:
         return nb.dump(self._h)
 
     def matcher(self) -> Matcher:
-        """A :class:`~cstrie.matcher.Matcher` for the calling thread: the same
-        lookups with no shared Python object on the hot path (create one per
-        thread; see docs/free-threading.md)."""
+        """A :class:`~cstrie.matcher.Matcher` for the calling thread: this
+        trie's lookup methods, bound once (see docs/free-threading.md)."""
         return Matcher(self)
 
     def snapshot(self) -> Snapshot:
@@ -346,7 +230,7 @@ class _Reader:
         return Snapshot._make(handle, self._dialect, self._reg, token)
 
 
-class Snapshot(_Reader):
+class Snapshot(_ReadMethods, Reader):
     """A read-only, consistent view of a :class:`Trie` at one moment.
 
     Has every read method of :class:`Trie`, ``len`` and iteration.  Taking one is
@@ -360,10 +244,8 @@ class Snapshot(_Reader):
 
     @classmethod
     def _make(cls, handle: Any, dialect: Dialect, reg: Registry, token: int) -> Snapshot:
-        self = object.__new__(cls)
-        self._h = handle
-        self._dialect = dialect
-        self._reg = reg
+        self = Reader.__new__(cls)
+        self._bind(handle, nb.address(handle), dialect, reg, None)
         weakref.finalize(self, reg.unpin, token)
         return self
 
@@ -376,8 +258,8 @@ class Snapshot(_Reader):
             self._reg.new_counts(self._counts_from_scan()),
         )
 
-    def _counts_from_scan(self) -> Counts:
-        counts = Counts()
+    def _counts_from_scan(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
         for _, subs in self._groups():
             for s in subs:
                 i = self._reg.existing_id(s)
@@ -389,7 +271,7 @@ class Snapshot(_Reader):
         return f"<cstrie.Snapshot dialect={self._dialect.name} pairs={len(self)}>"
 
 
-class Trie(_Reader):
+class Trie(_ReadMethods, Writer):
     """A concurrent subscription trie: topic patterns -> subscribers.
 
     ``dialect`` is ``"amqp"`` (default), ``"mqtt"``, ``"nats"`` or a
@@ -398,14 +280,17 @@ class Trie(_Reader):
     lookups take no lock.
     """
 
-    __slots__ = ("_counts",)
+    __slots__ = ()
+
+    _counts: Counts
 
     def __init__(self, dialect: str | Dialect = "amqp") -> None:
-        self._dialect = resolve_dialect(dialect)
-        self._h = nb.new_trie(self._dialect)
-        self._reg = Registry()
-        self._counts = self._reg.new_counts()
-        weakref.finalize(self, self._reg.drop_handle, self._counts.serial)
+        d = resolve_dialect(dialect)
+        handle = nb.new_trie(d)
+        reg = Registry()
+        counts = reg.new_counts()
+        self._bind(handle, nb.address(handle), d, reg, counts)
+        weakref.finalize(self, reg.drop_handle, counts.serial)
 
     @classmethod
     def from_pairs(
@@ -489,34 +374,20 @@ class Trie(_Reader):
 
     @classmethod
     def _make(cls, handle: Any, dialect: Dialect, reg: Registry, counts: Counts) -> Trie:
-        self = object.__new__(cls)
-        self._h = handle
-        self._dialect = dialect
-        self._reg = reg
-        self._counts = counts
+        self = Writer.__new__(cls)
+        self._bind(handle, nb.address(handle), dialect, reg, counts)
         weakref.finalize(self, reg.drop_handle, counts.serial)
         return self
 
-    def subscribe(self, pattern: str, subscriber: Hashable) -> bool:
-        """Add the pair; True if it was new.
-
-        Raises ``TypeError`` (non-str pattern, unhashable subscriber) or
-        ``ValueError`` (pattern invalid in the dialect), leaving the trie as it was.
-        """
+    # subscribe() and unsubscribe() are served by the C base (Writer); these are
+    # where it sends call forms and text it does not handle itself.
+    def _subscribe_slow(self, pattern: str, subscriber: Hashable) -> bool:
         data = _encode(pattern, "pattern", self._dialect)
-        reg = self._reg
-        with reg.lock_for(subscriber):
-            i = reg.id_for(subscriber)
-            r = nb.lib.cst_subscribe(self._h, data, len(data), i)
-            if r < 0:
-                if i not in self._counts:
-                    reg.forget_unused(i, subscriber)
-                nb.raise_status(r, self._dialect, "pattern", pattern)
-            if r:
-                reg.added(self._counts, i)
-            elif i not in self._counts:
-                reg.forget_unused(i, subscriber)
-        return bool(r)
+        return self._subscribe_utf8(data, pattern, subscriber)  # type: ignore[attr-defined, no-any-return]
+
+    def _unsubscribe_slow(self, pattern: str, subscriber: Hashable) -> bool:
+        data = _encode(pattern, "pattern", self._dialect)
+        return self._unsubscribe_utf8(data, pattern, subscriber)  # type: ignore[attr-defined, no-any-return]
 
     def subscribe_many(self, pairs: Iterable[tuple[str, Hashable]]) -> int:
         """Subscribe many (pattern, subscriber) pairs in one engine call per chunk.
@@ -537,9 +408,11 @@ class Trie(_Reader):
         for _, sub in items:
             hash(sub)
         reg = self._reg
+        counts = self._counts
         added_total = 0
         with reg.all_locks():
             ids = [reg.id_for(sub) for _, sub in items]
+            owner = dict(zip(ids, (sub for _, sub in items), strict=True))
             chunk = 65536
             for start in range(0, len(items), chunk):
                 part = encoded[start : start + chunk]
@@ -561,38 +434,15 @@ class Trie(_Reader):
                 )
                 for k in range(done):
                     if results[k]:
-                        reg.added(self._counts, pids[k])
+                        reg.added(counts, pids[k], owner[pids[k]])
                 added_total += added[0]
                 if status[0] < 0:
-                    for i in set(ids):
-                        if i not in self._counts:
-                            reg.forget_unused(i, reg.objects[i])
+                    for i, sub in owner.items():
+                        reg.forget_unused(counts, i, sub)
                     nb.raise_status(status[0], d, "pattern", items[start + done][0])
-            for i in set(ids):
-                if i not in self._counts:
-                    reg.forget_unused(i, reg.objects[i])
+            for i, sub in owner.items():
+                reg.forget_unused(counts, i, sub)  # ids that got no new pair here
         return added_total
-
-    def unsubscribe(self, pattern: str, subscriber: Hashable) -> bool:
-        """Remove the pair; True if it was there."""
-        data = _encode(pattern, "pattern", self._dialect)
-        reg = self._reg
-        with reg.lock_for(subscriber):
-            i = reg.existing_id(subscriber)
-            if i is None:
-                nb.check(
-                    nb.lib.cst_validate(self._h, data, len(data), 1),
-                    self._dialect,
-                    "pattern",
-                    pattern,
-                )
-                return False
-            r = nb.lib.cst_unsubscribe(self._h, data, len(data), i)
-            if r < 0:
-                nb.raise_status(r, self._dialect, "pattern", pattern)
-            if r:
-                reg.removed(self._counts, i, subscriber)
-        return bool(r)
 
     def clear(self) -> None:
         """Remove every subscription (atomically: one snapshot's worth)."""
@@ -602,15 +452,7 @@ class Trie(_Reader):
             groups = nb.iterate(cleared)
             if nb.check(nb.lib.cst_clear_if(self._h, cleared)):
                 break
-        reg = self._reg
-        for _, ids in groups:
-            for i in ids:
-                obj = reg.get(i)
-                if obj is FREE:
-                    continue
-                with reg.lock_for(obj):
-                    if i in self._counts:
-                        reg.removed(self._counts, i, obj)
+        self._reg.removed_ids(self._counts, (i for _, ids in groups for i in ids))
 
     def _distinct_subscribers(self) -> int:
         return len(self._counts)

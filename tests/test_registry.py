@@ -8,9 +8,11 @@
    never returns the other subscriber.  After ``MAX_ATTEMPTS`` such races it
    runs once holding the slot lock, where no id can be freed.
 
-The races of rule 4 are replayed deterministically: a wrapper around the
-engine call runs "the other thread's" unsubscribe and subscribe right after
-the engine has answered (in the same thread: the lookup holds no lock then).
+The races of rule 4 are replayed deterministically: the fast path's race hook
+(``Reader._set_race_hook``, for tests) runs "the other thread's" unsubscribe
+and subscribe right after the engine has answered and before the ids are
+mapped (in the same thread: the lookup holds no lock then); the Python reads
+(``subscribers``) are raced by wrapping their engine call.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _reuse_race(trie: Trie, undo: bool = False) -> Callable[[], None]:
 
     def race() -> None:
         reg = trie._reg
-        if reg._slot_lock.locked():  # the read runs under the slot lock: no frees
+        if reg._slot_lock_held():  # the read runs under the slot lock: no frees
             return
         x_id = reg.existing_id("x")
         trie.unsubscribe("a.b", "x")
@@ -119,87 +121,93 @@ def test_last_handle_gone_frees_every_slot() -> None:
 
 
 # ----------------------------------------------------------------- rule 4
-def test_lookup_never_names_the_subscriber_that_took_a_freed_id(monkeypatch: Any) -> None:
+def _hook_first(trie: Trie, race: Callable[[], None]) -> list[int]:
+    """Set a race hook that runs ``race`` after the first engine answer of a
+    read; returns the list of attempts the hook saw."""
+    attempts: list[int] = []
+
+    def hook(attempt: int) -> None:
+        attempts.append(attempt)
+        if len(attempts) == 1:
+            race()
+
+    trie._set_race_hook(hook)
+    return attempts
+
+
+def test_lookup_never_names_the_subscriber_that_took_a_freed_id() -> None:
     trie = _racy_trie()
-    race = _reuse_race(trie)
-    fn, ids, cap = trie_module._calls.hot
-    racing = _race_after_first(fn, race)
-    monkeypatch.setattr(trie_module._calls, "hot", (racing, ids, cap))
+    attempts = _hook_first(trie, _reuse_race(trie))
     got = trie.lookup("a.b")
-    monkeypatch.undo()
-    # The first answer named x's id, which now names y: the lookup asks again
-    # (through the slow path), after x left.
+    trie._set_race_hook(None)
+    # The first answer named x's id, which now names y: the lookup asks again,
+    # after x left.
     assert got == []
-    assert racing.answers == [1]
+    assert attempts == [0, 1]
 
 
-def test_lookup_gives_up_racing_and_reads_under_the_slot_lock(monkeypatch: Any) -> None:
+def test_lookup_gives_up_racing_and_reads_under_the_slot_lock() -> None:
     trie = _racy_trie()
     race = _reuse_race(trie, undo=True)
-    calls = trie_module._calls
-    real = calls.lookup
     seen: list[bool] = []
 
-    def racing(*args: Any) -> int:
-        n: int = real(*args)
-        seen.append(trie._reg._slot_lock.locked())
+    def hook(attempt: int) -> None:
+        seen.append(trie._reg._slot_lock_held())
         race()
-        return n
 
-    _fn, ids, cap = calls.hot
-    monkeypatch.setattr(calls, "hot", (racing, ids, cap))
-    monkeypatch.setattr(calls, "lookup", racing)
+    trie._set_race_hook(hook)
     got = trie.lookup("a.b")
-    monkeypatch.undo()
+    trie._set_race_hook(None)
     assert got == ["x"]
     # every unlocked attempt lost its race; the last one ran under the lock
-    assert seen == [False] * (MAX_ATTEMPTS + 1) + [True]
+    assert seen == [False] * MAX_ATTEMPTS + [True]
 
 
-def test_match_and_subscribers_repeat_after_a_reused_id(monkeypatch: Any) -> None:
+def test_match_repeats_after_a_reused_id() -> None:
     trie = _racy_trie()
-    race = _reuse_race(trie)
-    groups = _race_after_first(nb.match_groups, race)
-    ids_call = _race_after_first(nb.ids_call, race)
-    monkeypatch.setattr(trie_module.nb, "match_groups", groups)
-    monkeypatch.setattr(trie_module.nb, "ids_call", ids_call)
+    attempts = _hook_first(trie, _reuse_race(trie))
     assert trie.match("a.b") == []
-    trie.unsubscribe("other", "y")
-    trie.subscribe("a.b", "x")
+    assert attempts == [0, 1]
+
+
+def test_subscribers_repeats_after_a_reused_id(monkeypatch: Any) -> None:
+    trie = _racy_trie()
+    ids_call = _race_after_first(nb.ids_call, _reuse_race(trie))
+    monkeypatch.setattr(trie_module.nb, "ids_call", ids_call)
     assert trie.subscribers("a.b") == []
-    assert len(groups.answers) == 2 and len(ids_call.answers) == 2  # each asked again
+    assert len(ids_call.answers) == 2  # asked again
 
 
 def test_matcher_lookup_repeats_after_a_reused_id() -> None:
     trie = _racy_trie()
-    race = _reuse_race(trie)
-    m = trie.matcher()
-    racing = _race_after_first(m._lookup, race)
-    m._lookup = racing
-    assert m.lookup("a.b") == []
-    assert len(racing.answers) == 2
+    attempts = _hook_first(trie, _reuse_race(trie))
+    assert trie.matcher().lookup("a.b") == []
+    assert attempts == [0, 1]
 
 
-def test_lookup_many_repeats_a_chunk_after_a_reused_id(monkeypatch: Any) -> None:
+def test_lookup_many_repeats_a_row_after_a_reused_id() -> None:
     trie = _racy_trie()
     trie.subscribe("c", "z")
-    race = _reuse_race(trie)
-    fired: list[int] = []
-    real = Registry.stable
-
-    def stable(reg: Registry, read: Callable[[], Any]) -> Any:
-        def racing() -> Any:
-            out = read()
-            if not fired:
-                fired.append(1)
-                race()
-            return out
-
-        return real(reg, racing)
-
-    monkeypatch.setattr(Registry, "stable", stable)
+    attempts = _hook_first(trie, _reuse_race(trie))
     assert trie.lookup_many(["a.b", "c", "a.b"]) == [[], ["z"], []]
-    assert fired == [1]
+    assert attempts[:2] == [0, 1]  # the first row was asked again
+
+
+def test_snapshot_reads_keep_their_ids_through_the_race() -> None:
+    """Rule 3: a snapshot's ids cannot be freed while it is open, so the same
+    race changes nothing in its answer."""
+    trie = _racy_trie()
+    snap = trie.snapshot()
+
+    def race() -> None:
+        x_id = trie._reg.existing_id("x")
+        trie.unsubscribe("a.b", "x")
+        trie.subscribe("other", "y")
+        assert trie._reg.existing_id("y") != x_id  # the snapshot keeps x's slot
+
+    attempts = _hook_first(snap, race)
+    assert snap.lookup("a.b") == ["x"]
+    assert attempts == [0]  # no id was freed: the first answer stands
 
 
 @pytest.mark.parametrize("n", [1, 3])

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -234,16 +235,25 @@ def test_concurrent_snapshots_hold_a_prefix(kind: str) -> None:
     trie = Trie()
     n = 1500
     done = threading.Event()
+    start = threading.Barrier(3)
     seen: list[int] = []
 
     def writer() -> None:
+        # The updates are C calls that never release the GIL, so with the GIL
+        # the writer could finish within one switch interval: it starts with the
+        # takers and yields every few updates, so that snapshots overlap it.
+        start.wait()
         try:
             for k in range(n):
                 trie.subscribe(f"seq.{k % 10}.{k}", k)
                 trie.subscribe("fan", k)
+                if k % 50 == 0:
+                    time.sleep(0)
             for k in range(n):
                 trie.unsubscribe(f"seq.{k % 10}.{k}", k)
                 trie.unsubscribe("fan", k)
+                if k % 50 == 0:
+                    time.sleep(0)
         finally:
             done.set()
 
@@ -254,6 +264,7 @@ def test_concurrent_snapshots_hold_a_prefix(kind: str) -> None:
         return adding or removing
 
     def taker() -> None:
+        start.wait()
         while not done.is_set():
             view: Any = trie.snapshot() if kind == "snapshot" else trie.copy()
             # Read at the engine level (patterns carry k; "fan" is counted), so that

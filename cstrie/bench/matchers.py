@@ -134,15 +134,17 @@ class CstrieManyMatcher(CstrieMatcher):
 
 
 class CstrieEngineMatcher(CstrieMatcher):
-    """The engine call alone: encode once up front, no id -> object mapping."""
+    """The engine call alone, through cffi: encode once up front, no id ->
+    object mapping (a diagnostic: Trie.lookup goes through the fast path, not
+    cffi)."""
 
     name = "cstrie-engine"
 
     def batch(self, topics: Sequence[str]) -> Callable[[], object]:
         from cstrie import _binding as nb
 
-        calls = nb.thread_calls()
-        fn, h, ids, cap = calls.lookup, self.trie._h, calls.ids, calls.cap
+        cap = 4096
+        fn, h, ids = nb.lib.cst_lookup, self.trie._h, nb.ffi.new("uint64_t[]", cap)
         encoded = [t.encode() for t in topics]
 
         def run() -> None:

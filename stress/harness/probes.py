@@ -87,7 +87,8 @@ def probe_engine_lookup(shared: Any, k: int) -> Callable[[], None]:
     from cstrie import _binding as nb
 
     h = nb.ffi.cast("cst_trie *", shared._h)
-    f = nb.ffi.cast(nb.LOOKUP_SIG, nb.ffi.addressof(nb.lib, "cst_lookup"))
+    sig = "int64_t(*)(cst_trie *, const char *, size_t, uint64_t *, size_t)"
+    f = nb.ffi.cast(sig, nb.ffi.addressof(nb.lib, "cst_lookup"))
     buf = nb.ffi.new("uint64_t[]", 256)
     datas = [t.encode() for t in _topics(k)]
 

@@ -98,6 +98,9 @@ class _Sized:
         # up would find it in the CPU caches
         other = scale_topics(rng, n, LOOKUP_TOPICS)
         self.encoded_batches = chunks([t.encode() for t in other], LOOKUP_BATCH)
+        from cstrie import _binding as nb
+
+        self._engine_ids = nb.ffi.new("uint64_t[]", 4096)
         self.hot = topics[:LOOKUP_BATCH]
         self.bulk_batches = chunks(scale_topics(rng, n, LOOKUP_TOPICS), LOOKUP_BATCH)
         self.write_batches = chunks(scale_extra_pairs(rng, n, WRITES, first_id=n), WRITE_BATCH)
@@ -122,8 +125,8 @@ class _Sized:
     def lookup_engine(self) -> None:
         from cstrie import _binding as nb
 
-        calls = nb.thread_calls()
-        fn, h, ids, cap = calls.lookup, self.trie._h, calls.ids, calls.cap
+        cap = 4096
+        fn, h, ids = nb.lib.cst_lookup, self.trie._h, self._engine_ids
         for d in self.encoded_batches[self.round % len(self.encoded_batches)]:
             fn(h, d, len(d), ids, cap)
 

@@ -1,0 +1,146 @@
+/*
+ * hotpath.h - the CPython fast path (module cstrie._hotpath): shared types.
+ *
+ * Layers, each one file:
+ *   module.c    - the module: binds the engine table (hotpath_api.h), the
+ *                 Python callables the slow paths and errors go through, fork
+ *                 handling;
+ *   registry.c  - Registry and Counts: subscriber objects <-> engine ids and
+ *                 the per-handle pair counts (the rules are in
+ *                 cstrie/registry.py's docstring);
+ *   reader.c    - Reader and Writer, the C bases of cstrie.Snapshot and
+ *                 cstrie.Trie: lookup, has_subscribers, match, lookup_many,
+ *                 subscribe, unsubscribe.
+ * The engine itself never touches Python objects; only this extension does,
+ * with the GIL held on ordinary builds (no call here releases it: each takes
+ * about a microsecond) and through the thread-safe 3.13 APIs on free-threaded
+ * ones.  Any input the fast path does not handle (a str subclass, text that
+ * does not encode, an engine error) goes to the Python layer, which stays the
+ * single source of error messages (cstrie._binding.raise_status).
+ */
+#ifndef CSTRIE_HOTPATH_H
+#define CSTRIE_HOTPATH_H
+
+#include "compat.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "hotpath_api.h"
+
+/* Registry rule 4: how often a read of a live trie is repeated while ids are
+ * freed under it before it runs holding the slot lock. */
+#define MAX_ATTEMPTS 64
+/* Subscriber stripes: the lock of a subscriber is stripes[hash % STRIPES]. */
+#define STRIPES 64
+
+extern const cst_hot_api *cst_engine;  /* module.c: set once at import */
+extern PyObject *cst_FREE;             /* the content of a free id slot */
+
+/* -------------------------------------------------------------- id maps */
+/* An open-addressing map from id (never 0) to a count. */
+typedef struct idcount {
+    uint64_t id;               /* 0 = empty slot */
+    int64_t count;
+} idcount;
+
+typedef struct idmap {
+    idcount *slots;
+    size_t cap;                /* 0 or a power of two */
+    size_t used;
+} idmap;
+
+int64_t idmap_get(const idmap *m, uint64_t id);          /* 0 when absent */
+int idmap_add(idmap *m, uint64_t id, int64_t delta);     /* -1: no memory */
+int idmap_reserve(idmap *m);                             /* room for one more id */
+void idmap_clear(idmap *m);
+
+/* An open-addressing map from a registered subscriber object (by address)
+ * to its id: the registry's identity fast path (registry.c, "ids"). */
+typedef struct ptrid {
+    PyObject *obj;             /* NULL = empty slot */
+    uint64_t id;
+} ptrid;
+
+typedef struct ptrmap {
+    ptrid *slots;
+    size_t cap;                /* 0 or a power of two */
+    size_t used;
+} ptrmap;
+
+/* ---------------------------------------------------------------- Counts */
+/* The (pattern, subscriber) pairs a writable handle holds, per id.  Part s
+ * holds the ids of the subscribers of stripe s and changes only under
+ * stripes[s] (registry rule 2), so the map needs no lock of its own. */
+typedef struct Counts {
+    PyObject_HEAD
+    int64_t serial;
+    idmap part[STRIPES];
+} Counts;
+
+extern PyTypeObject Counts_Type;
+
+/* -------------------------------------------------------------- Registry */
+typedef struct Registry {
+    PyObject_HEAD
+    PyObject *ids;             /* dict: subscriber -> int id */
+    PyObject *objects;         /* list: id -> subscriber, cst_FREE where unused */
+    _Atomic int64_t *freed;    /* ids freed so far (rule 4), own cache line */
+    void *freed_block;
+    uint64_t *free_slots;      /* freed ids for reuse, last in first out */
+    size_t nfree, free_cap;
+    cst_mutex slot_lock;       /* objects, free_slots and freed change under it */
+    cst_mutex stripes[STRIPES];
+    ptrmap known[STRIPES];     /* registered object -> id, under its stripe lock */
+    cst_mutex meta;            /* pins, deaths, handles */
+    int64_t seq;
+    int64_t *pins;             /* open pin tokens, ascending */
+    size_t npins, pins_cap;
+    idmap died;                /* id -> seq of its death while pins were open */
+    Counts **handles;          /* the live writable handles' counts (owned refs) */
+    size_t nhandles, handles_cap;
+    int64_t next_serial;
+    PyObject *weakreflist;
+    struct Registry *fork_prev, *fork_next; /* every registry, for the fork child */
+} Registry;
+
+extern PyTypeObject Registry_Type;
+
+/* The C API the readers and writers use (registry.c). */
+int reg_stripe(PyObject *obj, Py_ssize_t *stripe);
+/* Under obj's stripe lock: */
+int64_t reg_id_for(Registry *r, Py_ssize_t stripe, PyObject *obj);
+int64_t reg_id_of(Registry *r, Py_ssize_t stripe, PyObject *obj);  /* 0: none; -1 error */
+/* Without a lock (the dict alone): */
+int64_t reg_existing_id(Registry *r, PyObject *obj);         /* 0: none; -1 error */
+int reg_added(Counts *c, Py_ssize_t stripe, uint64_t id);    /* under the stripe */
+int reg_removed(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObject *obj);
+int reg_maybe_dead(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObject *obj);
+static inline int64_t reg_freed(Registry *r)
+{
+    /* acquire: a slot read after this load is not older than the count
+     * (pairs with the seq_cst increment that precedes a slot's change). */
+    return atomic_load_explicit(r->freed, memory_order_acquire);
+}
+void registry_after_fork_child(void);
+int registry_module_init(PyObject *m);
+
+/* ---------------------------------------------------------------- Reader */
+typedef struct Reader {
+    PyObject_HEAD
+    cst_trie *h;               /* the engine handle ... */
+    PyObject *handle;          /* ... owned by this cffi cdata (ffi.gc) */
+    PyObject *dialect;
+    Registry *reg;
+    Counts *counts;            /* writable handles only */
+    PyObject *race_hook;       /* tests: runs after each engine answer */
+    PyObject *weakreflist;
+} Reader;
+
+extern PyTypeObject Reader_Type, Writer_Type;
+int reader_module_init(PyObject *m);
+
+/* module.c: the Python side of errors and slow paths. */
+PyObject *raise_status(Reader *self, int64_t status, const char *what, PyObject *text);
+
+#endif

@@ -1,0 +1,750 @@
+/*
+ * reader.c - Reader and Writer: the C bases of cstrie.Snapshot and
+ * cstrie.Trie, holding the engine handle and serving the hot calls.
+ *
+ * A lookup here is: the topic's UTF-8 (in place for ASCII), one direct call
+ * into the engine (no argument tuple, no GIL release, no errno), ids into a
+ * buffer on the C stack, and ids mapped to subscriber objects through the
+ * registry's list under registry rule 4 (read `freed`, ask, map, read `freed`
+ * again; repeat if it moved; after MAX_ATTEMPTS hold the slot lock).  Nothing
+ * is allocated but the result list in the common case.
+ *
+ * What the fast path does not handle goes to the Python class's *_slow
+ * method (a non-str or a str subclass, text that does not encode, unusual
+ * call forms), and engine errors go to cstrie._binding.raise_status: the
+ * Python layer stays the single source of exceptions and messages.
+ */
+#include "hotpath.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LOCAL_IDS 256          /* ids that fit the stack buffer */
+
+static PyObject *s_lookup_slow, *s_has_slow, *s_match_slow, *s_many_slow, *s_subscribe_slow,
+    *s_unsubscribe_slow;
+
+static PyObject *slow1(Reader *self, PyObject *name, PyObject *arg)
+{
+    return PyObject_CallMethodOneArg((PyObject *)self, name, arg);
+}
+
+/* Call the race hook (tests) after an engine answer; -1 if it raised. */
+static int race(Reader *self, int attempt)
+{
+    if (self->race_hook == NULL)
+        return 0;
+    PyObject *r = PyObject_CallFunction(self->race_hook, "i", attempt);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* A new reference to the object of id, cst_FREE for a free or unknown slot. */
+static inline PyObject *object_of(PyObject *objects, uint64_t id)
+{
+#ifdef Py_GIL_DISABLED
+    PyObject *o = id < (uint64_t)PY_SSIZE_T_MAX ? PyList_GetItemRef(objects, (Py_ssize_t)id) : NULL;
+    if (o == NULL) {
+        PyErr_Clear();
+        return Py_NewRef(cst_FREE);
+    }
+    return o;
+#else
+    if (id >= (uint64_t)PyList_GET_SIZE(objects))
+        return Py_NewRef(cst_FREE);
+    return Py_NewRef(PyList_GET_ITEM(objects, (Py_ssize_t)id));
+#endif
+}
+
+/* Rule 4, the end of one read: no id was freed since `seen`. */
+static inline int still(Registry *reg, int64_t seen)
+{
+    /* seq_cst: not before the slot reads above it (they are acquire or
+     * GIL-ordered), so an id freed before them is counted here. */
+    return atomic_load_explicit(reg->freed, memory_order_seq_cst) == seen;
+}
+
+/* ------------------------------------------------------------------------
+ * lookup
+ * ---------------------------------------------------------------------- */
+
+/* The subscribers of the encoded topic (s, len), each once: a new list. */
+static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py_ssize_t len)
+{
+    uint64_t local[LOCAL_IDS];
+    uint64_t *ids = local;
+    size_t cap = LOCAL_IDS;
+    Registry *reg = self->reg;
+    PyObject *out = NULL;
+    int locked = 0;
+    for (int attempt = 0;; attempt++) {
+        if (attempt == MAX_ATTEMPTS) {
+            cst_mutex_lock(&reg->slot_lock); /* no id can be freed while held */
+            locked = 1;
+        }
+        int64_t seen = reg_freed(reg);
+        int64_t n = cst_engine->lookup(self->h, s, (size_t)len, ids, cap);
+        if (n < 0) {
+            if (locked)
+                cst_mutex_unlock(&reg->slot_lock);
+            locked = 0;
+            out = raise_status(self, n, "topic", topic);
+            break;
+        }
+        if ((size_t)n > cap) {
+            uint64_t *bigger = PyMem_Malloc((size_t)n * sizeof *bigger);
+            if (bigger == NULL) {
+                out = PyErr_NoMemory();
+                break;
+            }
+            if (ids != local)
+                PyMem_Free(ids);
+            ids = bigger;
+            cap = (size_t)n;
+            attempt--; /* not a race: ask again with room */
+            continue;
+        }
+        if (race(self, attempt) < 0)
+            break;
+        out = PyList_New((Py_ssize_t)n);
+        if (out == NULL)
+            break;
+        int torn = 0;
+        for (int64_t i = 0; i < n; i++) {
+            PyObject *o = object_of(reg->objects, ids[i]);
+            torn |= o == cst_FREE;
+            PyList_SET_ITEM(out, (Py_ssize_t)i, o);
+        }
+        if (locked || (!torn && still(reg, seen)))
+            break;
+        Py_CLEAR(out); /* an id was freed meanwhile: a fresh, later read */
+    }
+    if (locked)
+        cst_mutex_unlock(&reg->slot_lock);
+    if (ids != local)
+        PyMem_Free(ids);
+    return out;
+}
+
+PyDoc_STRVAR(lookup_doc,
+"lookup(topic) -> list\n--\n\n"
+"Every subscriber whose pattern matches ``topic``, each once.\n\n"
+"Raises ``TypeError`` for a non-str and ``ValueError`` for a topic the\n"
+"dialect rejects.  Lock-free.  O(w * b + m): w words, b wildcard branches\n"
+"tried per level, m matches (AMQP '#' anywhere is memoised).\n\n"
+">>> t = Trie(\"mqtt\"); t.subscribe(\"a/+\", 1); t.lookup(\"a/b\")\n"
+"True\n[1]");
+
+static PyObject *reader_lookup(Reader *self, PyObject *topic)
+{
+    const char *s;
+    Py_ssize_t len;
+    PyObject *keep;
+    if (!PyUnicode_CheckExact(topic))
+        return slow1(self, s_lookup_slow, topic);
+    if (topic_utf8(topic, &s, &len, &keep) < 0) {
+        PyErr_Clear();
+        return slow1(self, s_lookup_slow, topic);
+    }
+    PyObject *out = lookup_encoded(self, topic, s, len);
+    Py_XDECREF(keep);
+    return out;
+}
+
+/* _lookup_utf8(data, topic): the slow path's engine call, once the Python
+ * layer has encoded (and so validated the type of) the topic. */
+static PyObject *reader_lookup_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_lookup_utf8(data: bytes, topic)");
+        return NULL;
+    }
+    return lookup_encoded(self, args[1], PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]));
+}
+
+/* ------------------------------------------------------------------------
+ * has_subscribers
+ * ---------------------------------------------------------------------- */
+
+static PyObject *has_encoded(Reader *self, PyObject *topic, const char *s, Py_ssize_t len)
+{
+    int r = cst_engine->has_subscribers(self->h, s, (size_t)len);
+    if (r < 0)
+        return raise_status(self, r, "topic", topic);
+    return PyBool_FromLong(r);
+}
+
+PyDoc_STRVAR(has_doc,
+"has_subscribers(topic) -> bool\n--\n\n"
+"True when at least one pattern matches ``topic``; the walk stops at the\n"
+"first match.  Same errors as lookup().");
+
+static PyObject *reader_has_subscribers(Reader *self, PyObject *topic)
+{
+    const char *s;
+    Py_ssize_t len;
+    PyObject *keep;
+    if (!PyUnicode_CheckExact(topic))
+        return slow1(self, s_has_slow, topic);
+    if (topic_utf8(topic, &s, &len, &keep) < 0) {
+        PyErr_Clear();
+        return slow1(self, s_has_slow, topic);
+    }
+    PyObject *out = has_encoded(self, topic, s, len);
+    Py_XDECREF(keep);
+    return out;
+}
+
+static PyObject *reader_has_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_has_utf8(data: bytes, topic)");
+        return NULL;
+    }
+    return has_encoded(self, args[1], PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]));
+}
+
+/* ------------------------------------------------------------------------
+ * match
+ * ---------------------------------------------------------------------- */
+
+typedef struct groups_buf {
+    cst_groups g;
+    char pat_local[2048];
+    uint64_t ids_local[LOCAL_IDS];
+    int64_t ends_local[2][64];
+    int heap;
+} groups_buf;
+
+static void gb_init(groups_buf *b)
+{
+    memset(&b->g, 0, sizeof b->g);
+    b->g.pat = b->pat_local;
+    b->g.pat_cap = sizeof b->pat_local;
+    b->g.ids = b->ids_local;
+    b->g.ids_cap = LOCAL_IDS;
+    b->g.pat_end = b->ends_local[0];
+    b->g.ids_end = b->ends_local[1];
+    b->g.groups_cap = 64;
+    b->heap = 0;
+}
+
+static void gb_free(groups_buf *b)
+{
+    if (b->heap) {
+        PyMem_Free(b->g.pat);
+        PyMem_Free(b->g.ids);
+        PyMem_Free(b->g.pat_end);
+        PyMem_Free(b->g.ids_end);
+    }
+}
+
+/* Room for what the engine said it needs (twice that). */
+static int gb_grow(groups_buf *b)
+{
+    size_t pc = b->g.need_pat * 2 + 16, ic = b->g.need_ids * 2 + 16,
+           gc = b->g.need_groups * 2 + 16;
+    gb_free(b);
+    b->g.pat = PyMem_Malloc(pc);
+    b->g.ids = PyMem_Malloc(ic * sizeof(uint64_t));
+    b->g.pat_end = PyMem_Malloc(gc * sizeof(int64_t));
+    b->g.ids_end = PyMem_Malloc(gc * sizeof(int64_t));
+    b->heap = 1;
+    if (!b->g.pat || !b->g.ids || !b->g.pat_end || !b->g.ids_end) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->g.pat_cap = pc;
+    b->g.ids_cap = ic;
+    b->g.groups_cap = gc;
+    return 0;
+}
+
+static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_ssize_t len)
+{
+    groups_buf b;
+    gb_init(&b);
+    Registry *reg = self->reg;
+    PyObject *out = NULL;
+    int locked = 0;
+    for (int attempt = 0;; attempt++) {
+        if (attempt == MAX_ATTEMPTS) {
+            cst_mutex_lock(&reg->slot_lock);
+            locked = 1;
+        }
+        int64_t seen = reg_freed(reg);
+        int r = cst_engine->match(self->h, s, (size_t)len, &b.g);
+        if (r == CST_ETRUNC) {
+            if (gb_grow(&b) < 0)
+                break;
+            attempt--;
+            continue;
+        }
+        if (r < 0) {
+            if (locked)
+                cst_mutex_unlock(&reg->slot_lock);
+            locked = 0;
+            out = raise_status(self, r, "topic", topic);
+            break;
+        }
+        if (race(self, attempt) < 0)
+            break;
+        size_t ng = b.g.ngroups;
+        out = PyList_New(ng ? (Py_ssize_t)b.g.ids_end[ng - 1] : 0);
+        if (out == NULL)
+            break;
+        int torn = 0, failed = 0;
+        int64_t p0 = 0, i0 = 0;
+        for (size_t g = 0; g < ng && !failed; g++) {
+            PyObject *pat = PyUnicode_DecodeUTF8(b.g.pat + p0, b.g.pat_end[g] - p0, "strict");
+            if (pat == NULL) {
+                failed = 1;
+                break;
+            }
+            for (int64_t i = i0; i < b.g.ids_end[g]; i++) {
+                PyObject *o = object_of(reg->objects, b.g.ids[i]);
+                torn |= o == cst_FREE;
+                PyObject *pair = PyTuple_Pack(2, pat, o);
+                Py_DECREF(o);
+                if (pair == NULL) {
+                    failed = 1;
+                    break;
+                }
+                PyList_SET_ITEM(out, (Py_ssize_t)i, pair);
+            }
+            Py_DECREF(pat);
+            p0 = b.g.pat_end[g];
+            i0 = b.g.ids_end[g];
+        }
+        if (failed) {
+            /* fill the holes so the list can be freed */
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(out); i++)
+                if (PyList_GET_ITEM(out, i) == NULL)
+                    PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+            Py_CLEAR(out);
+            break;
+        }
+        if (locked || (!torn && still(reg, seen)))
+            break;
+        Py_CLEAR(out);
+    }
+    if (locked)
+        cst_mutex_unlock(&reg->slot_lock);
+    gb_free(&b);
+    return out;
+}
+
+PyDoc_STRVAR(match_doc,
+"match(topic) -> list[tuple[str, object]]\n--\n\n"
+"The matching (pattern, subscriber) pairs for ``topic``, pattern by pattern.\n"
+"Same errors as lookup().\n\n"
+">>> t = Trie(); t.subscribe(\"a.*\", \"x\"); t.match(\"a.b\")\n"
+"True\n[('a.*', 'x')]");
+
+static PyObject *reader_match(Reader *self, PyObject *topic)
+{
+    const char *s;
+    Py_ssize_t len;
+    PyObject *keep;
+    if (!PyUnicode_CheckExact(topic))
+        return slow1(self, s_match_slow, topic);
+    if (topic_utf8(topic, &s, &len, &keep) < 0) {
+        PyErr_Clear();
+        return slow1(self, s_match_slow, topic);
+    }
+    PyObject *out = match_encoded(self, topic, s, len);
+    Py_XDECREF(keep);
+    return out;
+}
+
+static PyObject *reader_match_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_match_utf8(data: bytes, topic)");
+        return NULL;
+    }
+    return match_encoded(self, args[1], PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]));
+}
+
+/* ------------------------------------------------------------------------
+ * lookup_many
+ * ---------------------------------------------------------------------- */
+
+PyDoc_STRVAR(many_doc,
+"lookup_many(topics) -> list[list]\n--\n\n"
+"``[self.lookup(t) for t in topics]``, without a Python call per topic.\n"
+"Each row is one lookup: answered by one walk of the trie (never split\n"
+"between two states of a trie that changes meanwhile).  A non-str topic\n"
+"raises TypeError before anything is matched; an invalid one raises the\n"
+"ValueError lookup() would, for the first invalid topic.");
+
+static PyObject *reader_lookup_many(Reader *self, PyObject *topics)
+{
+    PyObject *seq = (PyList_CheckExact(topics) || PyTuple_CheckExact(topics))
+                        ? Py_NewRef(topics)
+                        : PySequence_List(topics);
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    /* Every topic an exact, encodable str: else the Python path, whose order
+     * of checks (types first) and messages are the reference. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(items[i]) ||
+            (!PyUnicode_IS_ASCII(items[i]) && PyUnicode_AsUTF8AndSize(items[i], NULL) == NULL)) {
+            PyErr_Clear();
+            PyObject *r = slow1(self, s_many_slow, seq);
+            Py_DECREF(seq);
+            return r;
+        }
+    }
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        const char *s;
+        Py_ssize_t len;
+        PyObject *keep;
+        PyObject *row = NULL;
+        if (topic_utf8(items[i], &s, &len, &keep) == 0) {
+            row = lookup_encoded(self, items[i], s, len);
+            Py_XDECREF(keep);
+        }
+        if (row == NULL) {
+            for (Py_ssize_t j = i; j < n; j++)
+                PyList_SET_ITEM(out, j, Py_NewRef(Py_None));
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, row);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+/* ------------------------------------------------------------------------
+ * subscribe / unsubscribe (Writer)
+ * ---------------------------------------------------------------------- */
+
+/* The encoded pattern of args[0] for the fast path, or -1: use the slow one. */
+static int fast_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char **s,
+                     Py_ssize_t *len, PyObject **keep)
+{
+    if (nargs != 2 || (kwnames && PyTuple_GET_SIZE(kwnames)) || !PyUnicode_CheckExact(args[0]))
+        return -1;
+    if (topic_utf8(args[0], s, len, keep) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *slow_call(Reader *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    PyObject *meth = PyObject_GetAttr((PyObject *)self, name);
+    if (meth == NULL)
+        return NULL;
+    PyObject *r = PyObject_Vectorcall(meth, args, (size_t)nargs, kwnames);
+    Py_DECREF(meth);
+    return r;
+}
+
+static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *s,
+                                   Py_ssize_t len, PyObject *sub)
+{
+    Registry *reg = self->reg;
+    Counts *c = self->counts;
+    Py_ssize_t stripe;
+    if (reg_stripe(sub, &stripe) < 0)
+        return NULL; /* unhashable: TypeError, nothing changed */
+    cst_mutex_lock(&reg->stripes[stripe]);
+    int64_t id = reg_id_for(reg, stripe, sub);
+    if (id < 0) {
+        cst_mutex_unlock(&reg->stripes[stripe]);
+        return NULL;
+    }
+    /* Room for the count first: once the engine added the pair, the
+     * bookkeeping must not fail. */
+    if (idmap_reserve(&c->part[stripe]) < 0) {
+        if (!idmap_get(&c->part[stripe], (uint64_t)id))
+            reg_maybe_dead(reg, c, stripe, (uint64_t)id, sub);
+        cst_mutex_unlock(&reg->stripes[stripe]);
+        PyErr_Clear();
+        return PyErr_NoMemory();
+    }
+    int r = cst_engine->subscribe(self->h, s, (size_t)len, (uint64_t)id);
+    int err = 0;
+    if (r > 0)
+        err = reg_added(c, stripe, (uint64_t)id);
+    else if (!idmap_get(&c->part[stripe], (uint64_t)id))
+        err = reg_maybe_dead(reg, c, stripe, (uint64_t)id, sub);
+    cst_mutex_unlock(&reg->stripes[stripe]);
+    if (r < 0) {
+        if (err)
+            PyErr_Clear();
+        return raise_status(self, r, "pattern", pattern);
+    }
+    if (err)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+PyDoc_STRVAR(subscribe_doc,
+"subscribe(pattern, subscriber) -> bool\n--\n\n"
+"Add the pair; True if it was new.\n\n"
+"Raises ``TypeError`` (non-str pattern, unhashable subscriber) or\n"
+"``ValueError`` (pattern invalid in the dialect), leaving the trie as it\n"
+"was.  Lock-free in the engine: O(w + log n) copied nodes (w words, n\n"
+"subscribers on the pattern or words on a level).\n\n"
+">>> t = Trie(); t.subscribe(\"a.#\", \"x\"), t.subscribe(\"a.#\", \"x\")\n"
+"(True, False)");
+
+static PyObject *writer_subscribe(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    const char *s;
+    Py_ssize_t len;
+    PyObject *keep;
+    if (fast_args(args, nargs, kwnames, &s, &len, &keep) < 0)
+        return slow_call(self, s_subscribe_slow, args, nargs, kwnames);
+    PyObject *out = subscribe_encoded(self, args[0], s, len, args[1]);
+    Py_XDECREF(keep);
+    return out;
+}
+
+static PyObject *writer_subscribe_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_subscribe_utf8(data: bytes, pattern, subscriber)");
+        return NULL;
+    }
+    return subscribe_encoded(self, args[1], PyBytes_AS_STRING(args[0]),
+                             PyBytes_GET_SIZE(args[0]), args[2]);
+}
+
+static PyObject *unsubscribe_encoded(Reader *self, PyObject *pattern, const char *s,
+                                     Py_ssize_t len, PyObject *sub)
+{
+    Registry *reg = self->reg;
+    Py_ssize_t stripe;
+    if (reg_stripe(sub, &stripe) < 0)
+        return NULL;
+    cst_mutex_lock(&reg->stripes[stripe]);
+    int64_t id = reg_id_of(reg, stripe, sub);
+    if (id <= 0) {
+        cst_mutex_unlock(&reg->stripes[stripe]);
+        if (id < 0)
+            return NULL;
+        /* an unknown subscriber holds no pair; the pattern is still checked */
+        int64_t v = cst_engine->validate(self->h, s, (size_t)len, 1);
+        if (v < 0)
+            return raise_status(self, v, "pattern", pattern);
+        Py_RETURN_FALSE;
+    }
+    int r = cst_engine->unsubscribe(self->h, s, (size_t)len, (uint64_t)id);
+    int err = 0;
+    if (r > 0)
+        err = reg_removed(reg, self->counts, stripe, (uint64_t)id, sub);
+    cst_mutex_unlock(&reg->stripes[stripe]);
+    if (r < 0)
+        return raise_status(self, r, "pattern", pattern);
+    if (err)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+PyDoc_STRVAR(unsubscribe_doc,
+"unsubscribe(pattern, subscriber) -> bool\n--\n\n"
+"Remove the pair; True if it was there.  Same errors as subscribe().\n"
+"O(w + log n).");
+
+static PyObject *writer_unsubscribe(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                                    PyObject *kwnames)
+{
+    const char *s;
+    Py_ssize_t len;
+    PyObject *keep;
+    if (fast_args(args, nargs, kwnames, &s, &len, &keep) < 0)
+        return slow_call(self, s_unsubscribe_slow, args, nargs, kwnames);
+    PyObject *out = unsubscribe_encoded(self, args[0], s, len, args[1]);
+    Py_XDECREF(keep);
+    return out;
+}
+
+static PyObject *writer_unsubscribe_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_unsubscribe_utf8(data: bytes, pattern, subscriber)");
+        return NULL;
+    }
+    return unsubscribe_encoded(self, args[1], PyBytes_AS_STRING(args[0]),
+                               PyBytes_GET_SIZE(args[0]), args[2]);
+}
+
+/* ------------------------------------------------------------------------
+ * Binding, lifetime
+ * ---------------------------------------------------------------------- */
+
+/* _bind(handle, address, dialect, registry, counts): done once by the Python
+ * class, before the object is shared. */
+static PyObject *reader_bind(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyObject_TypeCheck(args[3], &Registry_Type)) {
+        PyErr_SetString(PyExc_TypeError, "_bind(handle, address, dialect, registry, counts)");
+        return NULL;
+    }
+    if (self->h != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this handle is bound already");
+        return NULL;
+    }
+    if (cst_engine == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the engine is not bound (cstrie._binding)");
+        return NULL;
+    }
+    void *h = PyLong_AsVoidPtr(args[1]);
+    if (h == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a NULL engine handle");
+        return NULL;
+    }
+    if (args[4] != Py_None && !Py_IS_TYPE(args[4], &Counts_Type)) {
+        PyErr_SetString(PyExc_TypeError, "counts must be a Counts or None");
+        return NULL;
+    }
+    if (args[4] == Py_None && PyObject_TypeCheck((PyObject *)self, &Writer_Type)) {
+        PyErr_SetString(PyExc_TypeError, "a writable handle needs its Counts");
+        return NULL;
+    }
+    self->handle = Py_NewRef(args[0]);
+    self->dialect = Py_NewRef(args[2]);
+    self->reg = (Registry *)Py_NewRef(args[3]);
+    self->counts = args[4] == Py_None ? NULL : (Counts *)Py_NewRef(args[4]);
+    self->h = h;
+    Py_RETURN_NONE;
+}
+
+static PyObject *reader_set_race_hook(Reader *self, PyObject *hook)
+{
+    Py_XSETREF(self->race_hook, hook == Py_None ? NULL : Py_NewRef(hook));
+    Py_RETURN_NONE;
+}
+
+static int reader_traverse(Reader *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->handle);
+    Py_VISIT(self->dialect);
+    Py_VISIT(self->reg);
+    Py_VISIT(self->counts);
+    Py_VISIT(self->race_hook);
+    return 0;
+}
+
+static int reader_clear(Reader *self)
+{
+    Py_CLEAR(self->race_hook);
+    /* The engine handle stays until dealloc: a finalizer may still read. */
+    return 0;
+}
+
+/* Also the base dealloc of the Python subclasses (subtype_dealloc decrefs
+ * their heap type itself). */
+static void reader_dealloc(Reader *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    self->h = NULL;
+    Py_CLEAR(self->race_hook);
+    Py_CLEAR(self->counts);
+    Py_CLEAR(self->reg);
+    Py_CLEAR(self->dialect);
+    Py_CLEAR(self->handle);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef reader_members[] = {
+    {"_h", T_OBJECT, offsetof(Reader, handle), READONLY, "the engine handle (cffi cdata)"},
+    {"_dialect", T_OBJECT, offsetof(Reader, dialect), READONLY, "the Dialect"},
+    {"_reg", T_OBJECT, offsetof(Reader, reg), READONLY, "the family's Registry"},
+    {"_counts", T_OBJECT, offsetof(Reader, counts), READONLY,
+     "this handle's pair counts (writable handles), else None"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef reader_methods[] = {
+    {"lookup", (PyCFunction)reader_lookup, METH_O, lookup_doc},
+    {"has_subscribers", (PyCFunction)reader_has_subscribers, METH_O, has_doc},
+    {"match", (PyCFunction)reader_match, METH_O, match_doc},
+    {"lookup_many", (PyCFunction)reader_lookup_many, METH_O, many_doc},
+    {"_lookup_utf8", (PyCFunction)(void (*)(void))reader_lookup_utf8, METH_FASTCALL, NULL},
+    {"_has_utf8", (PyCFunction)(void (*)(void))reader_has_utf8, METH_FASTCALL, NULL},
+    {"_match_utf8", (PyCFunction)(void (*)(void))reader_match_utf8, METH_FASTCALL, NULL},
+    {"_bind", (PyCFunction)(void (*)(void))reader_bind, METH_FASTCALL, NULL},
+    {"_set_race_hook", (PyCFunction)reader_set_race_hook, METH_O,
+     "Tests: hook(attempt) runs after each engine answer of a read, before its ids are "
+     "mapped (replays registry rule 4's races); None removes it."},
+    {NULL, NULL, 0, NULL},
+};
+
+
+
+
+PyTypeObject Reader_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cstrie._hotpath.Reader",
+    .tp_basicsize = sizeof(Reader),
+    .tp_dealloc = (destructor)reader_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The read calls of an engine handle (C base of cstrie.Snapshot).",
+    .tp_traverse = (traverseproc)reader_traverse,
+    .tp_clear = (inquiry)reader_clear,
+    .tp_weaklistoffset = offsetof(Reader, weakreflist),
+    .tp_methods = reader_methods,
+    .tp_members = reader_members,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyMethodDef writer_methods[] = {
+    {"subscribe", (PyCFunction)(void (*)(void))writer_subscribe,
+     METH_FASTCALL | METH_KEYWORDS, subscribe_doc},
+    {"unsubscribe", (PyCFunction)(void (*)(void))writer_unsubscribe,
+     METH_FASTCALL | METH_KEYWORDS, unsubscribe_doc},
+    {"_subscribe_utf8", (PyCFunction)(void (*)(void))writer_subscribe_utf8, METH_FASTCALL, NULL},
+    {"_unsubscribe_utf8", (PyCFunction)(void (*)(void))writer_unsubscribe_utf8, METH_FASTCALL,
+     NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject Writer_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cstrie._hotpath.Writer",
+    .tp_basicsize = sizeof(Reader),
+    .tp_dealloc = (destructor)reader_dealloc,
+    .tp_traverse = (traverseproc)reader_traverse,
+    .tp_clear = (inquiry)reader_clear,
+    .tp_weaklistoffset = offsetof(Reader, weakreflist),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The read and write calls of a writable engine handle (C base of cstrie.Trie).",
+    .tp_methods = writer_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+int reader_module_init(PyObject *m)
+{
+    Writer_Type.tp_base = &Reader_Type;
+    if (PyType_Ready(&Reader_Type) < 0 || PyType_Ready(&Writer_Type) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Reader", (PyObject *)&Reader_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Writer", (PyObject *)&Writer_Type) < 0)
+        return -1;
+#define INTERN(var, text)                                \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) \
+        return -1;
+    INTERN(s_lookup_slow, "_lookup_slow");
+    INTERN(s_has_slow, "_has_slow");
+    INTERN(s_match_slow, "_match_slow");
+    INTERN(s_many_slow, "_lookup_many_slow");
+    INTERN(s_subscribe_slow, "_subscribe_slow");
+    INTERN(s_unsubscribe_slow, "_unsubscribe_slow");
+#undef INTERN
+    return 0;
+}

@@ -1,0 +1,1203 @@
+/*
+ * registry.c - the subscriber registry in C: subscriber objects <-> the
+ * 64-bit ids the engine stores, and each writable handle's pair counts.
+ *
+ * The rules (numbered as in cstrie/registry.py, whose docstring states them
+ * in full) and how this code keeps them:
+ *  1. An object has at most one id at a time: `ids` maps it; a freed id's
+ *     slot in `objects` holds FREE and goes to `free_slots` for reuse.
+ *  2. Each writable handle counts its pairs per id (Counts).  Every change to
+ *     the counts of one subscriber happens under that subscriber's stripe
+ *     lock, stripes[hash(obj) % STRIPES], shared by the whole family.  The
+ *     counts are split by stripe too (Counts.part[s]), so part s is only ever
+ *     touched under stripes[s]: no other lock is needed to read or change it.
+ *  3. An id is freed once no writable handle holds a pair for it and no
+ *     snapshot taken while it was alive is still open (pins; `died` records
+ *     when an id died while pins were open).
+ *  4. `freed` counts the ids freed so far; it is raised (seq_cst, under the
+ *     slot lock) before a slot changes, and a slot is reused only after it was
+ *     freed.  A read of a live trie reads `freed`, asks the engine, maps the
+ *     ids and reads `freed` again; if it moved, the read is repeated, and
+ *     after MAX_ATTEMPTS it runs holding the slot lock (reader.c).
+ *
+ *
+ * Ids are found through `ids` (a dict, so that equal objects share an id) and,
+ * first, through `known`: per stripe, the address of each registered object
+ * (the one `objects[id]` holds, so the address cannot be reused while it is
+ * there) -> its id.  A subscriber passed again as the same object, the usual
+ * case (a session object, an interned client id), is found with one probe
+ * instead of the dict's index, entry and int object.  known[s] changes and is
+ * read only under stripes[s].
+ *
+ * Lock order: a stripe lock, then meta, then the slot lock; lock_all takes
+ * the stripes in index order.  The free-threaded build reads `objects` with
+ * PyList_GetItemRef (thread-safe against another thread's store); with the
+ * GIL every step here runs under it.
+ */
+#include "hotpath.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * id maps
+ * ---------------------------------------------------------------------- */
+
+static inline size_t id_slot(uint64_t id, size_t cap)
+{
+    return (size_t)((id * UINT64_C(0x9e3779b97f4a7c15)) >> 17) & (cap - 1);
+}
+
+int64_t idmap_get(const idmap *m, uint64_t id)
+{
+    if (m->cap == 0)
+        return 0;
+    for (size_t h = id_slot(id, m->cap);; h = (h + 1) & (m->cap - 1)) {
+        if (m->slots[h].id == id)
+            return m->slots[h].count;
+        if (m->slots[h].id == 0)
+            return 0;
+    }
+}
+
+static int idmap_grow(idmap *m)
+{
+    size_t ncap = m->cap ? m->cap * 2 : 8;
+    idcount *ns = PyMem_RawCalloc(ncap, sizeof *ns);
+    if (ns == NULL)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->slots[i].id == 0)
+            continue;
+        size_t h = id_slot(m->slots[i].id, ncap);
+        while (ns[h].id != 0)
+            h = (h + 1) & (ncap - 1);
+        ns[h] = m->slots[i];
+    }
+    PyMem_RawFree(m->slots);
+    m->slots = ns;
+    m->cap = ncap;
+    return 0;
+}
+
+/* Remove slot h (backward-shift deletion keeps probe chains unbroken). */
+static void idmap_delete_at(idmap *m, size_t h)
+{
+    size_t mask = m->cap - 1;
+    for (size_t j = (h + 1) & mask; m->slots[j].id != 0; j = (j + 1) & mask) {
+        size_t home = id_slot(m->slots[j].id, m->cap);
+        /* move j back to h if its home is not in (h, j] (cyclically) */
+        if (((j - home) & mask) >= ((j - h) & mask)) {
+            m->slots[h] = m->slots[j];
+            h = j;
+        }
+    }
+    m->slots[h].id = 0;
+    m->slots[h].count = 0;
+    m->used--;
+}
+
+int idmap_reserve(idmap *m)
+{
+    if ((m->used + 1) * 4 > m->cap * 3)
+        return idmap_grow(m);
+    return 0;
+}
+
+int idmap_add(idmap *m, uint64_t id, int64_t delta)
+{
+    if (idmap_reserve(m) < 0)
+        return -1;
+    size_t h = id_slot(id, m->cap);
+    while (m->slots[h].id != 0 && m->slots[h].id != id)
+        h = (h + 1) & (m->cap - 1);
+    if (m->slots[h].id == 0) {
+        if (delta == 0)
+            return 0;
+        m->slots[h].id = id;
+        m->slots[h].count = 0;
+        m->used++;
+    }
+    m->slots[h].count += delta;
+    if (m->slots[h].count == 0)
+        idmap_delete_at(m, h);
+    return 0;
+}
+
+void idmap_clear(idmap *m)
+{
+    PyMem_RawFree(m->slots);
+    m->slots = NULL;
+    m->cap = m->used = 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Identity maps (registered object -> id)
+ * ---------------------------------------------------------------------- */
+
+static inline size_t ptr_slot(const PyObject *p, size_t cap)
+{
+    return (size_t)(((uintptr_t)p >> 4) * UINT64_C(0x9e3779b97f4a7c15) >> 17) & (cap - 1);
+}
+
+static uint64_t ptrmap_get(const ptrmap *m, const PyObject *obj)
+{
+    if (m->cap == 0)
+        return 0;
+    for (size_t h = ptr_slot(obj, m->cap);; h = (h + 1) & (m->cap - 1)) {
+        if (m->slots[h].obj == obj)
+            return m->slots[h].id;
+        if (m->slots[h].obj == NULL)
+            return 0;
+    }
+}
+
+/* Best effort: a map that cannot grow just misses (the dict still answers). */
+static void ptrmap_put(ptrmap *m, PyObject *obj, uint64_t id)
+{
+    if ((m->used + 1) * 4 > m->cap * 3) {
+        size_t ncap = m->cap ? m->cap * 2 : 16;
+        ptrid *ns = PyMem_RawCalloc(ncap, sizeof *ns);
+        if (ns == NULL)
+            return;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->slots[i].obj == NULL)
+                continue;
+            size_t h = ptr_slot(m->slots[i].obj, ncap);
+            while (ns[h].obj != NULL)
+                h = (h + 1) & (ncap - 1);
+            ns[h] = m->slots[i];
+        }
+        PyMem_RawFree(m->slots);
+        m->slots = ns;
+        m->cap = ncap;
+    }
+    size_t h = ptr_slot(obj, m->cap);
+    while (m->slots[h].obj != NULL && m->slots[h].obj != obj)
+        h = (h + 1) & (m->cap - 1);
+    if (m->slots[h].obj == NULL)
+        m->used++;
+    m->slots[h] = (ptrid){obj, id};
+}
+
+static void ptrmap_del(ptrmap *m, const PyObject *obj)
+{
+    if (m->cap == 0)
+        return;
+    size_t mask = m->cap - 1, h = ptr_slot(obj, m->cap);
+    while (m->slots[h].obj != obj) {
+        if (m->slots[h].obj == NULL)
+            return;
+        h = (h + 1) & mask;
+    }
+    for (size_t j = (h + 1) & mask; m->slots[j].obj != NULL; j = (j + 1) & mask) {
+        size_t home = ptr_slot(m->slots[j].obj, m->cap);
+        if (((j - home) & mask) >= ((j - h) & mask)) {
+            m->slots[h] = m->slots[j];
+            h = j;
+        }
+    }
+    m->slots[h] = (ptrid){NULL, 0};
+    m->used--;
+}
+
+static void ptrmap_clear(ptrmap *m)
+{
+    PyMem_RawFree(m->slots);
+    m->slots = NULL;
+    m->cap = m->used = 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Counts
+ * ---------------------------------------------------------------------- */
+
+static Counts *counts_new(void)
+{
+    Counts *c = PyObject_New(Counts, &Counts_Type);
+    if (c == NULL)
+        return NULL;
+    c->serial = -1;
+    memset(c->part, 0, sizeof c->part);
+    return c;
+}
+
+static void counts_dealloc(Counts *c)
+{
+    for (size_t s = 0; s < STRIPES; s++)
+        idmap_clear(&c->part[s]);
+    PyObject_Free(c);
+}
+
+static Py_ssize_t counts_len(Counts *c)
+{
+    /* relaxed reads of sizes that other stripes change: exact whenever no
+     * update runs, a momentary estimate otherwise (like len() of a dict). */
+    size_t n = 0;
+    for (size_t s = 0; s < STRIPES; s++)
+        n += __atomic_load_n(&c->part[s].used, __ATOMIC_RELAXED);
+    return (Py_ssize_t)n;
+}
+
+static int64_t counts_find(Counts *c, uint64_t id)
+{
+    for (size_t s = 0; s < STRIPES; s++) {
+        int64_t v = idmap_get(&c->part[s], id);
+        if (v)
+            return v;
+    }
+    return 0;
+}
+
+static int counts_contains(Counts *c, PyObject *key)
+{
+    uint64_t id = PyLong_AsUnsignedLongLong(key);
+    if (id == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return counts_find(c, id) != 0;
+}
+
+static PyObject *counts_get(Counts *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get(id[, default])");
+        return NULL;
+    }
+    uint64_t id = PyLong_AsUnsignedLongLong(args[0]);
+    if (id == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    int64_t v = counts_find(c, id);
+    if (v == 0)
+        return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+    return PyLong_FromLongLong(v);
+}
+
+/* [(id, count), ...] in no particular order (tests, copies, drop_handle). */
+static PyObject *counts_items(Counts *c, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (size_t s = 0; s < STRIPES; s++) {
+        idmap *m = &c->part[s];
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->slots[i].id == 0)
+                continue;
+            PyObject *t = Py_BuildValue("(KL)", (unsigned long long)m->slots[i].id,
+                                        (long long)m->slots[i].count);
+            if (t == NULL || PyList_Append(out, t) < 0) {
+                Py_XDECREF(t);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(t);
+        }
+    }
+    return out;
+}
+
+static PyObject *counts_iter(Counts *c)
+{
+    PyObject *items = counts_items(c, NULL);
+    if (items == NULL)
+        return NULL;
+    PyObject *ids = PyList_New(PyList_GET_SIZE(items));
+    if (ids == NULL) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++)
+        PyList_SET_ITEM(ids, i, Py_NewRef(PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0)));
+    Py_DECREF(items);
+    PyObject *it = PyObject_GetIter(ids);
+    Py_DECREF(ids);
+    return it;
+}
+
+static PyMethodDef counts_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))counts_get, METH_FASTCALL,
+     "get(id, default=None): the number of pairs of id, or default."},
+    {"items", (PyCFunction)counts_items, METH_NOARGS, "[(id, pairs), ...]"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef counts_members[] = {
+    {"serial", T_LONGLONG, offsetof(Counts, serial), READONLY, "the handle's serial"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PySequenceMethods counts_as_sequence = {
+    .sq_length = (lenfunc)counts_len,
+    .sq_contains = (objobjproc)counts_contains,
+};
+
+PyTypeObject Counts_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cstrie._hotpath.Counts",
+    .tp_basicsize = sizeof(Counts),
+    .tp_dealloc = (destructor)counts_dealloc,
+    .tp_as_sequence = &counts_as_sequence,
+    .tp_iter = (getiterfunc)counts_iter,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The (pattern, subscriber) pairs of one writable handle, per subscriber id.",
+    .tp_methods = counts_methods,
+    .tp_members = counts_members,
+};
+
+/* ------------------------------------------------------------------------
+ * Registry: ids
+ * ---------------------------------------------------------------------- */
+
+/* Every registry, so that the child of a fork can reset their locks. */
+static cst_mutex all_lock;
+static Registry *all_head;
+
+int reg_stripe(PyObject *obj, Py_ssize_t *stripe)
+{
+    Py_hash_t h = PyObject_Hash(obj);
+    if (h == -1)
+        return -1;
+    *stripe = (Py_ssize_t)((size_t)h % STRIPES);
+    return 0;
+}
+
+static PyObject *slot_get(Registry *r, uint64_t id)
+{
+    if (id >= (uint64_t)PY_SSIZE_T_MAX)
+        return Py_NewRef(cst_FREE);
+    PyObject *o = list_get_ref(r->objects, (Py_ssize_t)id);
+    if (o == NULL) {
+        PyErr_Clear();
+        return Py_NewRef(cst_FREE);
+    }
+    return o;
+}
+
+int64_t reg_existing_id(Registry *r, PyObject *obj)
+{
+    PyObject *v;
+    int found = dict_get_ref(r->ids, obj, &v);
+    if (found <= 0)
+        return found;
+    int64_t id = (int64_t)PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return id;
+}
+
+int64_t reg_id_of(Registry *r, Py_ssize_t stripe, PyObject *obj)
+{
+    uint64_t id = ptrmap_get(&r->known[stripe], obj);
+    if (id != 0)
+        return (int64_t)id;
+    return reg_existing_id(r, obj);
+}
+
+int64_t reg_id_for(Registry *r, Py_ssize_t stripe, PyObject *obj)
+{
+    int64_t id = reg_id_of(r, stripe, obj);
+    if (id != 0)
+        return id;
+    cst_mutex_lock(&r->slot_lock);
+    if (r->nfree > 0) {
+        id = (int64_t)r->free_slots[--r->nfree];
+        if (PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(obj)) < 0) {
+            r->nfree++;
+            id = -1;
+        }
+    } else {
+        id = PyList_GET_SIZE(r->objects);
+        if (PyList_Append(r->objects, obj) < 0)
+            id = -1;
+    }
+    cst_mutex_unlock(&r->slot_lock);
+    if (id < 0)
+        return -1;
+    PyObject *key = PyLong_FromLongLong(id);
+    if (key == NULL || PyDict_SetItem(r->ids, obj, key) < 0) {
+        Py_XDECREF(key);
+        /* give the slot back: nothing refers to it yet */
+        cst_mutex_lock(&r->slot_lock);
+        PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
+        if (r->nfree < r->free_cap)
+            r->free_slots[r->nfree++] = (uint64_t)id;
+        cst_mutex_unlock(&r->slot_lock);
+        return -1;
+    }
+    Py_DECREF(key);
+    ptrmap_put(&r->known[stripe], obj, (uint64_t)id); /* objects[id] holds obj */
+    return id;
+}
+
+/* Raise `freed` (rule 4; under the slot lock, before a slot changes). */
+static void count_free(Registry *r)
+{
+    /* seq_cst: ordered before the slot store that follows, which a reader
+     * sees only with this increment visible (its second load of freed). */
+    atomic_fetch_add_explicit(r->freed, 1, memory_order_seq_cst);
+}
+
+/* Free id (owned by obj): under obj's stripe lock, like every free of obj's
+ * id: if obj no longer owns id, id was freed already and its slot may name
+ * another object now.  -1 on error (nothing freed). */
+static int reg_free(Registry *r, Py_ssize_t stripe, uint64_t id, PyObject *obj)
+{
+    int64_t owner = reg_id_of(r, stripe, obj);
+    if (owner < 0)
+        return -1;
+    if ((uint64_t)owner != id)
+        return 0;
+    if (r->nfree == r->free_cap) {
+        size_t ncap = r->free_cap ? r->free_cap * 2 : 64;
+        uint64_t *nf = PyMem_RawRealloc(r->free_slots, ncap * sizeof *nf);
+        if (nf == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->free_slots = nf;
+        r->free_cap = ncap;
+    }
+    if (PyDict_DelItem(r->ids, obj) < 0)
+        return -1;
+    cst_mutex_lock(&r->slot_lock);
+    count_free(r);
+    /* the registered object (maybe another object equal to obj) leaves known */
+    ptrmap_del(&r->known[stripe], PyList_GET_ITEM(r->objects, (Py_ssize_t)id));
+    PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
+    r->free_slots[r->nfree++] = id;
+    cst_mutex_unlock(&r->slot_lock);
+    return 0;
+}
+
+int reg_added(Counts *c, Py_ssize_t stripe, uint64_t id)
+{
+    if (idmap_add(&c->part[stripe], id, 1) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* No pair of id may be left in any handle of the family: free it now, or when
+ * the snapshots open now are gone (rule 3).  c is the handle the caller just
+ * changed (NULL: a handle that is gone).  Under obj's stripe lock. */
+int reg_maybe_dead(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObject *obj)
+{
+    /* Fast path: no open snapshot and c is the family's only handle.  Safe
+     * without meta: a snapshot pins before it takes the engine snapshot
+     * (which then cannot hold the pair just removed), a copy holds every
+     * stripe lock, ours included, while it is made, and a copy of a snapshot
+     * is made while that snapshot's pin is open. */
+    size_t npins = __atomic_load_n(&r->npins, __ATOMIC_ACQUIRE);
+    size_t nh = __atomic_load_n(&r->nhandles, __ATOMIC_ACQUIRE);
+    if (npins == 0 && nh == (c ? 1u : 0u)) {
+        if (c && idmap_get(&c->part[stripe], id))
+            return 0;
+        return reg_free(r, stripe, id, obj);
+    }
+    cst_mutex_lock(&r->meta);
+    for (size_t i = 0; i < r->nhandles; i++) {
+        if (idmap_get(&r->handles[i]->part[stripe], id)) {
+            cst_mutex_unlock(&r->meta);
+            return 0;
+        }
+    }
+    r->seq++;
+    if (r->npins > 0) {
+        int ok = idmap_add(&r->died, id, r->seq - idmap_get(&r->died, id));
+        cst_mutex_unlock(&r->meta);
+        if (ok < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        return 0;
+    }
+    cst_mutex_unlock(&r->meta);
+    return reg_free(r, stripe, id, obj);
+}
+
+int reg_removed(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObject *obj)
+{
+    if (idmap_add(&c->part[stripe], id, -1) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (idmap_get(&c->part[stripe], id) > 0)
+        return 0;
+    return reg_maybe_dead(r, c, stripe, id, obj);
+}
+
+/* ------------------------------------------------------------------------
+ * Registry: the Python type
+ * ---------------------------------------------------------------------- */
+
+static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    Registry *r = (Registry *)type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    r->ids = PyDict_New();
+    r->objects = PyList_New(1);
+    /* own cache line: read by every lookup, written only when an id is freed */
+    r->freed_block = PyMem_RawCalloc(1, 192);
+    if (r->ids == NULL || r->objects == NULL || r->freed_block == NULL) {
+        int nomem = r->freed_block == NULL;
+        Py_DECREF(r);
+        return nomem ? PyErr_NoMemory() : NULL;
+    }
+    PyList_SET_ITEM(r->objects, 0, Py_NewRef(cst_FREE));
+    r->freed = (_Atomic int64_t *)(((uintptr_t)r->freed_block + 63) & ~(uintptr_t)63);
+    atomic_init(r->freed, 0);
+    if (cst_mutex_init(&r->slot_lock) < 0 || cst_mutex_init(&r->meta) < 0) {
+        Py_DECREF(r);
+        return PyErr_NoMemory();
+    }
+    for (size_t s = 0; s < STRIPES; s++)
+        if (cst_mutex_init(&r->stripes[s]) < 0) {
+            Py_DECREF(r);
+            return PyErr_NoMemory();
+        }
+    cst_mutex_lock(&all_lock);
+    r->fork_next = all_head;
+    if (all_head)
+        all_head->fork_prev = r;
+    all_head = r;
+    cst_mutex_unlock(&all_lock);
+    return (PyObject *)r;
+}
+
+static int registry_traverse(Registry *r, visitproc visit, void *arg)
+{
+    Py_VISIT(r->ids);
+    Py_VISIT(r->objects);
+    for (size_t i = 0; i < r->nhandles; i++)
+        Py_VISIT(r->handles[i]);
+    return 0;
+}
+
+static int registry_clear(Registry *r)
+{
+    Py_CLEAR(r->ids);
+    Py_CLEAR(r->objects);
+    for (size_t i = 0; i < r->nhandles; i++)
+        Py_CLEAR(r->handles[i]);
+    r->nhandles = 0;
+    return 0;
+}
+
+static void registry_dealloc(Registry *r)
+{
+    PyObject_GC_UnTrack(r);
+    if (r->weakreflist)
+        PyObject_ClearWeakRefs((PyObject *)r);
+    cst_mutex_lock(&all_lock);
+    if (r->fork_prev)
+        r->fork_prev->fork_next = r->fork_next;
+    else if (all_head == r)
+        all_head = r->fork_next;
+    if (r->fork_next)
+        r->fork_next->fork_prev = r->fork_prev;
+    cst_mutex_unlock(&all_lock);
+    registry_clear(r);
+    PyMem_RawFree(r->handles);
+    PyMem_RawFree(r->pins);
+    PyMem_RawFree(r->free_slots);
+    PyMem_RawFree(r->freed_block);
+    idmap_clear(&r->died);
+    for (size_t s = 0; s < STRIPES; s++)
+        ptrmap_clear(&r->known[s]);
+    cst_mutex_fini(&r->slot_lock);
+    cst_mutex_fini(&r->meta);
+    for (size_t s = 0; s < STRIPES; s++)
+        cst_mutex_fini(&r->stripes[s]);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+void registry_after_fork_child(void)
+{
+    /* Only this thread exists: locks held by others at the fork are free. */
+    cst_mutex_init(&all_lock);
+    for (Registry *r = all_head; r; r = r->fork_next) {
+        cst_mutex_init(&r->slot_lock);
+        cst_mutex_init(&r->meta);
+        for (size_t s = 0; s < STRIPES; s++)
+            cst_mutex_init(&r->stripes[s]);
+    }
+}
+
+/* -- handles -------------------------------------------------------------- */
+
+static int add_handle(Registry *r, Counts *c)
+{
+    if (r->nhandles == r->handles_cap) {
+        size_t ncap = r->handles_cap ? r->handles_cap * 2 : 4;
+        Counts **nh = PyMem_RawRealloc(r->handles, ncap * sizeof *nh);
+        if (nh == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->handles = nh;
+        r->handles_cap = ncap;
+    }
+    c->serial = r->next_serial++;
+    r->handles[r->nhandles] = (Counts *)Py_NewRef(c);
+    __atomic_store_n(&r->nhandles, r->nhandles + 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* Remove the handle with this serial (under meta); its reference, or NULL. */
+static Counts *take_handle(Registry *r, int64_t serial)
+{
+    for (size_t i = 0; i < r->nhandles; i++) {
+        if (r->handles[i]->serial != serial)
+            continue;
+        Counts *c = r->handles[i];
+        r->handles[i] = r->handles[r->nhandles - 1];
+        __atomic_store_n(&r->nhandles, r->nhandles - 1, __ATOMIC_RELEASE);
+        return c;
+    }
+    return NULL;
+}
+
+/* Fill c from (id, count) pairs; each id goes to the part of its object's
+ * stripe.  The caller makes sure nothing changes those ids meanwhile. */
+static int counts_fill(Registry *r, Counts *c, PyObject *source)
+{
+    PyObject *items;
+    if (Py_IS_TYPE(source, &Counts_Type))
+        items = counts_items((Counts *)source, NULL);
+    else if (PyDict_Check(source))
+        items = PyDict_Items(source);
+    else
+        items = PySequence_List(source);
+    if (items == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && rc == 0; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        unsigned long long id;
+        long long n;
+        if (!PyArg_ParseTuple(item, "KL;counts are (id, pairs) pairs", &id, &n)) {
+            rc = -1;
+            break;
+        }
+        PyObject *obj = slot_get(r, id);
+        Py_ssize_t stripe;
+        if (obj == cst_FREE) {
+            PyErr_Format(PyExc_ValueError, "counts name id %llu, which is not in use", id);
+            rc = -1;
+        } else if (reg_stripe(obj, &stripe) < 0 || idmap_add(&c->part[stripe], id, n) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            rc = -1;
+        }
+        Py_DECREF(obj);
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
+static PyObject *registry_new_counts(Registry *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "new_counts(source=None)");
+        return NULL;
+    }
+    Counts *c = counts_new();
+    if (c == NULL)
+        return NULL;
+    if (nargs == 1 && args[0] != Py_None && counts_fill(r, c, args[0]) < 0) {
+        Py_DECREF(c);
+        return NULL;
+    }
+    cst_mutex_lock(&r->meta);
+    int rc = add_handle(r, c);
+    cst_mutex_unlock(&r->meta);
+    if (rc < 0) {
+        Py_DECREF(c);
+        return NULL;
+    }
+    return (PyObject *)c;
+}
+
+static PyObject *registry_discard_handle(Registry *r, PyObject *arg)
+{
+    int64_t serial = PyLong_AsLongLong(arg);
+    if (serial == -1 && PyErr_Occurred())
+        return NULL;
+    cst_mutex_lock(&r->meta);
+    Counts *c = take_handle(r, serial);
+    cst_mutex_unlock(&r->meta);
+    Py_XDECREF(c);
+    Py_RETURN_NONE;
+}
+
+static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
+{
+    int64_t serial = PyLong_AsLongLong(arg);
+    if (serial == -1 && PyErr_Occurred())
+        return NULL;
+    cst_mutex_lock(&r->meta);
+    Counts *c = take_handle(r, serial);
+    if (c != NULL && r->nhandles == 0 && r->npins == 0) {
+        /* The last handle and no snapshot: every id is dead at once (nothing
+         * can make a handle of this family again). */
+        cst_mutex_lock(&r->slot_lock);
+        count_free(r);
+        for (size_t s = 0; s < STRIPES; s++)
+            ptrmap_clear(&r->known[s]); /* no handle left: nothing reads them */
+        int rc = PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), NULL);
+        r->nfree = 0;
+        cst_mutex_unlock(&r->slot_lock);
+        PyDict_Clear(r->ids);
+        cst_mutex_unlock(&r->meta);
+        Py_DECREF(c);
+        if (rc < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    cst_mutex_unlock(&r->meta);
+    if (c == NULL)
+        Py_RETURN_NONE;
+    PyObject *items = counts_items(c, NULL);
+    Py_DECREF(c);
+    if (items == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        uint64_t id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0));
+        PyObject *obj = slot_get(r, id);
+        Py_ssize_t stripe;
+        if (obj != cst_FREE && reg_stripe(obj, &stripe) == 0) {
+            cst_mutex_lock(&r->stripes[stripe]);
+            int rc = reg_maybe_dead(r, NULL, stripe, id, obj);
+            cst_mutex_unlock(&r->stripes[stripe]);
+            if (rc < 0)
+                PyErr_WriteUnraisable((PyObject *)r);
+        }
+        PyErr_Clear();
+        Py_DECREF(obj);
+    }
+    Py_DECREF(items);
+    Py_RETURN_NONE;
+}
+
+/* -- pins ----------------------------------------------------------------- */
+
+static PyObject *registry_pin(Registry *r, PyObject *Py_UNUSED(ignored))
+{
+    cst_mutex_lock(&r->meta);
+    if (r->npins == r->pins_cap) {
+        size_t ncap = r->pins_cap ? r->pins_cap * 2 : 8;
+        int64_t *np = PyMem_RawRealloc(r->pins, ncap * sizeof *np);
+        if (np == NULL) {
+            cst_mutex_unlock(&r->meta);
+            return PyErr_NoMemory();
+        }
+        r->pins = np;
+        r->pins_cap = ncap;
+    }
+    int64_t token = ++r->seq;
+    r->pins[r->npins] = token;
+    __atomic_store_n(&r->npins, r->npins + 1, __ATOMIC_RELEASE);
+    cst_mutex_unlock(&r->meta);
+    return PyLong_FromLongLong(token);
+}
+
+static PyObject *registry_unpin(Registry *r, PyObject *arg)
+{
+    int64_t token = PyLong_AsLongLong(arg);
+    if (token == -1 && PyErr_Occurred())
+        return NULL;
+    cst_mutex_lock(&r->meta);
+    for (size_t i = 0; i < r->npins; i++) {
+        if (r->pins[i] == token) {
+            memmove(r->pins + i, r->pins + i + 1, (r->npins - i - 1) * sizeof *r->pins);
+            __atomic_store_n(&r->npins, r->npins - 1, __ATOMIC_RELEASE);
+            break;
+        }
+    }
+    int64_t oldest = r->npins ? r->pins[0] : INT64_MAX;
+    /* The ids that died before the oldest open snapshot started. */
+    uint64_t *ready = NULL;
+    size_t nready = 0;
+    if (r->died.used) {
+        ready = PyMem_RawMalloc(r->died.used * sizeof *ready);
+        if (ready == NULL) {
+            cst_mutex_unlock(&r->meta);
+            return PyErr_NoMemory();
+        }
+        for (size_t i = 0; i < r->died.cap; i++)
+            if (r->died.slots[i].id && r->died.slots[i].count < oldest)
+                ready[nready++] = r->died.slots[i].id;
+        for (size_t i = 0; i < nready; i++)
+            idmap_add(&r->died, ready[i], -idmap_get(&r->died, ready[i]));
+    }
+    cst_mutex_unlock(&r->meta);
+    int failed = 0;
+    for (size_t k = 0; k < nready; k++) {
+        PyObject *obj = slot_get(r, ready[k]);
+        Py_ssize_t stripe;
+        if (obj != cst_FREE && reg_stripe(obj, &stripe) == 0) {
+            cst_mutex_lock(&r->stripes[stripe]);
+            cst_mutex_lock(&r->meta);
+            int alive = idmap_get(&r->died, ready[k]) != 0;
+            for (size_t i = 0; i < r->nhandles && !alive; i++)
+                alive = idmap_get(&r->handles[i]->part[stripe], ready[k]) != 0;
+            cst_mutex_unlock(&r->meta);
+            if (!alive && reg_free(r, stripe, ready[k], obj) < 0)
+                failed = 1;
+            cst_mutex_unlock(&r->stripes[stripe]);
+        }
+        if (PyErr_Occurred())
+            PyErr_WriteUnraisable((PyObject *)r);
+        Py_DECREF(obj);
+    }
+    PyMem_RawFree(ready);
+    (void)failed;
+    Py_RETURN_NONE;
+}
+
+/* -- the whole family's update locks -------------------------------------- */
+
+static PyObject *registry_lock_all(Registry *r, PyObject *Py_UNUSED(ignored))
+{
+    for (size_t s = 0; s < STRIPES; s++)
+        cst_mutex_lock(&r->stripes[s]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *registry_unlock_all(Registry *r, PyObject *Py_UNUSED(ignored))
+{
+    for (size_t s = STRIPES; s-- > 0;)
+        cst_mutex_unlock(&r->stripes[s]);
+    Py_RETURN_NONE;
+}
+
+/* -- ids from Python ------------------------------------------------------- */
+
+static PyObject *registry_adopt(Registry *r, PyObject *objs)
+{
+    if (PyDict_Size(r->ids) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "adopt() needs an empty registry");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(objs, "adopt() needs a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyLong_FromSsize_t(i + 1);
+        int rc = key ? PyDict_SetDefault(r->ids, items[i], key) != NULL ? 0 : -1 : -1;
+        Py_XDECREF(key);
+        if (rc < 0) {
+            PyDict_Clear(r->ids);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    if (PyDict_Size(r->ids) != n) {
+        PyObject *seen = PySet_New(NULL);
+        for (Py_ssize_t i = 0; seen && i < n; i++) {
+            int has = PySet_Contains(seen, items[i]);
+            if (has == 1) {
+                PyErr_Format(PyExc_ValueError,
+                             "subscriber %R appears twice in the subscriber table", items[i]);
+                break;
+            }
+            if (has < 0 || PySet_Add(seen, items[i]) < 0)
+                break;
+        }
+        Py_XDECREF(seen);
+        PyDict_Clear(r->ids);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    cst_mutex_lock(&r->slot_lock);
+    int rc = PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), seq);
+    cst_mutex_unlock(&r->slot_lock);
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        Py_ssize_t stripe;
+        if (reg_stripe(items[i], &stripe) < 0)
+            rc = -1;
+        else
+            ptrmap_put(&r->known[stripe], items[i], (uint64_t)(i + 1));
+    }
+    Py_DECREF(seq);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *registry_id_for(Registry *r, PyObject *obj)
+{
+    Py_ssize_t stripe;
+    if (reg_stripe(obj, &stripe) < 0)
+        return NULL;
+    int64_t id = reg_id_for(r, stripe, obj);
+    return id < 0 ? NULL : PyLong_FromLongLong(id);
+}
+
+static PyObject *registry_existing_id(Registry *r, PyObject *obj)
+{
+    int64_t id = reg_existing_id(r, obj);
+    if (id < 0)
+        return NULL;
+    if (id == 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(id);
+}
+
+static PyObject *registry_get(Registry *r, PyObject *arg)
+{
+    long long i = PyLong_AsLongLong(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    return i < 0 ? Py_NewRef(cst_FREE) : slot_get(r, (uint64_t)i);
+}
+
+static PyObject *registry_maps(Registry *r, PyObject *arg)
+{
+    PyObject *o = registry_get(r, arg);
+    if (o == NULL)
+        return NULL;
+    int m = o != cst_FREE;
+    Py_DECREF(o);
+    return PyBool_FromLong(m);
+}
+
+static PyObject *registry_live_objects(Registry *r, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *copy = PySequence_List(r->objects);
+    if (copy == NULL)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(copy); i++) {
+        PyObject *o = PyList_GET_ITEM(copy, i);
+        if (o != cst_FREE && PyList_Append(out, o) < 0)
+            Py_CLEAR(out);
+    }
+    Py_DECREF(copy);
+    return out;
+}
+
+/* added(counts, id, obj) / forget_unused(counts, id, obj) / removed(...):
+ * the bookkeeping of one pair, for Python code that holds obj's stripe lock
+ * (through lock_all). */
+static int parse_pair_args(Registry *r, PyObject *const *args, Py_ssize_t nargs,
+                           const char *name, Counts **c, uint64_t *id, Py_ssize_t *stripe)
+{
+    (void)r;
+    if (nargs != 3 || !(Py_IS_TYPE(args[0], &Counts_Type) || args[0] == Py_None)) {
+        PyErr_Format(PyExc_TypeError, "%s(counts, id, obj)", name);
+        return -1;
+    }
+    *c = args[0] == Py_None ? NULL : (Counts *)args[0];
+    *id = PyLong_AsUnsignedLongLong(args[1]);
+    if (*id == (uint64_t)-1 && PyErr_Occurred())
+        return -1;
+    return reg_stripe(args[2], stripe);
+}
+
+static PyObject *registry_added(Registry *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    Counts *c;
+    uint64_t id;
+    Py_ssize_t stripe;
+    if (parse_pair_args(r, args, nargs, "added", &c, &id, &stripe) < 0)
+        return NULL;
+    if (c == NULL) {
+        PyErr_SetString(PyExc_TypeError, "added: no counts");
+        return NULL;
+    }
+    if (reg_added(c, stripe, id) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *registry_removed(Registry *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    Counts *c;
+    uint64_t id;
+    Py_ssize_t stripe;
+    if (parse_pair_args(r, args, nargs, "removed", &c, &id, &stripe) < 0)
+        return NULL;
+    if (c == NULL) {
+        PyErr_SetString(PyExc_TypeError, "removed: no counts");
+        return NULL;
+    }
+    if (reg_removed(r, c, stripe, id, args[2]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *registry_forget_unused(Registry *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    Counts *c;
+    uint64_t id;
+    Py_ssize_t stripe;
+    if (parse_pair_args(r, args, nargs, "forget_unused", &c, &id, &stripe) < 0)
+        return NULL;
+    if (c && idmap_get(&c->part[stripe], id))
+        Py_RETURN_NONE;
+    if (reg_maybe_dead(r, c, stripe, id, args[2]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* removed_ids(counts, ids): each id lost one pair in the handle owning
+ * counts (Trie.clear); takes each subscriber's stripe lock itself. */
+static PyObject *registry_removed_ids(Registry *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !Py_IS_TYPE(args[0], &Counts_Type)) {
+        PyErr_SetString(PyExc_TypeError, "removed_ids(counts, ids)");
+        return NULL;
+    }
+    Counts *c = (Counts *)args[0];
+    PyObject *it = PyObject_GetIter(args[1]);
+    if (it == NULL)
+        return NULL;
+    PyObject *item;
+    while ((item = PyIter_Next(it)) != NULL) {
+        uint64_t id = PyLong_AsUnsignedLongLong(item);
+        Py_DECREF(item);
+        if (id == (uint64_t)-1 && PyErr_Occurred())
+            break;
+        PyObject *obj = slot_get(r, id);
+        Py_ssize_t stripe;
+        int rc = 0;
+        if (obj != cst_FREE) {
+            rc = reg_stripe(obj, &stripe);
+            if (rc == 0) {
+                cst_mutex_lock(&r->stripes[stripe]);
+                if (idmap_get(&c->part[stripe], id))
+                    rc = reg_removed(r, c, stripe, id, obj);
+                cst_mutex_unlock(&r->stripes[stripe]);
+            }
+        }
+        Py_DECREF(obj);
+        if (rc < 0)
+            break;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* stable(read): read() (an engine read of a live handle that maps ids through
+ * objects) repeated until no id was freed while it ran (rule 4). */
+static PyObject *registry_stable(Registry *r, PyObject *read)
+{
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        int64_t seen = reg_freed(r);
+        PyObject *out = PyObject_CallNoArgs(read);
+        if (out == NULL)
+            return NULL;
+        if (atomic_load_explicit(r->freed, memory_order_seq_cst) == seen)
+            return out;
+        Py_DECREF(out);
+    }
+    cst_mutex_lock(&r->slot_lock); /* no id can be freed while it is held */
+    PyObject *out = PyObject_CallNoArgs(read);
+    cst_mutex_unlock(&r->slot_lock);
+    return out;
+}
+
+static PyObject *registry_slot_lock_held(Registry *r, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(cst_mutex_held(&r->slot_lock));
+}
+
+static PyObject *registry_get_objects(Registry *r, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(r->objects);
+}
+
+static PyObject *registry_get_freed(Registry *r, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(reg_freed(r));
+}
+
+static Py_ssize_t registry_len(Registry *r) { return PyDict_Size(r->ids); }
+
+static PyMethodDef registry_methods[] = {
+    {"new_counts", (PyCFunction)(void (*)(void))registry_new_counts, METH_FASTCALL,
+     "new_counts(source=None) -> Counts: the counts of a new writable handle (a copy starts "
+     "from its source's: a Counts or (id, pairs) items).  Call drop_handle(counts.serial) "
+     "when the handle is collected."},
+    {"discard_handle", (PyCFunction)registry_discard_handle, METH_O,
+     "Forget counts that never belonged to a live handle (a failed copy); frees nothing."},
+    {"drop_handle", (PyCFunction)registry_drop_handle, METH_O,
+     "A writable handle is gone: free the ids that only it held (rule 3)."},
+    {"pin", (PyCFunction)registry_pin, METH_NOARGS,
+     "Record that a snapshot starts now; returns its pin token."},
+    {"unpin", (PyCFunction)registry_unpin, METH_O,
+     "A snapshot is gone: free the ids that only older snapshots kept."},
+    {"lock_all", (PyCFunction)registry_lock_all, METH_NOARGS,
+     "Take every subscriber stripe lock, in index order (see all_locks())."},
+    {"unlock_all", (PyCFunction)registry_unlock_all, METH_NOARGS, "Release what lock_all took."},
+    {"adopt", (PyCFunction)registry_adopt, METH_O,
+     "Give objs the ids 1, 2, ... in order, in a new empty registry (ValueError for two "
+     "equal objects, TypeError for an unhashable one)."},
+    {"id_for", (PyCFunction)registry_id_for, METH_O,
+     "The id of obj, made if needed (a freed slot first); call under obj's stripe lock."},
+    {"existing_id", (PyCFunction)registry_existing_id, METH_O, "The id of obj, or None."},
+    {"get", (PyCFunction)registry_get, METH_O, "The object of id i, or FREE."},
+    {"maps", (PyCFunction)registry_maps, METH_O, "True when id i names an object now."},
+    {"live_objects", (PyCFunction)registry_live_objects, METH_NOARGS,
+     "Every object that has an id now."},
+    {"added", (PyCFunction)(void (*)(void))registry_added, METH_FASTCALL,
+     "added(counts, id, obj): a pair of obj was added (under obj's stripe lock)."},
+    {"removed", (PyCFunction)(void (*)(void))registry_removed, METH_FASTCALL,
+     "removed(counts, id, obj): a pair of obj was removed (under obj's stripe lock)."},
+    {"forget_unused", (PyCFunction)(void (*)(void))registry_forget_unused, METH_FASTCALL,
+     "forget_unused(counts, id, obj): an id made for a subscribe that added nothing."},
+    {"removed_ids", (PyCFunction)(void (*)(void))registry_removed_ids, METH_FASTCALL,
+     "removed_ids(counts, ids): each id lost one pair (takes the stripe locks itself)."},
+    {"stable", (PyCFunction)registry_stable, METH_O,
+     "read() repeated until no id was freed while it ran (rule 4)."},
+    {"_slot_lock_held", (PyCFunction)registry_slot_lock_held, METH_NOARGS,
+     "Tests: whether the slot lock is held now."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef registry_getset[] = {
+    {"objects", (getter)registry_get_objects, NULL,
+     "The id -> object list (FREE where unused); read it, never change it.", NULL},
+    {"freed", (getter)registry_get_freed, NULL, "The number of ids freed so far (rule 4).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods registry_as_sequence = {.sq_length = (lenfunc)registry_len};
+
+PyTypeObject Registry_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cstrie._hotpath.Registry",
+    .tp_basicsize = sizeof(Registry),
+    .tp_dealloc = (destructor)registry_dealloc,
+    .tp_as_sequence = &registry_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Ids for the subscribers of one family of handles (see cstrie.registry).",
+    .tp_traverse = (traverseproc)registry_traverse,
+    .tp_clear = (inquiry)registry_clear,
+    .tp_weaklistoffset = offsetof(Registry, weakreflist),
+    .tp_methods = registry_methods,
+    .tp_getset = registry_getset,
+    .tp_new = registry_new,
+};
+
+int registry_module_init(PyObject *m)
+{
+    if (cst_mutex_init(&all_lock) < 0)
+        return -1;
+    if (PyType_Ready(&Counts_Type) < 0 || PyType_Ready(&Registry_Type) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Counts", (PyObject *)&Counts_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Registry", (PyObject *)&Registry_Type) < 0)
+        return -1;
+    return 0;
+}
