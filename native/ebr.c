@@ -37,25 +37,29 @@
  *    claim is a separate word, `in_use`, which the scan does not trust: an
  *    acquire load of it could miss a claim made concurrently).  No stand-alone
  *    fence is used (ThreadSanitizer would not model it).
- * 5. Retired objects go into the owner's open chunk (`cur`), which only the
- *    owner touches: appending takes no lock and no atomic read-modify-write.
- *    Before a section ends the owner seals the chunk: it pushes it onto its
- *    record's `sealed` stack (a Treiber stack: a CAS per push).  Any thread
- *    reclaims a record's stack by taking it whole (one atomic exchange to
- *    NULL), releasing the chunks that are ready, and pushing the rest back.
- *    Pushes only add and the taker takes everything, so there is no ABA, and
- *    no step of any thread waits for another: a thread preempted anywhere
- *    holds up nobody's retire or reclaim.  Garbage never stays private past
- *    the end of the call that retired it, so a thread that goes idle or ends
- *    (its record is free, in_use 0, and keeps its stack until reused) holds
- *    back no memory: the others release it.
+ * 5. Retired objects go into the owner's open chunk.  Inside a section the
+ *    owner holds it privately (`mine`): appending takes no lock and no atomic
+ *    read-modify-write.  When its section ends the owner publishes the chunk
+ *    in `open` (a store); its first retire of a later section takes it back
+ *    (one exchange), unless a reclaimer took it meanwhile (one exchange too:
+ *    exactly one of the two gets it).  A full chunk is sealed: pushed onto the
+ *    record's `sealed` stack (a Treiber stack: a CAS per push).  A reclaimer
+ *    takes a record's open chunk and its stack whole (exchanges to NULL),
+ *    releases the chunks that are ready and pushes the rest onto the stack.
+ *    Pushes only add and takers take everything, so there is no ABA, and no
+ *    step of any thread waits for another: a thread preempted anywhere holds
+ *    up nobody's retire or reclaim.  Outside its sections a thread's garbage
+ *    is always within other threads' reach, so a thread that goes idle or
+ *    ends (its record is free, in_use 0, and keeps its chunks until reused)
+ *    holds back no memory: the others release it.
  * 6. Records are never freed (a scanner may be reading one); they are reused.
  * 7. After fork() the child has one thread.  Every other record's owner is
  *    gone: the child handler marks those records outside any section and free
- *    (so they cannot block invariant 2) and seals their open chunks.  A thread
- *    that was between two steps of a push or a take at the fork can only make
- *    the child leak the chunks it held, never use them twice: no lock exists
- *    that the child could wait on forever.
+ *    (so they cannot block invariant 2); their published chunks stay within
+ *    reach.  A thread that was inside a section, or between two steps of a
+ *    push or a take, at the fork can only make the child leak the chunks it
+ *    held, never use them twice: no lock exists that the child could wait on
+ *    forever.
  *
  * Prompt reclamation.  Reclaiming is normally amortised (every
  * RETIRE_SCAN_EVERY retirements of a thread).  A caller that drops something
@@ -89,7 +93,7 @@ typedef struct limbo_entry {
 typedef struct limbo_chunk {
     struct limbo_chunk *next;  /* link in a sealed stack or a pool */
     uint64_t tag;              /* the largest tag of its entries (inv. 3) */
-    _Atomic unsigned n;        /* entries written; release store (inv. 7) */
+    unsigned n;                /* entries written (by its holder only) */
     limbo_entry e[LIMBO_CHUNK];
 } limbo_chunk;
 
@@ -100,12 +104,14 @@ struct ebr_record {
     unsigned index;
     unsigned since_scan;             /* owner only */
     int want_prompt;                 /* owner only: this section asked for it */
-    _Atomic(limbo_chunk *) cur;      /* owner's open chunk (inv. 5; atomic for inv. 7) */
+    limbo_chunk *mine;               /* owner only: the open chunk, inside a section */
     limbo_chunk *pool;               /* owner only: empty chunks for reuse */
     unsigned npool;
     char pad1[64];
+    _Atomic(limbo_chunk *) open;     /* the open chunk between sections (inv. 5) */
     _Atomic(limbo_chunk *) sealed;   /* Treiber stack (inv. 5) */
     _Atomic int64_t count;           /* entries in sealed chunks */
+    _Atomic int64_t open_n;          /* entries in the published open chunk */
     char pad2[64];
 };
 
@@ -142,7 +148,7 @@ static limbo_chunk *chunk_get(ebr_record *rec)
     }
     c->next = NULL;
     c->tag = 0;
-    atomic_init(&c->n, 0);
+    c->n = 0;
     return c;
 }
 
@@ -170,19 +176,25 @@ static void stack_push(_Atomic(limbo_chunk *) *stack, limbo_chunk *first, limbo_
                                                     memory_order_relaxed));
 }
 
-/* Move the owner's open chunk, if it holds anything, onto its sealed stack. */
-static void seal(ebr_record *rec)
+/* Push a chunk onto r's sealed stack (it is the caller's to give). */
+static void seal(ebr_record *r, limbo_chunk *c)
 {
-    limbo_chunk *c = atomic_load_explicit(&rec->cur, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->count, c->n, memory_order_relaxed);
+    stack_push(&r->sealed, c, c);
+}
+
+/* The owner ends a section: its open chunk goes where others can reach it. */
+static void publish_open(ebr_record *rec)
+{
+    limbo_chunk *c = rec->mine;
     if (c == NULL)
         return;
-    unsigned n = atomic_load_explicit(&c->n, memory_order_relaxed);
-    if (n == 0)
-        return;
-    /* relaxed: cur is the owner's; the child handler (inv. 7) runs alone. */
-    atomic_store_explicit(&rec->cur, NULL, memory_order_relaxed);
-    atomic_fetch_add_explicit(&rec->count, n, memory_order_relaxed);
-    stack_push(&rec->sealed, c, c);
+    rec->mine = NULL;
+    atomic_store_explicit(&rec->open_n, c->n, memory_order_relaxed);
+    /* release: the entries are visible to whoever takes the chunk (acquire). */
+    limbo_chunk *old = atomic_exchange_explicit(&rec->open, c, memory_order_acq_rel);
+    if (old != NULL)
+        seal(rec, old); /* cannot happen (only the owner publishes); be safe */
 }
 
 /* Run the release functions of a chain of ready chunks; returns the chunks
@@ -191,21 +203,38 @@ static void release_chain(ebr_record *me, limbo_chunk *c)
 {
     while (c != NULL) {
         limbo_chunk *next = c->next;
-        unsigned n = atomic_load_explicit(&c->n, memory_order_relaxed);
-        for (unsigned i = 0; i < n; i++)
+        for (unsigned i = 0; i < c->n; i++)
             c->e[i].release(c->e[i].obj);
         chunk_put(me, c);
         c = next;
     }
 }
 
-/* Take r's sealed stack, release what is ready at `epoch`, push the rest back. */
+/* Take r's open chunk and sealed stack, release what is ready at `epoch`,
+ * push the rest onto the stack. */
 static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch)
 {
-    if (atomic_load_explicit(&r->sealed, memory_order_relaxed) == NULL)
+    limbo_chunk *c = NULL;
+    if (atomic_load_explicit(&r->open, memory_order_relaxed) != NULL) {
+        /* acquire: pairs with the release of publish_open (the entries). */
+        limbo_chunk *o = atomic_exchange_explicit(&r->open, NULL, memory_order_acquire);
+        if (o != NULL) {
+            atomic_store_explicit(&r->open_n, 0, memory_order_relaxed);
+            atomic_fetch_add_explicit(&r->count, o->n, memory_order_relaxed);
+            o->next = NULL;
+            c = o;
+        }
+    }
+    if (atomic_load_explicit(&r->sealed, memory_order_relaxed) != NULL) {
+        /* acquire: pairs with the release of the pushes (the entries). */
+        limbo_chunk *s = atomic_exchange_explicit(&r->sealed, NULL, memory_order_acquire);
+        if (c != NULL)
+            c->next = s;
+        else
+            c = s;
+    }
+    if (c == NULL)
         return;
-    /* acquire: pairs with the release of the pushes (the entries). */
-    limbo_chunk *c = atomic_exchange_explicit(&r->sealed, NULL, memory_order_acquire);
     limbo_chunk *ready = NULL, *keep = NULL, *keep_last = NULL;
     int64_t released = 0;
     while (c != NULL) {
@@ -213,7 +242,7 @@ static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch)
         if (c->tag + 2 <= epoch) {
             c->next = ready;
             ready = c;
-            released += atomic_load_explicit(&c->n, memory_order_relaxed);
+            released += c->n;
         } else {
             c->next = keep;
             if (keep == NULL)
@@ -235,7 +264,7 @@ static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch)
 
 static void record_leave(ebr_record *rec)
 {
-    seal(rec);
+    publish_open(rec);
     while (rec->pool != NULL) {
         limbo_chunk *c = rec->pool;
         rec->pool = c->next;
@@ -264,8 +293,8 @@ static void atfork_child(void)
     for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
         if (r == me)
             continue;
-        seal(r);
-        r->pool = NULL; /* chunks of a thread that no longer exists: leaked, never reused */
+        r->mine = NULL; /* chunks of a thread that no longer exists: leaked, never reused */
+        r->pool = NULL;
         r->npool = 0;
         atomic_store_explicit(&r->state, 0, memory_order_relaxed);
         atomic_store_explicit(&r->in_use, 0, memory_order_relaxed);
@@ -299,9 +328,10 @@ static ebr_record *register_thread(void)
             return NULL;
         atomic_init(&rec->state, 0);
         atomic_init(&rec->in_use, 1);
-        atomic_init(&rec->cur, NULL);
+        atomic_init(&rec->open, NULL);
         atomic_init(&rec->sealed, NULL);
         atomic_init(&rec->count, 0);
+        atomic_init(&rec->open_n, 0);
         rec->index = atomic_fetch_add_explicit(&record_count, 1, memory_order_relaxed);
         ebr_record *head = atomic_load_explicit(&records, memory_order_relaxed);
         do {
@@ -378,7 +408,7 @@ static void reclaim_prompt(ebr_record *me)
 
 void ebr_exit(ebr_record *rec)
 {
-    seal(rec);
+    publish_open(rec);
     /* release: every node read in this section is read before a scanner can
      * observe the section closed and free the node. */
     atomic_store_explicit(&rec->state, 0, memory_order_release);
@@ -396,21 +426,25 @@ void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release)
 {
     /* seq_cst: the tag is read after the unlink CAS (invariant 3). */
     uint64_t tag = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
-    limbo_chunk *c = atomic_load_explicit(&rec->cur, memory_order_relaxed);
+    limbo_chunk *c = rec->mine;
     if (c == NULL) {
-        c = chunk_get(rec);
-        atomic_store_explicit(&rec->cur, c, memory_order_relaxed);
+        /* acquire: the entries the chunk got in our earlier sections are
+         * ours again, unless a reclaimer took it meanwhile (then NULL). */
+        if (atomic_load_explicit(&rec->open, memory_order_relaxed) != NULL &&
+            (c = atomic_exchange_explicit(&rec->open, NULL, memory_order_acquire)) != NULL)
+            atomic_store_explicit(&rec->open_n, 0, memory_order_relaxed);
+        else
+            c = chunk_get(rec);
+        rec->mine = c;
     }
-    unsigned n = atomic_load_explicit(&c->n, memory_order_relaxed);
-    c->e[n].obj = obj;
-    c->e[n].release = release;
+    c->e[c->n].obj = obj;
+    c->e[c->n].release = release;
     if (tag > c->tag)
         c->tag = tag;
-    /* release: the entry is written before n counts it (the fork child reads
-     * n, invariant 7). */
-    atomic_store_explicit(&c->n, n + 1, memory_order_release);
-    if (n + 1 == LIMBO_CHUNK)
-        seal(rec);
+    if (++c->n == LIMBO_CHUNK) {
+        rec->mine = NULL;
+        seal(rec, c);
+    }
     rec->since_scan++;
 }
 
@@ -434,8 +468,6 @@ unsigned ebr_record_index(const ebr_record *rec) { return rec->index; }
 int64_t ebr_barrier(void)
 {
     ebr_record *me = tls_record;
-    if (me != NULL)
-        seal(me);
     for (int round = 0; round < 8; round++) {
         collect_all(me, try_advance());
         if (ebr_pending() == 0)
@@ -449,10 +481,9 @@ int64_t ebr_pending(void)
     int64_t n = 0;
     for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
         n += atomic_load_explicit(&r->count, memory_order_relaxed);
-        /* An open chunk holds entries only inside its owner's section. */
-        limbo_chunk *c = atomic_load_explicit(&r->cur, memory_order_relaxed);
-        if (c != NULL && r == tls_record)
-            n += atomic_load_explicit(&c->n, memory_order_relaxed);
+        n += atomic_load_explicit(&r->open_n, memory_order_relaxed);
+        if (r == tls_record && r->mine != NULL) /* inside one of our sections */
+            n += r->mine->n;
     }
     return n;
 }
