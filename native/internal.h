@@ -21,12 +21,16 @@
 #define ROOT_DESC_BIT ((uintptr_t)1)
 #define MAX_HASH_LEVEL 60 /* hash levels 0, 5, ..., 60; deeper: L-nodes */
 
+/* Byte classes of a dialect (words.c), for single-byte separators. */
+enum { BC_SEP = 1, BC_WILD = 2, BC_NUL = 4, BC_FORBIDDEN = 8 };
+
 struct cst_trie {
     _Atomic(uintptr_t) root;   /* inode*, or an RDCSS descriptor | ROOT_DESC_BIT */
     int readonly;
     cst_dialect d;             /* token strings point into `tokens` */
     char *tokens;
     size_t tokens_len;
+    uint8_t bytecls[256];      /* BC_* of every byte value under d */
     _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
 };
 
@@ -79,6 +83,7 @@ int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem);
 uint64_t word_hash(const char *p, size_t len);
 int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern, scratch *sc);
 void words_seed_init(void);
+void words_classes_init(cst_trie *t);
 
 /* trie.c: primitives shared with match.c and walk.c */
 void node_retain(cst_hdr *h);

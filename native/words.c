@@ -139,22 +139,28 @@ static int has_forbidden(const cst_dialect *d, const char *s, size_t len)
     return 0;
 }
 
-int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern, scratch *sc)
+void words_classes_init(cst_trie *t)
 {
     const cst_dialect *d = &t->d;
-    if (len == 0) {
-        if (!d->empty_topic)
-            return CST_EEMPTY;
-        if (!is_pattern)
-            return 0;
-        /* The zero-word pattern lives in its own spec slot of the top C-node. */
-        if (scratch_reserve((void **)&sc->w, &sc->wcap, 1, sizeof(word)) < 0)
-            return CST_ENOMEM;
-        sc->w[0] = (word){.p = s, .len = 0, .kind = W_EMPTY_PATTERN, .hash = 0};
-        return 1;
-    }
-    if (d->max_bytes && len > d->max_bytes)
-        return CST_ETOOLONG;
+    memset(t->bytecls, 0, sizeof t->bytecls);
+    if (d->sep_len == 1)
+        t->bytecls[(unsigned char)d->sep[0]] |= BC_SEP;
+    if (d->single != NULL && d->single_len > 0)
+        t->bytecls[(unsigned char)d->single[0]] |= BC_WILD;
+    if (d->multi != NULL && d->multi_len > 0)
+        t->bytecls[(unsigned char)d->multi[0]] |= BC_WILD;
+    if (d->forbid_nul)
+        t->bytecls[0] |= BC_NUL;
+    for (unsigned c = 0; c < 128; c++)
+        if ((d->forbidden[c >> 6] >> (c & 63)) & 1)
+            t->bytecls[c] |= BC_FORBIDDEN;
+}
+
+/* The general splitter: any separator (memmem), several scans. */
+static int64_t parse_general(const cst_trie *t, const char *s, size_t len, int is_pattern,
+                             scratch *sc)
+{
+    const cst_dialect *d = &t->d;
     if (d->forbid_nul && memchr(s, 0, len) != NULL)
         return CST_ENUL;
     if (has_forbidden(d, s, len))
@@ -202,4 +208,77 @@ int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern
         start = end + d->sep_len;
     }
     return (int64_t)n;
+}
+
+/* One word [p, p + wl) found by the splitter: checked, classified, hashed. */
+static inline int64_t put_word(const cst_dialect *d, scratch *sc, size_t n, const char *p,
+                               size_t wl, int last, int wild, int is_pattern)
+{
+    /* Counted while splitting: a text over the limit fails at its first word
+     * too many, before the rest is split or hashed. */
+    if (d->max_levels && n >= d->max_levels)
+        return CST_ETOODEEP;
+    if (n >= sc->wcap && scratch_reserve((void **)&sc->w, &sc->wcap, n + 1, sizeof(word)) < 0)
+        return CST_ENOMEM;
+    if (wl > UINT32_MAX)
+        return CST_ETOOLONG;
+    if (wl == 0 && !d->empty_words)
+        return CST_EEMPTYWORD;
+    uint8_t kind = W_LITERAL;
+    if (wild) {
+        int r = classify(d, p, wl, last, is_pattern, &kind);
+        if (r < 0)
+            return r;
+    }
+    sc->w[n] = (word){.p = p, .len = (uint32_t)wl, .kind = kind,
+                      .hash = kind == W_LITERAL ? word_hash(p, wl) : 0};
+    return 0;
+}
+
+int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern, scratch *sc)
+{
+    const cst_dialect *d = &t->d;
+    if (len == 0) {
+        if (!d->empty_topic)
+            return CST_EEMPTY;
+        if (!is_pattern)
+            return 0;
+        /* The zero-word pattern lives in its own spec slot of the top C-node. */
+        if (scratch_reserve((void **)&sc->w, &sc->wcap, 1, sizeof(word)) < 0)
+            return CST_ENOMEM;
+        sc->w[0] = (word){.p = s, .len = 0, .kind = W_EMPTY_PATTERN, .hash = 0};
+        return 1;
+    }
+    if (d->max_bytes && len > d->max_bytes)
+        return CST_ETOOLONG;
+    if (d->sep_len != 1)
+        return parse_general(t, s, len, is_pattern, sc);
+    /* One pass over the bytes: the dialect's byte classes say which bytes
+     * end a word, which are invalid, and which may start a wildcard token (a
+     * word without such a byte is a plain literal: no token checks). */
+    const uint8_t *cls = t->bytecls;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = 0, start = 0;
+    int wild = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned c = cls[u[i]];
+        if (c == 0)
+            continue;
+        if (c & BC_NUL)
+            return CST_ENUL;
+        if (c & BC_FORBIDDEN)
+            return CST_EFORBIDDEN;
+        if (c & BC_WILD) {
+            wild = 1;
+            continue;
+        }
+        int64_t r = put_word(d, sc, n, s + start, i - start, 0, wild, is_pattern);
+        if (r < 0)
+            return r;
+        n++;
+        start = i + 1;
+        wild = 0;
+    }
+    int64_t r = put_word(d, sc, n, s + start, len - start, 1, wild, is_pattern);
+    return r < 0 ? r : (int64_t)(n + 1);
 }
