@@ -96,8 +96,16 @@ typedef struct cnode {
     uint32_t bitmap;
     uint32_t n;                /* hashed branches + spec slots */
     _Atomic int64_t cached_pairs; /* -1 = unknown; set only in frozen traversals */
+    _Atomic int32_t xfer;      /* the children it owns: XFER_ALL, XFER_NONE or one index */
+    int32_t xfer_old;          /* a transfer copy: the index its source keeps, or
+                                * XFER_NONE; XFER_ALL: not a transfer copy (trie.c) */
     cst_hdr *array[];          /* branches (inode or snode), then spec snodes */
 } cnode;
+
+/* cnode.xfer: which children a C-node holds references to (see "Transfer
+ * copies" in trie.c); k >= 0 means child k only. */
+#define XFER_ALL (-1)
+#define XFER_NONE (-2)
 
 typedef struct tnode {
     mainnode m;

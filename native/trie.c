@@ -44,6 +44,29 @@
  *  R5. At a GCAS the I-node's reference to the old main moves into the new
  *      main's prev; the committer releases it (R1), or a rollback moves it back
  *      into the I-node and retires the failed main instead.
+ *  R6. Transfer copies.  Copying a C-node retains each child it keeps, and the
+ *      old C-node's death releases them again: two touches of every child's
+ *      cache line per update, a third of an update's cache misses.  So when an
+ *      update copies a C-node `cn` that owns all its children (xfer ==
+ *      XFER_ALL) and that only its I-node refers to (rc == 1), the copy
+ *      borrows the children instead (no retains): it owns only the child it
+ *      adds (xfer = that index, or XFER_NONE).  If its GCAS commits, the copy
+ *      becomes the owner of everything (xfer = XFER_ALL) and `cn` keeps only
+ *      the child the copy dropped (xfer = xfer_old), both set by the initiator
+ *      before its section ends, so before `cn` can die.  If the GCAS fails or
+ *      is rolled back, the copy dies owning only its own new child.  No one
+ *      can take a reference to `cn` after such a commit: a main node is
+ *      retained only by a renewal (inode_copy) or a snapshot, and both mean a
+ *      new generation, which makes the commit fail (gcas_commit case 4); an
+ *      RDCSS that retained `cn` as its expected main aborts once the root's
+ *      main moved.  Sharing that existed before (a snapshot's I-node or a
+ *      renewed copy holding `cn`) shows as rc >= 2, since the share was
+ *      published before the update reached `cn` through acquire loads.
+ *      A copy that is not committed yet (xfer != XFER_ALL) is copied the
+ *      ordinary way.  Whether a node is a transfer copy is read from
+ *      xfer_old, written once when it is made, never from xfer: by the time
+ *      its initiator runs transfer_done, a later transfer copy of it may
+ *      already have set its xfer (the torture test found that one).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -193,10 +216,16 @@ static void node_destroy(cst_hdr *h)
         break;
     }
     case K_CNODE: {
-        /* prev is never an owned reference at this point (R5). */
+        /* prev is never an owned reference at this point (R5); xfer says
+         * which children it still holds (R6). */
         cnode *cn = (cnode *)h;
-        for (uint32_t i = 0; i < cn->n; i++)
-            node_release(cn->array[i]);
+        int32_t x = atomic_load_explicit(&cn->xfer, memory_order_acquire);
+        if (x == XFER_ALL) {
+            for (uint32_t i = 0; i < cn->n; i++)
+                node_release(cn->array[i]);
+        } else if (x >= 0) {
+            node_release(cn->array[x]);
+        }
         node_free(&cn->m.h, cnode_size(cn->n));
         break;
     }
@@ -301,6 +330,8 @@ cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen)
     cn->bitmap = 0;
     cn->n = n;
     atomic_init(&cn->cached_pairs, -1);
+    atomic_init(&cn->xfer, XFER_ALL);
+    cn->xfer_old = XFER_ALL; /* not a transfer copy */
     return cn;
 }
 
@@ -372,12 +403,26 @@ static snode *snode_with_child(const snode *sn, inode *child)
     return nsn;
 }
 
+/* May an update copy main node m as a transfer copy (R6)? */
+static int may_transfer(const mainnode *m)
+{
+    if (m->h.kind != K_CNODE)
+        return 0;
+    const cnode *cn = (const cnode *)m;
+    /* acquire: see a share published before we reached m (R6), and the
+     * initiator's xfer store of a committed transfer copy. */
+    return atomic_load_explicit(&((mainnode *)m)->h.rc, memory_order_acquire) == 1 &&
+           atomic_load_explicit(&((cnode *)cn)->xfer, memory_order_acquire) == XFER_ALL;
+}
+
 /*
  * A new C-node equal to cn except that the entry for `key` (a hash fragment,
  * or a spec slot when is_spec) becomes nb (NULL removes it).  nb's reference
- * is taken over; every other entry is retained.
+ * is taken over; every other entry is retained, or, for a transfer copy
+ * (R6), borrowed.
  */
-static cnode *cn_with(const cnode *cn, uint64_t gen, int is_spec, unsigned key, cst_hdr *nb)
+static cnode *cn_with(const cnode *cn, uint64_t gen, int is_spec, unsigned key, cst_hdr *nb,
+                      int transfer)
 {
     uint32_t bitmap = cn->bitmap;
     unsigned spec = cn->m.h.b2;
@@ -397,19 +442,47 @@ static cnode *cn_with(const cnode *cn, uint64_t gen, int is_spec, unsigned key, 
     uint32_t pos = is_spec ? (uint32_t)(popc(cn->bitmap) + popc(cn->m.h.b2 & (bit - 1)))
                            : (uint32_t)popc(cn->bitmap & (bit - 1));
     uint32_t o = 0, w = 0;
+    int32_t new_at = XFER_NONE;
     for (; o < cn->n; o++) {
         if (o == pos) {
-            if (nb)
+            if (nb) {
+                new_at = (int32_t)w;
                 ncn->array[w++] = nb;
+            }
             if (had)
                 continue;
         }
-        node_retain(cn->array[o]);
+        if (!transfer)
+            node_retain(cn->array[o]);
         ncn->array[w++] = cn->array[o];
     }
-    if (o == pos && nb && !had)
+    if (o == pos && nb && !had) {
+        new_at = (int32_t)w;
         ncn->array[w++] = nb;
+    }
+    if (transfer) {
+        atomic_init(&ncn->xfer, new_at);
+        ncn->xfer_old = had ? (int32_t)pos : XFER_NONE;
+    }
     return ncn;
+}
+
+/* Commit the transfer copy nm of m (R6): nm owns every child from now on, m
+ * only the one nm dropped.  Called by the GCAS's initiator after it
+ * committed, inside its section. */
+static void transfer_done(mainnode *m, mainnode *nm)
+{
+    if (nm->h.kind != K_CNODE)
+        return;
+    cnode *ncn = (cnode *)nm;
+    /* Decided by xfer_old, written once when ncn was made: ncn's xfer may
+     * already name what a later transfer copy of ncn left it. */
+    if (ncn->xfer_old == XFER_ALL)
+        return; /* an ordinary copy */
+    /* release: a thread that sees XFER_ALL and copies ncn by transfer, and
+     * whoever frees m (after our section ends), see these stores. */
+    atomic_store_explicit(&ncn->xfer, XFER_ALL, memory_order_release);
+    atomic_store_explicit(&((cnode *)m)->xfer, ncn->xfer_old, memory_order_release);
 }
 
 static cnode *cn_empty(unsigned lev, uint64_t gen) { return cnode_alloc(0, lev, gen); }
@@ -753,12 +826,15 @@ typedef struct slot {
     unsigned key;              /* hash fragment, spec slot, or L-node index */
 } slot;
 
-/* A new main equal to m with the S-node at `at` replaced by nb (NULL drops). */
-static mainnode *main_with(const mainnode *m, const slot *at, uint64_t gen, cst_hdr *nb)
+/* A new main equal to m with the S-node at `at` replaced by nb (NULL drops);
+ * a transfer copy (R6) when `transfer` and m allows it. */
+static mainnode *main_with(const mainnode *m, const slot *at, uint64_t gen, cst_hdr *nb,
+                           int transfer)
 {
     if (at->in_lnode)
         return (mainnode *)ln_with((const lnode *)m, at->key, (snode *)nb);
-    return (mainnode *)cn_with((const cnode *)m, gen, at->is_spec, at->key, nb);
+    return (mainnode *)cn_with((const cnode *)m, gen, at->is_spec, at->key, nb,
+                               transfer && may_transfer(m));
 }
 
 /* The number of branches of a C-node or L-node. */
@@ -804,7 +880,7 @@ static int clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t sta
             int r = resurrect(c, entry_at(m, i, &at), &repl);
             if (r == 0)
                 continue;
-            mainnode *next = r < 0 ? NULL : main_with(cur ? cur : m, &at, startgen, repl);
+            mainnode *next = r < 0 ? NULL : main_with(cur ? cur : m, &at, startgen, repl, 0);
             if (next == NULL) {
                 if (repl)
                     node_release(repl);
@@ -858,7 +934,10 @@ static int publish(upd *u, inode *in, mainnode *m, mainnode *nm, int ok)
 {
     if (nm == NULL)
         return CST_ENOMEM;
-    return gcas(u->c, in, m, nm) ? ok : RESTART;
+    if (!gcas(u->c, in, m, nm))
+        return RESTART;
+    transfer_done(m, nm);
+    return ok;
 }
 
 /* The word of level k was found as S-node sn at `at` in main m of in. */
@@ -893,7 +972,7 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
                     node_release(&sn->child->h);
                 return CST_ENOMEM;
             }
-            mainnode *nm = main_with(m, at, gen, &nsn->h);
+            mainnode *nm = main_with(m, at, gen, &nsn->h, 1);
             if (nm == NULL)
                 node_release(&nsn->h);
             return publish(u, in, m, nm, 1);
@@ -923,7 +1002,7 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
                 return CST_ENOMEM;
             }
         }
-        mainnode *nm = main_with(m, at, gen, nsn ? &nsn->h : NULL);
+        mainnode *nm = main_with(m, at, gen, nsn ? &nsn->h : NULL, 1);
         if (nm == NULL) {
             if (nsn)
                 node_release(&nsn->h);
@@ -955,7 +1034,7 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
             node_release(&ni->h);
             return CST_ENOMEM;
         }
-        mainnode *nm = main_with(m, at, gen, &nsn->h);
+        mainnode *nm = main_with(m, at, gen, &nsn->h, 1);
         if (nm == NULL)
             node_release(&nsn->h);
         return publish(u, in, m, nm, 1);
@@ -970,7 +1049,7 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
             node_release(&cp->h);
             return CST_ENOMEM;
         }
-        mainnode *nm = main_with(m, at, gen, &nsn->h);
+        mainnode *nm = main_with(m, at, gen, &nsn->h, 1);
         if (nm == NULL) {
             node_release(&nsn->h);
             return CST_ENOMEM;
@@ -978,7 +1057,10 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
         /* Renewed: run this I-node again, which now descends into the copy
          * (restarting from the root would make renewing a path of d levels
          * cost O(d^2)).  Not renewed: `in` changed or lost its generation. */
-        return gcas(u->c, in, m, nm) ? AGAIN : RESTART;
+        if (!gcas(u->c, in, m, nm))
+            return RESTART;
+        transfer_done(m, nm);
+        return AGAIN;
     }
     /* case 4d: descend into the next topic level */
     (void)in_is_root;
@@ -1017,7 +1099,7 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             snode *sn = chain(u->w, k, u->last, u->id, gen);
             if (sn == NULL)
                 return CST_ENOMEM;
-            cnode *ncn = cn_with(cn, gen, at.is_spec, at.key, &sn->h);
+            cnode *ncn = cn_with(cn, gen, at.is_spec, at.key, &sn->h, may_transfer(m));
             if (ncn == NULL)
                 node_release(&sn->h);
             return publish(u, in, m, ncn ? &ncn->m : NULL, 1);
@@ -1033,13 +1115,14 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             inode *cp = inode_copy(u->c, sub, gen);
             if (cp == NULL)
                 return CST_ENOMEM;
-            cnode *ncn = cn_with(cn, gen, 0, at.key, &cp->h);
+            cnode *ncn = cn_with(cn, gen, 0, at.key, &cp->h, may_transfer(m));
             if (ncn == NULL) {
                 node_release(&cp->h);
                 return CST_ENOMEM;
             }
             if (!gcas(u->c, in, m, &ncn->m))
                 return RESTART;
+            transfer_done(m, &ncn->m);
             return AGAIN;
         }
         snode *sn = (snode *)b;
@@ -1059,7 +1142,7 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
                 node_release(&d->h);
                 return CST_ENOMEM;
             }
-            cnode *ncn = cn_with(cn, gen, 0, at.key, &ni->h);
+            cnode *ncn = cn_with(cn, gen, 0, at.key, &ni->h, may_transfer(m));
             if (ncn == NULL)
                 node_release(&ni->h);
             return publish(u, in, m, ncn ? &ncn->m : NULL, 1);
@@ -1241,6 +1324,7 @@ cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly)
         t->d.multi_len = 0;
     }
     t->readonly = readonly;
+    words_classes_init(t);
     atomic_init(&t->root, (uintptr_t)root);
     for (size_t i = 0; i < LOOKUP_STRIPES * STRIPE_WORDS; i++)
         atomic_init(&t->lookups[i], 0);
@@ -1547,7 +1631,7 @@ static void compact_walk(ctx *c, inode *root, uint64_t gen)
                 }
                 nb = &nsn->h;
             }
-            renewed = main_with(f->m, &at, gen, nb);
+            renewed = main_with(f->m, &at, gen, nb, 0);
             if (renewed == NULL) {
                 node_release(nb);
                 failed = 1;

@@ -488,6 +488,9 @@ static int check_main(chk *k, cframe fr)
         if (cn->gen > fr.igen)
             return fail(k, "C-node of a newer generation than its I-node", cn);
         if (k->strict) {
+            /* R6: only a transfer copy in flight borrows its children */
+            if (atomic_load_explicit(&cn->xfer, memory_order_acquire) != XFER_ALL)
+                return fail(k, "reachable C-node does not own its children", cn);
             if (lev > 0 && (cn->n == 0 || (cn->n == 1 && cn->array[0]->kind == K_SNODE)))
                 return fail(k, "C-node below hash level 0 was not contracted", cn);
             if (fr.level_top && !fr.trie_root && cn->n == 0)
