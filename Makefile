@@ -36,7 +36,7 @@ test-ft:
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check cstrie tests stress
 	$(VENV)/bin/mypy cstrie
-	$(MAKE) -s -C native check
+	$(MAKE) -s -C native check PYTHON=$(abspath $(PY))
 
 clean:
 	rm -rf $(VENV) .venv-ft build *.egg-info cstrie/_native.* stress/bin
