@@ -430,7 +430,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
         size_t np = pstart[v + 1] - pstart[v];
         size_t nids = np ? group_ids(&b, ids, pitem + pstart[v], np, tmp, gids) : 0;
         setnode *set = NULL;
-        if (nids >= 2 && (set = set_build(gids, nids)) == NULL)
+        if (nids > SUBS_INLINE && (set = set_build(gids, nids)) == NULL)
             goto oom_in;
         inode *child = NULL;
         size_t nk = kstart[v + 1] - kstart[v];
@@ -447,7 +447,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
         }
         const word *w = &b.w[px.word[v]];
         sn[v] = snode_make(w->p, w->len, w->kind, w->kind == W_LITERAL ? w->hash : 0,
-                           (uint32_t)nids, nids == 1 ? gids[0] : 0, set, child);
+                           (uint32_t)nids, gids, set, child);
         if (sn[v] == NULL) {
             if (child)
                 node_release(&child->h);

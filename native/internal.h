@@ -98,8 +98,10 @@ uint64_t new_gen(void);
 inode *inode_new(uint64_t gen, mainnode *main);
 cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen);
 lnode *lnode_alloc(uint32_t n);
+/* A new S-node; ids (nsubs <= SUBS_INLINE) are copied, the references of set
+ * (nsubs > SUBS_INLINE) and child are taken over. */
 snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash, uint32_t nsubs,
-                  uint64_t one, setnode *set, inode *child);
+                  const uint64_t *ids, setnode *set, inode *child);
 cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly);
 void ctx_exit(ctx *c);
 
@@ -134,6 +136,39 @@ static inline int word_eq(const snode *sn, const word *w)
            memcmp(sn->word, w->p, w->len) == 0;
 }
 
-static inline size_t snode_size(uint32_t wlen) { return sizeof(snode) + wlen; }
+/* The inline ids of an S-node start at this offset of word[]. */
+static inline size_t snode_ids_at(uint32_t wlen) { return ((size_t)wlen + 7u) & ~(size_t)7u; }
+
+static inline size_t snode_size(uint32_t wlen, uint32_t nsubs)
+{
+    return sizeof(snode) + snode_ids_at(wlen) +
+           (nsubs <= SUBS_INLINE ? (size_t)nsubs * sizeof(uint64_t) : 0);
+}
+
+/* The inline ids (valid when nsubs <= SUBS_INLINE). */
+static inline const uint64_t *snode_ids(const snode *sn)
+{
+    return (const uint64_t *)(const void *)(sn->word + snode_ids_at(sn->wlen));
+}
+
+static inline int snode_has(const snode *sn, uint64_t id)
+{
+    if (sn->nsubs > SUBS_INLINE)
+        return set_contains(sn->set, id);
+    const uint64_t *ids = snode_ids(sn);
+    for (uint32_t i = 0; i < sn->nsubs; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* Write the subscriber ids of sn to out (room for sn->nsubs); their number. */
+static inline size_t snode_emit(const snode *sn, uint64_t *out)
+{
+    if (sn->nsubs > SUBS_INLINE)
+        return set_emit(sn->set, out);
+    memcpy(out, snode_ids(sn), (size_t)sn->nsubs * sizeof(uint64_t));
+    return sn->nsubs;
+}
 
 #endif

@@ -160,10 +160,7 @@ static void emit_group(mctx *x, snode *sn)
         memcpy(p, x->sc->path[i]->word, x->sc->path[i]->wlen);
         p += x->sc->path[i]->wlen;
     }
-    if (sn->nsubs == 1)
-        o->ids[ids0] = sn->subs.one;
-    else
-        set_emit(sn->subs.set, o->ids + ids0);
+    snode_emit(sn, o->ids + ids0);
     o->pat_end[g] = (int64_t)o->need_pat;
     o->ids_end[g] = (int64_t)o->need_ids;
     o->ngroups = g + 1;
@@ -380,16 +377,11 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
         return 0;
     if (x->ngroups == 1) {
         snode *sn = sc->groups[0];
-        if (sn->nsubs == 1) {
-            if (cap)
-                out[0] = sn->subs.one;
-            return 1;
-        }
         if (cap >= sn->nsubs)
-            return (int64_t)set_emit(sn->subs.set, out);
+            return (int64_t)snode_emit(sn, out);
         if (scratch_reserve((void **)&sc->ids, &sc->idcap, sn->nsubs, sizeof(uint64_t)) < 0)
             return CST_ENOMEM;
-        set_emit(sn->subs.set, sc->ids);
+        snode_emit(sn, sc->ids);
         if (cap)
             memcpy(out, sc->ids, cap * sizeof(uint64_t));
         return sn->nsubs;
@@ -405,11 +397,7 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
         return CST_ENOMEM;
     size_t k = 0;
     for (size_t g = 0; g < x->ngroups; g++) {
-        snode *sn = sc->groups[g];
-        if (sn->nsubs == 1)
-            sc->ids[k++] = sn->subs.one;
-        else
-            k += set_emit(sn->subs.set, sc->ids + k);
+        k += snode_emit(sc->groups[g], sc->ids + k);
     }
     /* Open addressing with 0 as "empty"; id 0 is tracked on the side. */
     memset(sc->uniq, 0, tcap * sizeof(uint64_t));

@@ -118,17 +118,20 @@ typedef struct lnode {
     snode *sn[];
 } lnode;
 
+/* An S-node keeps up to SUBS_INLINE subscriber ids itself, after its word
+ * (padded to 8 bytes), so that a lookup finds a small set on the cache line it
+ * already read for the word, and an update of a small set allocates one node;
+ * a larger set is a CHAMP (subset.c). */
+#define SUBS_INLINE 4
+
 struct snode {
     cst_hdr h;                 /* h.b1 = word kind */
     uint32_t wlen;
     uint32_t nsubs;            /* size of the subscriber set */
     uint64_t hash;
-    union {
-        uint64_t one;          /* nsubs == 1 */
-        setnode *set;          /* nsubs >= 2 */
-    } subs;
+    setnode *set;              /* nsubs > SUBS_INLINE: the set; else NULL */
     inode *child;              /* next topic level, or NULL */
-    char word[];
+    char word[];               /* wlen bytes; then, padded, nsubs <= SUBS_INLINE ids */
 };
 
 #define FAILED_BIT ((uintptr_t)1)

@@ -247,9 +247,9 @@ static void node_destroy(cst_hdr *h)
         snode *sn = (snode *)h;
         if (sn->child)
             node_release(&sn->child->h);
-        if (sn->nsubs >= 2)
-            set_release(sn->subs.set); /* recursion bounded by the set's 13 levels */
-        node_free(&sn->h, snode_size(sn->wlen));
+        if (sn->nsubs > SUBS_INLINE)
+            set_release(sn->set); /* recursion bounded by the set's 13 levels */
+        node_free(&sn->h, snode_size(sn->wlen, sn->nsubs));
         break;
     }
     case K_DESC:
@@ -355,51 +355,42 @@ lnode *lnode_alloc(uint32_t n)
     return ln;
 }
 
-/* A new S-node for word w; takes over the references of child and set. */
-snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash,
-                         uint32_t nsubs, uint64_t one, setnode *set, inode *child)
+/* A new S-node for word w (see internal.h: ids copied, set and child taken over). */
+snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash, uint32_t nsubs,
+                  const uint64_t *ids, setnode *set, inode *child)
 {
-    snode *sn = node_alloc(snode_size(wlen), K_SNODE);
+    snode *sn = node_alloc(snode_size(wlen, nsubs), K_SNODE);
     if (sn == NULL)
         return NULL;
     sn->h.b1 = kind;
     sn->wlen = wlen;
     sn->nsubs = nsubs;
     sn->hash = hash;
-    if (nsubs >= 2)
-        sn->subs.set = set;
-    else
-        sn->subs.one = one;
+    sn->set = nsubs > SUBS_INLINE ? set : NULL;
     sn->child = child;
     memcpy(sn->word, p, wlen);
+    if (nsubs <= SUBS_INLINE && nsubs > 0)
+        memcpy(sn->word + snode_ids_at(wlen), ids, (size_t)nsubs * sizeof(uint64_t));
     return sn;
 }
 
-/* A copy of sn with other subscribers and child (references taken over). */
-static snode *snode_with(const snode *sn, uint32_t nsubs, uint64_t one, setnode *set,
+/* A copy of sn with other subscribers and child (see snode_make). */
+static snode *snode_with(const snode *sn, uint32_t nsubs, const uint64_t *ids, setnode *set,
                          inode *child)
 {
-    return snode_make(sn->word, sn->wlen, sn->h.b1, sn->hash, nsubs, one, set, child);
-}
-
-/* Retain the subscriber set and child of sn, for a copy that keeps them. */
-static void snode_retain_parts(const snode *sn, int subs, int child)
-{
-    if (subs && sn->nsubs >= 2)
-        set_retain(sn->subs.set);
-    if (child && sn->child)
-        node_retain(&sn->child->h);
+    return snode_make(sn->word, sn->wlen, sn->h.b1, sn->hash, nsubs, ids, set, child);
 }
 
 /* A copy of sn with the same subscribers and `child` (whose reference is
  * taken over on success; on failure, NULL, and child is still the caller's). */
 static snode *snode_with_child(const snode *sn, inode *child)
 {
-    snode_retain_parts(sn, 1, 0);
-    snode *nsn = snode_with(sn, sn->nsubs, sn->subs.one, sn->nsubs >= 2 ? sn->subs.set : NULL,
-                            child);
-    if (nsn == NULL && sn->nsubs >= 2)
-        set_release(sn->subs.set);
+    int big = sn->nsubs > SUBS_INLINE;
+    if (big)
+        set_retain(sn->set);
+    snode *nsn = snode_with(sn, sn->nsubs, snode_ids(sn), sn->set, child);
+    if (nsn == NULL && big)
+        set_release(sn->set);
     return nsn;
 }
 
@@ -658,7 +649,7 @@ static snode *chain(const word *w, size_t k, size_t last, uint64_t id, uint64_t 
                 return NULL;
             }
         }
-        below = snode_make(w[i].p, w[i].len, w[i].kind, w[i].hash, i == last ? 1 : 0, id,
+        below = snode_make(w[i].p, w[i].len, w[i].kind, w[i].hash, i == last ? 1 : 0, &id,
                            NULL, child);
         if (below == NULL) {
             if (child)
@@ -948,23 +939,26 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
     if (k == u->last) {
         if (u->touch)
             return 0;
-        int present = sn->nsubs == 1 ? sn->subs.one == u->id
-                                     : (sn->nsubs >= 2 && set_contains(sn->subs.set, u->id));
+        int present = snode_has(sn, u->id);
+        uint32_t n = sn->nsubs;
         if (u->insert) {
             if (present)
                 return 0;
-            /* case 4a: add the subscriber to this pattern's set */
+            /* case 4a: add the subscriber to this pattern's set (inline up
+             * to SUBS_INLINE ids, then a CHAMP set) */
+            uint64_t ids[SUBS_INLINE + 1];
             setnode *set = NULL;
-            if (sn->nsubs == 1) {
-                set = set_pair(sn->subs.one, u->id);
-                if (set == NULL)
+            if (n <= SUBS_INLINE) {
+                memcpy(ids, snode_ids(sn), (size_t)n * sizeof(uint64_t));
+                ids[n] = u->id;
+                if (n == SUBS_INLINE && (set = set_build(ids, n + 1)) == NULL)
                     return CST_ENOMEM;
-            } else if (sn->nsubs >= 2) {
-                if (set_insert(sn->subs.set, u->id, &set) < 0)
-                    return CST_ENOMEM;
+            } else if (set_insert(sn->set, u->id, &set) < 0) {
+                return CST_ENOMEM;
             }
-            snode_retain_parts(sn, 0, 1);
-            snode *nsn = snode_with(sn, sn->nsubs + 1, u->id, set, sn->child);
+            if (sn->child)
+                node_retain(&sn->child->h);
+            snode *nsn = snode_with(sn, n + 1, ids, set, sn->child);
             if (nsn == NULL) {
                 if (set)
                     set_release(set);
@@ -983,17 +977,25 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
         snode *nsn = NULL;
         int child_dead = sn->child == NULL ||
                          gcas_read(u->c, sn->child)->h.kind == K_TNODE;
-        if (!(sn->nsubs == 1 && child_dead)) {
+        if (!(n == 1 && child_dead)) {
+            uint64_t ids[SUBS_INLINE + 1];
             setnode *set = NULL;
-            uint64_t one = 0;
-            if (sn->nsubs >= 2) {
-                if (set_remove(sn->subs.set, u->id, &set, &one, sn->nsubs) < 0)
+            if (n <= SUBS_INLINE + 1) {
+                /* the rest fits inline */
+                uint64_t all[SUBS_INLINE + 1];
+                size_t got = snode_emit(sn, all), keep = 0;
+                for (size_t i = 0; i < got; i++)
+                    if (all[i] != u->id)
+                        ids[keep++] = all[i];
+            } else {
+                uint64_t left;
+                if (set_remove(sn->set, u->id, &set, &left, n) < 0)
                     return CST_ENOMEM;
             }
             inode *child = child_dead ? NULL : sn->child;
             if (child)
                 node_retain(&child->h);
-            nsn = snode_with(sn, sn->nsubs - 1, one, set, child);
+            nsn = snode_with(sn, n - 1, ids, set, child);
             if (nsn == NULL) {
                 if (set)
                     set_release(set);

@@ -135,9 +135,9 @@ static int stats_walk(ctx *c, mainnode *root_main, cst_stats *s)
                 s->patterns++;
             if (f.depth > s->max_depth)
                 s->max_depth = f.depth;
-            if (sn->nsubs >= 2) {
+            if (sn->nsubs > SUBS_INLINE) {
                 uint64_t cnt = 0;
-                int64_t nodes = set_check(sn->subs.set, 0, &cnt);
+                int64_t nodes = set_check(sn->set, 0, &cnt);
                 if (nodes > 0)
                     s->setnodes += nodes;
             }
@@ -206,6 +206,7 @@ struct cst_iter {
     snode *cur;
     int stage;
     set_cursor sc;
+    uint32_t done;             /* inline ids of cur already delivered */
     int one_done;
     int started;
     int per_pair;              /* one id per group (cst_iter_new_pairs) */
@@ -323,10 +324,14 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
             pat += plen;
             size_t got;
             int finished;
-            if (it->cur->nsubs == 1) {
-                out->ids[ids] = it->cur->subs.one;
-                got = 1;
-                finished = 1;
+            if (it->cur->nsubs <= SUBS_INLINE) {
+                /* inline ids, from it->done on (one per group for per_pair) */
+                const uint64_t *inl = snode_ids(it->cur);
+                size_t room = it->per_pair ? 1 : out->ids_cap - ids;
+                got = 0;
+                while (got < room && it->done < it->cur->nsubs)
+                    out->ids[ids + got++] = inl[it->done++];
+                finished = it->done == it->cur->nsubs;
             } else {
                 got = set_cursor_next(&it->sc, out->ids + ids,
                                       it->per_pair ? 1 : out->ids_cap - ids);
@@ -382,8 +387,9 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
         it->cur = (snode *)b;
         if (it->cur->nsubs > 0) {
             it->stage = STAGE_GROUP;
-            if (it->cur->nsubs >= 2)
-                set_cursor_init(&it->sc, it->cur->subs.set);
+            it->done = 0;
+            if (it->cur->nsubs > SUBS_INLINE)
+                set_cursor_init(&it->sc, it->cur->set);
         } else {
             it->stage = STAGE_CHILD;
         }
@@ -438,12 +444,20 @@ static int check_sn(chk *k, snode *sn, uint64_t gen)
         return fail(k, "expected an S-node", sn);
     if (atomic_load_explicit(&sn->h.rc, memory_order_relaxed) == 0)
         return fail(k, "S-node with reference count 0", sn);
-    if (sn->nsubs >= 2) {
+    if (sn->nsubs > SUBS_INLINE) {
         uint64_t cnt = 0;
-        if (set_check(sn->subs.set, 0, &cnt) < 0)
+        if (set_check(sn->set, 0, &cnt) < 0)
             return fail(k, "broken subscriber set", sn);
         if (cnt != sn->nsubs)
             return fail(k, "subscriber count differs from the set's size", sn);
+    } else {
+        if (sn->set != NULL)
+            return fail(k, "a small subscriber set is not inline", sn);
+        const uint64_t *ids = snode_ids(sn);
+        for (uint32_t i = 0; i < sn->nsubs; i++)
+            for (uint32_t j = 0; j < i; j++)
+                if (ids[i] == ids[j])
+                    return fail(k, "an inline subscriber id appears twice", sn);
     }
     if (sn->h.b1 == W_LITERAL && sn->hash != word_hash(sn->word, sn->wlen))
         return fail(k, "S-node hash does not match its word", sn);
@@ -638,7 +652,7 @@ static void dump_sn(dumper *d, const snode *sn, int indent)
     static const char *kinds[] = {"word", "one-level", "many-level", "zero-word"};
     char ids[128] = "";
     if (sn->nsubs == 1)
-        snprintf(ids, sizeof ids, " id=%" PRIu64, sn->subs.one);
+        snprintf(ids, sizeof ids, " id=%" PRIu64, snode_ids(sn)[0]);
     put(d, indent, "S %s '%.*s' subs=%u%s", kinds[sn->h.b1 & 3],
         (int)(sn->wlen > 200 ? 200 : sn->wlen), sn->word, sn->nsubs, ids);
     if (sn->child)
