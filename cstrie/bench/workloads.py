@@ -547,6 +547,13 @@ def random5_topics(rng: random.Random, filters: list[str], count: int) -> list[s
     ]
 
 
+def random5_uniform_topics(rng: random.Random, count: int) -> list[str]:
+    """``count`` 5-level topics of uniformly random words of :data:`RANDOM5_WORDS`:
+    the issue's "20k random topics" (most match a few filters, many none)."""
+    choice = rng.choice
+    return ["/".join(choice(RANDOM5_WORDS) for _ in range(5)) for _ in range(count)]
+
+
 IOT_SITES = 50
 IOT_DEVICES = 40
 IOT_METRICS = ("temp", "hum", "co2", "power", "volt", "amp", "rssi", "status")

@@ -55,20 +55,26 @@ def test_quick_run_reports_floors_tables_and_plot(tmp_path: Path) -> None:
         assert f["kind"] == "min" and isinstance(f["passed"], bool) and f["measured"] > 0
     # --quick keeps the lookup workloads' sizes; only the writes shrink
     assert [floors[n]["standard"] for n in FLOORS] == [True, True, True, False]
-    lookups, writes = res["tables"]
-    assert [r[0] for r in lookups["rows"]] == [
-        "10k random 5-level filters",
+    passes, lookups, writes = res["tables"]
+    rows = [
+        "10k random 5-level filters, random topics",
+        "10k random 5-level filters, topics filled from filters",
         "1k digit filters (article)",
         "20k IoT pairs",
     ]
-    assert {"paho", "dict-trie", "cstrie", "paho / cstrie", "dict-trie / cstrie"} <= set(
-        lookups["columns"]
-    )
+    for table in (passes, lookups):  # full passes (the floors') and interleaved batches
+        assert [r[0] for r in table["rows"]] == rows
+        assert {"paho", "dict-trie", "cstrie", "paho / cstrie", "dict-trie / cstrie"} <= set(
+            table["columns"]
+        )
     assert [r[0] for r in writes["rows"]] == ["cstrie", "dict-trie"]
     data = res["data"]
-    for key in ("random", "digits", "iot"):
+    for key in ("random", "random-filled", "digits", "iot"):
         assert set(data[key]["ns_per_lookup"]) == {"paho", "dict-trie", "cstrie"}
+        assert set(data[key]["pass_ns_per_lookup"]) == {"paho", "dict-trie", "cstrie"}
         assert data[key]["topics"] == 2000
+        assert data[key]["pass_topics"] == 5000  # --quick
+        assert data[key]["pass_paho_over_cstrie"] > 0
     assert data["iot"]["paho_kind"] == "paho-sets"
     assert data["digits"]["filters"] == 1000
     assert data["writes"]["pairs"] == 10_000
