@@ -55,18 +55,23 @@ int idmap_add(idmap *m, uint64_t id, int64_t delta);     /* -1: no memory */
 int idmap_reserve(idmap *m);                             /* room for one more id */
 void idmap_clear(idmap *m);
 
-/* An open-addressing map from a registered subscriber object (by address)
- * to its id: the registry's identity fast path (registry.c, "ids"). */
-typedef struct ptrid {
-    PyObject *obj;             /* NULL = empty slot */
+/* The ids of one stripe's subscribers: open addressing over (hash, the
+ * registered object, id), the object compared by identity first and with ==
+ * only when the hashes agree (registry.c, "ids"). */
+typedef struct idslot {
+    Py_hash_t hash;
+    PyObject *obj;             /* NULL = empty slot; objects[id] holds the reference */
     uint64_t id;
-} ptrid;
+} idslot;
 
-typedef struct ptrmap {
-    ptrid *slots;
+typedef struct idtab {
+    idslot *slots;
     size_t cap;                /* 0 or a power of two */
     size_t used;
-} ptrmap;
+} idtab;
+
+/* The stripe of a subscriber whose hash is h. */
+#define STRIPE(h) ((Py_ssize_t)((size_t)(h) % STRIPES))
 
 /* ---------------------------------------------------------------- Counts */
 /* The (pattern, subscriber) pairs a writable handle holds, per id.  Part s
@@ -83,7 +88,6 @@ extern PyTypeObject Counts_Type;
 /* -------------------------------------------------------------- Registry */
 typedef struct Registry {
     PyObject_HEAD
-    PyObject *ids;             /* dict: subscriber -> int id */
     PyObject *objects;         /* list: id -> subscriber, cst_FREE where unused */
     _Atomic int64_t *freed;    /* ids freed so far (rule 4), own cache line */
     void *freed_block;
@@ -91,7 +95,8 @@ typedef struct Registry {
     size_t nfree, free_cap;
     cst_mutex slot_lock;       /* objects, free_slots and freed change under it */
     cst_mutex stripes[STRIPES];
-    ptrmap known[STRIPES];     /* registered object -> id, under its stripe lock */
+    idtab ids[STRIPES];        /* subscriber -> id, each under its stripe lock */
+    _Atomic size_t nids;       /* ids in use */
     cst_mutex meta;            /* pins, deaths, handles */
     int64_t seq;
     int64_t *pins;             /* open pin tokens, ascending */
@@ -107,15 +112,15 @@ typedef struct Registry {
 extern PyTypeObject Registry_Type;
 
 /* The C API the readers and writers use (registry.c). */
-int reg_stripe(PyObject *obj, Py_ssize_t *stripe);
-/* Under obj's stripe lock: */
-int64_t reg_id_for(Registry *r, Py_ssize_t stripe, PyObject *obj);
-int64_t reg_id_of(Registry *r, Py_ssize_t stripe, PyObject *obj);  /* 0: none; -1 error */
-/* Without a lock (the dict alone): */
-int64_t reg_existing_id(Registry *r, PyObject *obj);         /* 0: none; -1 error */
-int reg_added(Counts *c, Py_ssize_t stripe, uint64_t id);    /* under the stripe */
-int reg_removed(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObject *obj);
-int reg_maybe_dead(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObject *obj);
+/* A subscriber's hash (its stripe is STRIPE(h)); -1 with TypeError for an
+ * unhashable one. */
+static inline Py_hash_t reg_hash(PyObject *obj) { return PyObject_Hash(obj); }
+/* Under the subscriber's stripe lock (h its hash): */
+int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj); /* made if needed; -1 error */
+int64_t reg_id_of(Registry *r, Py_hash_t h, PyObject *obj);  /* 0: none; -1 error */
+int reg_added(Counts *c, Py_hash_t h, uint64_t id);
+int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj);
+int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj);
 static inline int64_t reg_freed(Registry *r)
 {
     /* acquire: a slot read after this load is not older than the count

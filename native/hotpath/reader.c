@@ -455,11 +455,12 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
 {
     Registry *reg = self->reg;
     Counts *c = self->counts;
-    Py_ssize_t stripe;
-    if (reg_stripe(sub, &stripe) < 0)
+    Py_hash_t h = reg_hash(sub);
+    if (h == -1)
         return NULL; /* unhashable: TypeError, nothing changed */
+    Py_ssize_t stripe = STRIPE(h);
     cst_mutex_lock(&reg->stripes[stripe]);
-    int64_t id = reg_id_for(reg, stripe, sub);
+    int64_t id = reg_id_for(reg, h, sub);
     if (id < 0) {
         cst_mutex_unlock(&reg->stripes[stripe]);
         return NULL;
@@ -468,7 +469,7 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
      * bookkeeping must not fail. */
     if (idmap_reserve(&c->part[stripe]) < 0) {
         if (!idmap_get(&c->part[stripe], (uint64_t)id))
-            reg_maybe_dead(reg, c, stripe, (uint64_t)id, sub);
+            reg_maybe_dead(reg, c, h, (uint64_t)id, sub);
         cst_mutex_unlock(&reg->stripes[stripe]);
         PyErr_Clear();
         return PyErr_NoMemory();
@@ -476,9 +477,9 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
     int r = cst_engine->subscribe(self->h, s, (size_t)len, (uint64_t)id);
     int err = 0;
     if (r > 0)
-        err = reg_added(c, stripe, (uint64_t)id);
+        err = reg_added(c, h, (uint64_t)id);
     else if (!idmap_get(&c->part[stripe], (uint64_t)id))
-        err = reg_maybe_dead(reg, c, stripe, (uint64_t)id, sub);
+        err = reg_maybe_dead(reg, c, h, (uint64_t)id, sub);
     cst_mutex_unlock(&reg->stripes[stripe]);
     if (r < 0) {
         if (err)
@@ -527,11 +528,12 @@ static PyObject *unsubscribe_encoded(Reader *self, PyObject *pattern, const char
                                      Py_ssize_t len, PyObject *sub)
 {
     Registry *reg = self->reg;
-    Py_ssize_t stripe;
-    if (reg_stripe(sub, &stripe) < 0)
+    Py_hash_t h = reg_hash(sub);
+    if (h == -1)
         return NULL;
+    Py_ssize_t stripe = STRIPE(h);
     cst_mutex_lock(&reg->stripes[stripe]);
-    int64_t id = reg_id_of(reg, stripe, sub);
+    int64_t id = reg_id_of(reg, h, sub);
     if (id <= 0) {
         cst_mutex_unlock(&reg->stripes[stripe]);
         if (id < 0)
@@ -545,7 +547,7 @@ static PyObject *unsubscribe_encoded(Reader *self, PyObject *pattern, const char
     int r = cst_engine->unsubscribe(self->h, s, (size_t)len, (uint64_t)id);
     int err = 0;
     if (r > 0)
-        err = reg_removed(reg, self->counts, stripe, (uint64_t)id, sub);
+        err = reg_removed(reg, self->counts, h, (uint64_t)id, sub);
     cst_mutex_unlock(&reg->stripes[stripe]);
     if (r < 0)
         return raise_status(self, r, "pattern", pattern);

@@ -21,13 +21,15 @@
  *     after MAX_ATTEMPTS it runs holding the slot lock (reader.c).
  *
  *
- * Ids are found through `ids` (a dict, so that equal objects share an id) and,
- * first, through `known`: per stripe, the address of each registered object
- * (the one `objects[id]` holds, so the address cannot be reused while it is
- * there) -> its id.  A subscriber passed again as the same object, the usual
- * case (a session object, an interned client id), is found with one probe
- * instead of the dict's index, entry and int object.  known[s] changes and is
- * read only under stripes[s].
+ * Ids are found in `ids[s]`, one table per stripe s, changed and read only
+ * under stripes[s]: open addressing over (hash, registered object, id).  A
+ * probe compares the object by identity first and calls == only when the
+ * hashes agree, so equal objects share one id (rule 1) while a subscriber
+ * passed again as the same object (a session object, an interned client id)
+ * costs one cache line; a dict of a million subscribers cost its index, its
+ * entry and an int object per lookup.  The registered object's reference is
+ * the one objects[id] holds, so its address cannot be reused while it is in a
+ * table.
  *
  * Lock order: a stripe lock, then meta, then the slot lock; lock_all takes
  * the stripes in index order.  The free-threaded build reads `objects` with
@@ -132,80 +134,97 @@ void idmap_clear(idmap *m)
 }
 
 /* ------------------------------------------------------------------------
- * Identity maps (registered object -> id)
+ * Id tables (subscriber -> id, per stripe)
  * ---------------------------------------------------------------------- */
 
-static inline size_t ptr_slot(const PyObject *p, size_t cap)
+static inline size_t tab_slot(Py_hash_t h, size_t cap)
 {
-    return (size_t)(((uintptr_t)p >> 4) * UINT64_C(0x9e3779b97f4a7c15) >> 17) & (cap - 1);
+    return (size_t)(((uint64_t)h * UINT64_C(0x9e3779b97f4a7c15)) >> 17) & (cap - 1);
 }
 
-static uint64_t ptrmap_get(const ptrmap *m, const PyObject *obj)
+/* The id of obj (hash h) in t: > 0, 0 when absent, -1 when == raised. */
+static int64_t idtab_find(const idtab *t, PyObject *obj, Py_hash_t h)
 {
-    if (m->cap == 0)
+    if (t->cap == 0)
         return 0;
-    for (size_t h = ptr_slot(obj, m->cap);; h = (h + 1) & (m->cap - 1)) {
-        if (m->slots[h].obj == obj)
-            return m->slots[h].id;
-        if (m->slots[h].obj == NULL)
+    size_t mask = t->cap - 1;
+    for (size_t i = tab_slot(h, t->cap);; i = (i + 1) & mask) {
+        const idslot *e = &t->slots[i];
+        if (e->obj == NULL)
             return 0;
+        if (e->obj == obj)
+            return (int64_t)e->id;
+        if (e->hash != h)
+            continue;
+        /* Python code may run here (a subscriber's __eq__); nothing can
+         * change this table meanwhile: its stripe lock is held. */
+        PyObject *key = Py_NewRef(e->obj);
+        uint64_t id = e->id;
+        int eq = PyObject_RichCompareBool(key, obj, Py_EQ);
+        Py_DECREF(key);
+        if (eq < 0)
+            return -1;
+        if (eq)
+            return (int64_t)id;
     }
 }
 
-/* Best effort: a map that cannot grow just misses (the dict still answers). */
-static void ptrmap_put(ptrmap *m, PyObject *obj, uint64_t id)
+static int idtab_insert(idtab *t, PyObject *obj, Py_hash_t h, uint64_t id)
 {
-    if ((m->used + 1) * 4 > m->cap * 3) {
-        size_t ncap = m->cap ? m->cap * 2 : 16;
-        ptrid *ns = PyMem_RawCalloc(ncap, sizeof *ns);
-        if (ns == NULL)
-            return;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (m->slots[i].obj == NULL)
+    if ((t->used + 1) * 4 > t->cap * 3) {
+        size_t ncap = t->cap ? t->cap * 2 : 16;
+        idslot *ns = PyMem_RawCalloc(ncap, sizeof *ns);
+        if (ns == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < t->cap; i++) {
+            if (t->slots[i].obj == NULL)
                 continue;
-            size_t h = ptr_slot(m->slots[i].obj, ncap);
-            while (ns[h].obj != NULL)
-                h = (h + 1) & (ncap - 1);
-            ns[h] = m->slots[i];
+            size_t j = tab_slot(t->slots[i].hash, ncap);
+            while (ns[j].obj != NULL)
+                j = (j + 1) & (ncap - 1);
+            ns[j] = t->slots[i];
         }
-        PyMem_RawFree(m->slots);
-        m->slots = ns;
-        m->cap = ncap;
+        PyMem_RawFree(t->slots);
+        t->slots = ns;
+        t->cap = ncap;
     }
-    size_t h = ptr_slot(obj, m->cap);
-    while (m->slots[h].obj != NULL && m->slots[h].obj != obj)
-        h = (h + 1) & (m->cap - 1);
-    if (m->slots[h].obj == NULL)
-        m->used++;
-    m->slots[h] = (ptrid){obj, id};
+    size_t i = tab_slot(h, t->cap);
+    while (t->slots[i].obj != NULL)
+        i = (i + 1) & (t->cap - 1);
+    t->slots[i] = (idslot){h, obj, id};
+    t->used++;
+    return 0;
 }
 
-static void ptrmap_del(ptrmap *m, const PyObject *obj)
+/* Remove the entry of id (hash h); backward-shift deletion. */
+static void idtab_remove(idtab *t, Py_hash_t h, uint64_t id)
 {
-    if (m->cap == 0)
+    if (t->cap == 0)
         return;
-    size_t mask = m->cap - 1, h = ptr_slot(obj, m->cap);
-    while (m->slots[h].obj != obj) {
-        if (m->slots[h].obj == NULL)
+    size_t mask = t->cap - 1, i = tab_slot(h, t->cap);
+    while (t->slots[i].id != id || t->slots[i].obj == NULL) {
+        if (t->slots[i].obj == NULL)
             return;
-        h = (h + 1) & mask;
+        i = (i + 1) & mask;
     }
-    for (size_t j = (h + 1) & mask; m->slots[j].obj != NULL; j = (j + 1) & mask) {
-        size_t home = ptr_slot(m->slots[j].obj, m->cap);
-        if (((j - home) & mask) >= ((j - h) & mask)) {
-            m->slots[h] = m->slots[j];
-            h = j;
+    for (size_t j = (i + 1) & mask; t->slots[j].obj != NULL; j = (j + 1) & mask) {
+        size_t home = tab_slot(t->slots[j].hash, t->cap);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            t->slots[i] = t->slots[j];
+            i = j;
         }
     }
-    m->slots[h] = (ptrid){NULL, 0};
-    m->used--;
+    t->slots[i] = (idslot){0, NULL, 0};
+    t->used--;
 }
 
-static void ptrmap_clear(ptrmap *m)
+static void idtab_clear(idtab *t)
 {
-    PyMem_RawFree(m->slots);
-    m->slots = NULL;
-    m->cap = m->used = 0;
+    PyMem_RawFree(t->slots);
+    t->slots = NULL;
+    t->cap = t->used = 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -353,15 +372,6 @@ PyTypeObject Counts_Type = {
 static cst_mutex all_lock;
 static Registry *all_head;
 
-int reg_stripe(PyObject *obj, Py_ssize_t *stripe)
-{
-    Py_hash_t h = PyObject_Hash(obj);
-    if (h == -1)
-        return -1;
-    *stripe = (Py_ssize_t)((size_t)h % STRIPES);
-    return 0;
-}
-
 static PyObject *slot_get(Registry *r, uint64_t id)
 {
     if (id >= (uint64_t)PY_SSIZE_T_MAX)
@@ -374,28 +384,14 @@ static PyObject *slot_get(Registry *r, uint64_t id)
     return o;
 }
 
-int64_t reg_existing_id(Registry *r, PyObject *obj)
+int64_t reg_id_of(Registry *r, Py_hash_t h, PyObject *obj)
 {
-    PyObject *v;
-    int found = dict_get_ref(r->ids, obj, &v);
-    if (found <= 0)
-        return found;
-    int64_t id = (int64_t)PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    return id;
+    return idtab_find(&r->ids[STRIPE(h)], obj, h);
 }
 
-int64_t reg_id_of(Registry *r, Py_ssize_t stripe, PyObject *obj)
+int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj)
 {
-    uint64_t id = ptrmap_get(&r->known[stripe], obj);
-    if (id != 0)
-        return (int64_t)id;
-    return reg_existing_id(r, obj);
-}
-
-int64_t reg_id_for(Registry *r, Py_ssize_t stripe, PyObject *obj)
-{
-    int64_t id = reg_id_of(r, stripe, obj);
+    int64_t id = reg_id_of(r, h, obj);
     if (id != 0)
         return id;
     cst_mutex_lock(&r->slot_lock);
@@ -413,9 +409,8 @@ int64_t reg_id_for(Registry *r, Py_ssize_t stripe, PyObject *obj)
     cst_mutex_unlock(&r->slot_lock);
     if (id < 0)
         return -1;
-    PyObject *key = PyLong_FromLongLong(id);
-    if (key == NULL || PyDict_SetItem(r->ids, obj, key) < 0) {
-        Py_XDECREF(key);
+    /* objects[id] holds the reference the table's entry relies on */
+    if (idtab_insert(&r->ids[STRIPE(h)], obj, h, (uint64_t)id) < 0) {
         /* give the slot back: nothing refers to it yet */
         cst_mutex_lock(&r->slot_lock);
         PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
@@ -424,8 +419,19 @@ int64_t reg_id_for(Registry *r, Py_ssize_t stripe, PyObject *obj)
         cst_mutex_unlock(&r->slot_lock);
         return -1;
     }
-    Py_DECREF(key);
-    ptrmap_put(&r->known[stripe], obj, (uint64_t)id); /* objects[id] holds obj */
+    atomic_fetch_add_explicit(&r->nids, 1, memory_order_relaxed);
+    return id;
+}
+
+/* The id of obj without holding its stripe lock (Python's existing_id). */
+static int64_t reg_existing_id(Registry *r, PyObject *obj)
+{
+    Py_hash_t h = reg_hash(obj);
+    if (h == -1)
+        return -1;
+    cst_mutex_lock(&r->stripes[STRIPE(h)]);
+    int64_t id = reg_id_of(r, h, obj);
+    cst_mutex_unlock(&r->stripes[STRIPE(h)]);
     return id;
 }
 
@@ -437,12 +443,12 @@ static void count_free(Registry *r)
     atomic_fetch_add_explicit(r->freed, 1, memory_order_seq_cst);
 }
 
-/* Free id (owned by obj): under obj's stripe lock, like every free of obj's
- * id: if obj no longer owns id, id was freed already and its slot may name
- * another object now.  -1 on error (nothing freed). */
-static int reg_free(Registry *r, Py_ssize_t stripe, uint64_t id, PyObject *obj)
+/* Free id (owned by obj, hash h): under obj's stripe lock, like every free
+ * of obj's id: if obj no longer owns id, id was freed already and its slot
+ * may name another object now.  -1 on error (nothing freed). */
+static int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj)
 {
-    int64_t owner = reg_id_of(r, stripe, obj);
+    int64_t owner = reg_id_of(r, h, obj);
     if (owner < 0)
         return -1;
     if ((uint64_t)owner != id)
@@ -457,21 +463,19 @@ static int reg_free(Registry *r, Py_ssize_t stripe, uint64_t id, PyObject *obj)
         r->free_slots = nf;
         r->free_cap = ncap;
     }
-    if (PyDict_DelItem(r->ids, obj) < 0)
-        return -1;
+    idtab_remove(&r->ids[STRIPE(h)], h, id);
+    atomic_fetch_sub_explicit(&r->nids, 1, memory_order_relaxed);
     cst_mutex_lock(&r->slot_lock);
     count_free(r);
-    /* the registered object (maybe another object equal to obj) leaves known */
-    ptrmap_del(&r->known[stripe], PyList_GET_ITEM(r->objects, (Py_ssize_t)id));
     PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
     r->free_slots[r->nfree++] = id;
     cst_mutex_unlock(&r->slot_lock);
     return 0;
 }
 
-int reg_added(Counts *c, Py_ssize_t stripe, uint64_t id)
+int reg_added(Counts *c, Py_hash_t h, uint64_t id)
 {
-    if (idmap_add(&c->part[stripe], id, 1) < 0) {
+    if (idmap_add(&c->part[STRIPE(h)], id, 1) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -481,8 +485,9 @@ int reg_added(Counts *c, Py_ssize_t stripe, uint64_t id)
 /* No pair of id may be left in any handle of the family: free it now, or when
  * the snapshots open now are gone (rule 3).  c is the handle the caller just
  * changed (NULL: a handle that is gone).  Under obj's stripe lock. */
-int reg_maybe_dead(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObject *obj)
+int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj)
 {
+    Py_ssize_t stripe = STRIPE(h);
     /* Fast path: no open snapshot and c is the family's only handle.  Safe
      * without meta: a snapshot pins before it takes the engine snapshot
      * (which then cannot hold the pair just removed), a copy holds every
@@ -493,7 +498,7 @@ int reg_maybe_dead(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObj
     if (npins == 0 && nh == (c ? 1u : 0u)) {
         if (c && idmap_get(&c->part[stripe], id))
             return 0;
-        return reg_free(r, stripe, id, obj);
+        return reg_free(r, h, id, obj);
     }
     cst_mutex_lock(&r->meta);
     for (size_t i = 0; i < r->nhandles; i++) {
@@ -513,18 +518,18 @@ int reg_maybe_dead(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObj
         return 0;
     }
     cst_mutex_unlock(&r->meta);
-    return reg_free(r, stripe, id, obj);
+    return reg_free(r, h, id, obj);
 }
 
-int reg_removed(Registry *r, Counts *c, Py_ssize_t stripe, uint64_t id, PyObject *obj)
+int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj)
 {
-    if (idmap_add(&c->part[stripe], id, -1) < 0) {
+    if (idmap_add(&c->part[STRIPE(h)], id, -1) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    if (idmap_get(&c->part[stripe], id) > 0)
+    if (idmap_get(&c->part[STRIPE(h)], id) > 0)
         return 0;
-    return reg_maybe_dead(r, c, stripe, id, obj);
+    return reg_maybe_dead(r, c, h, id, obj);
 }
 
 /* ------------------------------------------------------------------------
@@ -538,11 +543,10 @@ static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     Registry *r = (Registry *)type->tp_alloc(type, 0);
     if (r == NULL)
         return NULL;
-    r->ids = PyDict_New();
     r->objects = PyList_New(1);
     /* own cache line: read by every lookup, written only when an id is freed */
     r->freed_block = PyMem_RawCalloc(1, 192);
-    if (r->ids == NULL || r->objects == NULL || r->freed_block == NULL) {
+    if (r->objects == NULL || r->freed_block == NULL) {
         int nomem = r->freed_block == NULL;
         Py_DECREF(r);
         return nomem ? PyErr_NoMemory() : NULL;
@@ -550,6 +554,7 @@ static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     PyList_SET_ITEM(r->objects, 0, Py_NewRef(cst_FREE));
     r->freed = (_Atomic int64_t *)(((uintptr_t)r->freed_block + 63) & ~(uintptr_t)63);
     atomic_init(r->freed, 0);
+    atomic_init(&r->nids, 0);
     if (cst_mutex_init(&r->slot_lock) < 0 || cst_mutex_init(&r->meta) < 0) {
         Py_DECREF(r);
         return PyErr_NoMemory();
@@ -570,7 +575,6 @@ static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds
 
 static int registry_traverse(Registry *r, visitproc visit, void *arg)
 {
-    Py_VISIT(r->ids);
     Py_VISIT(r->objects);
     for (size_t i = 0; i < r->nhandles; i++)
         Py_VISIT(r->handles[i]);
@@ -579,7 +583,6 @@ static int registry_traverse(Registry *r, visitproc visit, void *arg)
 
 static int registry_clear(Registry *r)
 {
-    Py_CLEAR(r->ids);
     Py_CLEAR(r->objects);
     for (size_t i = 0; i < r->nhandles; i++)
         Py_CLEAR(r->handles[i]);
@@ -607,7 +610,7 @@ static void registry_dealloc(Registry *r)
     PyMem_RawFree(r->freed_block);
     idmap_clear(&r->died);
     for (size_t s = 0; s < STRIPES; s++)
-        ptrmap_clear(&r->known[s]);
+        idtab_clear(&r->ids[s]);
     cst_mutex_fini(&r->slot_lock);
     cst_mutex_fini(&r->meta);
     for (size_t s = 0; s < STRIPES; s++)
@@ -684,11 +687,11 @@ static int counts_fill(Registry *r, Counts *c, PyObject *source)
             break;
         }
         PyObject *obj = slot_get(r, id);
-        Py_ssize_t stripe;
+        Py_hash_t h;
         if (obj == cst_FREE) {
             PyErr_Format(PyExc_ValueError, "counts name id %llu, which is not in use", id);
             rc = -1;
-        } else if (reg_stripe(obj, &stripe) < 0 || idmap_add(&c->part[stripe], id, n) < 0) {
+        } else if ((h = reg_hash(obj)) == -1 || idmap_add(&c->part[STRIPE(h)], id, n) < 0) {
             if (!PyErr_Occurred())
                 PyErr_NoMemory();
             rc = -1;
@@ -747,11 +750,11 @@ static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
         cst_mutex_lock(&r->slot_lock);
         count_free(r);
         for (size_t s = 0; s < STRIPES; s++)
-            ptrmap_clear(&r->known[s]); /* no handle left: nothing reads them */
+            idtab_clear(&r->ids[s]); /* no handle left: no update reads them */
+        atomic_store_explicit(&r->nids, 0, memory_order_relaxed);
         int rc = PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), NULL);
         r->nfree = 0;
         cst_mutex_unlock(&r->slot_lock);
-        PyDict_Clear(r->ids);
         cst_mutex_unlock(&r->meta);
         Py_DECREF(c);
         if (rc < 0)
@@ -768,11 +771,11 @@ static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         uint64_t id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0));
         PyObject *obj = slot_get(r, id);
-        Py_ssize_t stripe;
-        if (obj != cst_FREE && reg_stripe(obj, &stripe) == 0) {
-            cst_mutex_lock(&r->stripes[stripe]);
-            int rc = reg_maybe_dead(r, NULL, stripe, id, obj);
-            cst_mutex_unlock(&r->stripes[stripe]);
+        Py_hash_t h;
+        if (obj != cst_FREE && (h = reg_hash(obj)) != -1) {
+            cst_mutex_lock(&r->stripes[STRIPE(h)]);
+            int rc = reg_maybe_dead(r, NULL, h, id, obj);
+            cst_mutex_unlock(&r->stripes[STRIPE(h)]);
             if (rc < 0)
                 PyErr_WriteUnraisable((PyObject *)r);
         }
@@ -838,15 +841,16 @@ static PyObject *registry_unpin(Registry *r, PyObject *arg)
     int failed = 0;
     for (size_t k = 0; k < nready; k++) {
         PyObject *obj = slot_get(r, ready[k]);
-        Py_ssize_t stripe;
-        if (obj != cst_FREE && reg_stripe(obj, &stripe) == 0) {
+        Py_hash_t h;
+        if (obj != cst_FREE && (h = reg_hash(obj)) != -1) {
+            Py_ssize_t stripe = STRIPE(h);
             cst_mutex_lock(&r->stripes[stripe]);
             cst_mutex_lock(&r->meta);
             int alive = idmap_get(&r->died, ready[k]) != 0;
             for (size_t i = 0; i < r->nhandles && !alive; i++)
                 alive = idmap_get(&r->handles[i]->part[stripe], ready[k]) != 0;
             cst_mutex_unlock(&r->meta);
-            if (!alive && reg_free(r, stripe, ready[k], obj) < 0)
+            if (!alive && reg_free(r, h, ready[k], obj) < 0)
                 failed = 1;
             cst_mutex_unlock(&r->stripes[stripe]);
         }
@@ -879,7 +883,7 @@ static PyObject *registry_unlock_all(Registry *r, PyObject *Py_UNUSED(ignored))
 
 static PyObject *registry_adopt(Registry *r, PyObject *objs)
 {
-    if (PyDict_Size(r->ids) != 0) {
+    if (atomic_load_explicit(&r->nids, memory_order_relaxed) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "adopt() needs an empty registry");
         return NULL;
     }
@@ -888,42 +892,27 @@ static PyObject *registry_adopt(Registry *r, PyObject *objs)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *key = PyLong_FromSsize_t(i + 1);
-        int rc = key ? PyDict_SetDefault(r->ids, items[i], key) != NULL ? 0 : -1 : -1;
-        Py_XDECREF(key);
-        if (rc < 0) {
-            PyDict_Clear(r->ids);
-            Py_DECREF(seq);
-            return NULL;
-        }
-    }
-    if (PyDict_Size(r->ids) != n) {
-        PyObject *seen = PySet_New(NULL);
-        for (Py_ssize_t i = 0; seen && i < n; i++) {
-            int has = PySet_Contains(seen, items[i]);
-            if (has == 1) {
-                PyErr_Format(PyExc_ValueError,
-                             "subscriber %R appears twice in the subscriber table", items[i]);
-                break;
-            }
-            if (has < 0 || PySet_Add(seen, items[i]) < 0)
-                break;
-        }
-        Py_XDECREF(seen);
-        PyDict_Clear(r->ids);
-        Py_DECREF(seq);
-        return NULL;
-    }
-    cst_mutex_lock(&r->slot_lock);
-    int rc = PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), seq);
-    cst_mutex_unlock(&r->slot_lock);
+    /* A new registry, not shared yet: its tables need no lock. */
+    int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-        Py_ssize_t stripe;
-        if (reg_stripe(items[i], &stripe) < 0)
+        Py_hash_t h = reg_hash(items[i]);
+        int64_t seen = h == -1 ? -1 : idtab_find(&r->ids[STRIPE(h)], items[i], h);
+        if (seen > 0)
+            PyErr_Format(PyExc_ValueError, "subscriber %R appears twice in the subscriber table",
+                         items[i]);
+        if (seen != 0 || idtab_insert(&r->ids[STRIPE(h)], items[i], h, (uint64_t)(i + 1)) < 0)
             rc = -1;
-        else
-            ptrmap_put(&r->known[stripe], items[i], (uint64_t)(i + 1));
+    }
+    if (rc == 0) {
+        cst_mutex_lock(&r->slot_lock);
+        rc = PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), seq);
+        cst_mutex_unlock(&r->slot_lock);
+    }
+    if (rc < 0) {
+        for (size_t s = 0; s < STRIPES; s++)
+            idtab_clear(&r->ids[s]);
+    } else {
+        atomic_store_explicit(&r->nids, (size_t)n, memory_order_relaxed);
     }
     Py_DECREF(seq);
     if (rc < 0)
@@ -933,10 +922,10 @@ static PyObject *registry_adopt(Registry *r, PyObject *objs)
 
 static PyObject *registry_id_for(Registry *r, PyObject *obj)
 {
-    Py_ssize_t stripe;
-    if (reg_stripe(obj, &stripe) < 0)
+    Py_hash_t h = reg_hash(obj);
+    if (h == -1)
         return NULL;
-    int64_t id = reg_id_for(r, stripe, obj);
+    int64_t id = reg_id_for(r, h, obj);
     return id < 0 ? NULL : PyLong_FromLongLong(id);
 }
 
@@ -987,7 +976,7 @@ static PyObject *registry_live_objects(Registry *r, PyObject *Py_UNUSED(ignored)
  * the bookkeeping of one pair, for Python code that holds obj's stripe lock
  * (through lock_all). */
 static int parse_pair_args(Registry *r, PyObject *const *args, Py_ssize_t nargs,
-                           const char *name, Counts **c, uint64_t *id, Py_ssize_t *stripe)
+                           const char *name, Counts **c, uint64_t *id, Py_hash_t *h)
 {
     (void)r;
     if (nargs != 3 || !(Py_IS_TYPE(args[0], &Counts_Type) || args[0] == Py_None)) {
@@ -998,21 +987,22 @@ static int parse_pair_args(Registry *r, PyObject *const *args, Py_ssize_t nargs,
     *id = PyLong_AsUnsignedLongLong(args[1]);
     if (*id == (uint64_t)-1 && PyErr_Occurred())
         return -1;
-    return reg_stripe(args[2], stripe);
+    *h = reg_hash(args[2]);
+    return *h == -1 ? -1 : 0;
 }
 
 static PyObject *registry_added(Registry *r, PyObject *const *args, Py_ssize_t nargs)
 {
     Counts *c;
     uint64_t id;
-    Py_ssize_t stripe;
-    if (parse_pair_args(r, args, nargs, "added", &c, &id, &stripe) < 0)
+    Py_hash_t h;
+    if (parse_pair_args(r, args, nargs, "added", &c, &id, &h) < 0)
         return NULL;
     if (c == NULL) {
         PyErr_SetString(PyExc_TypeError, "added: no counts");
         return NULL;
     }
-    if (reg_added(c, stripe, id) < 0)
+    if (reg_added(c, h, id) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -1021,14 +1011,14 @@ static PyObject *registry_removed(Registry *r, PyObject *const *args, Py_ssize_t
 {
     Counts *c;
     uint64_t id;
-    Py_ssize_t stripe;
-    if (parse_pair_args(r, args, nargs, "removed", &c, &id, &stripe) < 0)
+    Py_hash_t h;
+    if (parse_pair_args(r, args, nargs, "removed", &c, &id, &h) < 0)
         return NULL;
     if (c == NULL) {
         PyErr_SetString(PyExc_TypeError, "removed: no counts");
         return NULL;
     }
-    if (reg_removed(r, c, stripe, id, args[2]) < 0)
+    if (reg_removed(r, c, h, id, args[2]) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -1037,12 +1027,12 @@ static PyObject *registry_forget_unused(Registry *r, PyObject *const *args, Py_s
 {
     Counts *c;
     uint64_t id;
-    Py_ssize_t stripe;
-    if (parse_pair_args(r, args, nargs, "forget_unused", &c, &id, &stripe) < 0)
+    Py_hash_t h;
+    if (parse_pair_args(r, args, nargs, "forget_unused", &c, &id, &h) < 0)
         return NULL;
-    if (c && idmap_get(&c->part[stripe], id))
+    if (c && idmap_get(&c->part[STRIPE(h)], id))
         Py_RETURN_NONE;
-    if (reg_maybe_dead(r, c, stripe, id, args[2]) < 0)
+    if (reg_maybe_dead(r, c, h, id, args[2]) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -1066,15 +1056,16 @@ static PyObject *registry_removed_ids(Registry *r, PyObject *const *args, Py_ssi
         if (id == (uint64_t)-1 && PyErr_Occurred())
             break;
         PyObject *obj = slot_get(r, id);
-        Py_ssize_t stripe;
         int rc = 0;
         if (obj != cst_FREE) {
-            rc = reg_stripe(obj, &stripe);
-            if (rc == 0) {
-                cst_mutex_lock(&r->stripes[stripe]);
-                if (idmap_get(&c->part[stripe], id))
-                    rc = reg_removed(r, c, stripe, id, obj);
-                cst_mutex_unlock(&r->stripes[stripe]);
+            Py_hash_t h = reg_hash(obj);
+            if (h == -1) {
+                rc = -1;
+            } else {
+                cst_mutex_lock(&r->stripes[STRIPE(h)]);
+                if (idmap_get(&c->part[STRIPE(h)], id))
+                    rc = reg_removed(r, c, h, id, obj);
+                cst_mutex_unlock(&r->stripes[STRIPE(h)]);
             }
         }
         Py_DECREF(obj);
@@ -1123,7 +1114,10 @@ static PyObject *registry_get_freed(Registry *r, void *closure)
     return PyLong_FromLongLong(reg_freed(r));
 }
 
-static Py_ssize_t registry_len(Registry *r) { return PyDict_Size(r->ids); }
+static Py_ssize_t registry_len(Registry *r)
+{
+    return (Py_ssize_t)atomic_load_explicit(&r->nids, memory_order_relaxed);
+}
 
 static PyMethodDef registry_methods[] = {
     {"new_counts", (PyCFunction)(void (*)(void))registry_new_counts, METH_FASTCALL,
