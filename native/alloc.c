@@ -63,6 +63,7 @@
 #include "alloc.h"
 
 #include <pthread.h>
+#include "tls.h"
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +103,7 @@ _Static_assert(sizeof(counters) >= 128, "a counter set spans two cache lines");
 
 /* Every counter set ever made, newest first (a push-only list). */
 static _Atomic(counters *) counter_sets;
-static _Thread_local counters *mine;
+static CST_TLS counters *mine;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 /* Used when no counter set can be had (out of memory for the set itself, or the

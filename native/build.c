@@ -97,7 +97,7 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
         if (sorted != local)
             free(sorted);
         if (cn)
-            node_free(&cn->m.h, sizeof(cnode) + cn->n * sizeof(cst_hdr *));
+            node_free(&cn->m.h, cnode_size(cn->n));
         goto fail;
     }
     size_t start[32], fill[32], pos = 0;
@@ -162,7 +162,7 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
         cn->n = j;
         for (uint32_t i = 0; i < j; i++)
             node_release(cn->array[i]);
-        node_free(&cn->m.h, sizeof(cnode) + full * sizeof(cst_hdr *));
+        node_free(&cn->m.h, cnode_size(full));
         return NULL;
     }
     return cn;

@@ -77,13 +77,14 @@
 #include "ebr.h"
 
 #include <pthread.h>
+#include "tls.h"
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define LIMBO_CHUNK 64
 #define RETIRE_SCAN_EVERY 64
-#define CHUNK_POOL 4 /* empty chunks a thread keeps for reuse */
+#define CHUNK_POOL 16 /* empty chunks a thread keeps for reuse (1 KiB each) */
 
 typedef struct limbo_entry {
     void *obj;
@@ -121,7 +122,7 @@ static _Atomic(ebr_record *) records;
 static _Atomic unsigned record_count;
 static pthread_key_t tls_key;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
-static _Thread_local ebr_record *tls_record;
+static CST_TLS ebr_record *tls_record;
 
 static void *xmalloc(size_t n)
 {

@@ -15,6 +15,7 @@
  * separators only), and every level is one more state on the path.
  */
 #include <pthread.h>
+#include "tls.h"
 #include <stdlib.h>
 
 #include "internal.h"
@@ -25,7 +26,7 @@
 
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static _Thread_local scratch *tls_scratch;
+static CST_TLS scratch *tls_scratch;
 
 static void scratch_free(void *p)
 {

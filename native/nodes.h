@@ -90,17 +90,35 @@ struct inode {
     _Atomic(mainnode *) main;
 };
 
+/* A C-node is its header, its branches, then a tail of the fields lookups
+ * never read (so that the first branches share the header's cache line):
+ *
+ *   | hdr | prev | bitmap | n | array[0 .. n) | gen | cached_pairs | xfer | xfer_old |
+ */
 typedef struct cnode {
     mainnode m;                /* h.b1 = hash level (0, 5, ...), h.b2 = specmask */
-    uint64_t gen;
     uint32_t bitmap;
     uint32_t n;                /* hashed branches + spec slots */
+    cst_hdr *array[];          /* branches (inode or snode), then spec snodes; then the tail */
+} cnode;
+
+typedef struct cnode_tail {
+    uint64_t gen;
     _Atomic int64_t cached_pairs; /* -1 = unknown; set only in frozen traversals */
     _Atomic int32_t xfer;      /* the children it owns: XFER_ALL, XFER_NONE or one index */
     int32_t xfer_old;          /* a transfer copy: the index its source keeps, or
                                 * XFER_NONE; XFER_ALL: not a transfer copy (trie.c) */
-    cst_hdr *array[];          /* branches (inode or snode), then spec snodes */
-} cnode;
+} cnode_tail;
+
+static inline cnode_tail *cn_tail(const cnode *cn)
+{
+    return (cnode_tail *)(void *)((cst_hdr **)cn->array + cn->n);
+}
+
+static inline size_t cnode_size(uint32_t n)
+{
+    return sizeof(cnode) + n * sizeof(cst_hdr *) + sizeof(cnode_tail);
+}
 
 /* cnode.xfer: which children a C-node holds references to (see "Transfer
  * copies" in trie.c); k >= 0 means child k only. */

@@ -69,6 +69,7 @@
  *      already have set its xfer (the torture test found that one).
  */
 #include <pthread.h>
+#include "tls.h"
 #include <stdlib.h>
 
 #include "internal.h"
@@ -174,7 +175,6 @@ void node_retain(cst_hdr *h)
     atomic_fetch_add_explicit(&h->rc, 1, memory_order_relaxed);
 }
 
-static size_t cnode_size(uint32_t n) { return sizeof(cnode) + n * sizeof(cst_hdr *); }
 static size_t lnode_size(uint32_t n) { return sizeof(lnode) + n * sizeof(snode *); }
 
 /*
@@ -184,8 +184,8 @@ static size_t lnode_size(uint32_t n) { return sizeof(lnode) + n * sizeof(snode *
  * one at a time.  Freeing a chain of 65,535 topic levels (I-node, C-node,
  * S-node, ... each holding the next) so needs no C stack and no allocation.
  */
-static _Thread_local cst_hdr *dead_head;
-static _Thread_local int dead_draining;
+static CST_TLS cst_hdr *dead_head;
+static CST_TLS int dead_draining;
 
 /* The address of the pointer-sized field of a dead node that carries the
  * list link: one its destruction does not read (gen, prev, hash, ov). */
@@ -219,7 +219,7 @@ static void node_destroy(cst_hdr *h)
         /* prev is never an owned reference at this point (R5); xfer says
          * which children it still holds (R6). */
         cnode *cn = (cnode *)h;
-        int32_t x = atomic_load_explicit(&cn->xfer, memory_order_acquire);
+        int32_t x = atomic_load_explicit(&cn_tail(cn)->xfer, memory_order_acquire);
         if (x == XFER_ALL) {
             for (uint32_t i = 0; i < cn->n; i++)
                 node_release(cn->array[i]);
@@ -326,12 +326,13 @@ cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen)
         return NULL;
     cn->m.h.b1 = (uint8_t)lev;
     atomic_init(&cn->m.prev, 0);
-    cn->gen = gen;
     cn->bitmap = 0;
     cn->n = n;
-    atomic_init(&cn->cached_pairs, -1);
-    atomic_init(&cn->xfer, XFER_ALL);
-    cn->xfer_old = XFER_ALL; /* not a transfer copy */
+    cnode_tail *tl = cn_tail(cn);
+    tl->gen = gen;
+    atomic_init(&tl->cached_pairs, -1);
+    atomic_init(&tl->xfer, XFER_ALL);
+    tl->xfer_old = XFER_ALL; /* not a transfer copy */
     return cn;
 }
 
@@ -403,7 +404,7 @@ static int may_transfer(const mainnode *m)
     /* acquire: see a share published before we reached m (R6), and the
      * initiator's xfer store of a committed transfer copy. */
     return atomic_load_explicit(&((mainnode *)m)->h.rc, memory_order_acquire) == 1 &&
-           atomic_load_explicit(&((cnode *)cn)->xfer, memory_order_acquire) == XFER_ALL;
+           atomic_load_explicit(&cn_tail(cn)->xfer, memory_order_acquire) == XFER_ALL;
 }
 
 /*
@@ -452,8 +453,8 @@ static cnode *cn_with(const cnode *cn, uint64_t gen, int is_spec, unsigned key, 
         ncn->array[w++] = nb;
     }
     if (transfer) {
-        atomic_init(&ncn->xfer, new_at);
-        ncn->xfer_old = had ? (int32_t)pos : XFER_NONE;
+        atomic_init(&cn_tail(ncn)->xfer, new_at);
+        cn_tail(ncn)->xfer_old = had ? (int32_t)pos : XFER_NONE;
     }
     return ncn;
 }
@@ -468,12 +469,13 @@ static void transfer_done(mainnode *m, mainnode *nm)
     cnode *ncn = (cnode *)nm;
     /* Decided by xfer_old, written once when ncn was made: ncn's xfer may
      * already name what a later transfer copy of ncn left it. */
-    if (ncn->xfer_old == XFER_ALL)
+    if (cn_tail(ncn)->xfer_old == XFER_ALL)
         return; /* an ordinary copy */
     /* release: a thread that sees XFER_ALL and copies ncn by transfer, and
      * whoever frees m (after our section ends), see these stores. */
-    atomic_store_explicit(&ncn->xfer, XFER_ALL, memory_order_release);
-    atomic_store_explicit(&((cnode *)m)->xfer, ncn->xfer_old, memory_order_release);
+    atomic_store_explicit(&cn_tail(ncn)->xfer, XFER_ALL, memory_order_release);
+    atomic_store_explicit(&cn_tail((cnode *)m)->xfer, cn_tail(ncn)->xfer_old,
+                          memory_order_release);
 }
 
 static cnode *cn_empty(unsigned lev, uint64_t gen) { return cnode_alloc(0, lev, gen); }
@@ -1346,7 +1348,7 @@ cst_trie *cst_new(const cst_dialect *d)
         node_release(&cn->m.h);
         return NULL;
     }
-    cn->gen = root->gen;
+    cn_tail(cn)->gen = root->gen;
     cst_trie *t = handle_new(d, root, 0);
     if (t == NULL)
         node_release(&root->h);

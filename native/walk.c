@@ -63,7 +63,7 @@ static int64_t count_main(ctx *c, mainnode *m)
             mainnode *cm = gcas_read(c, ch);
             /* relaxed: the cached value is a pure function of a frozen subtree. */
             int64_t cached = cm->h.kind == K_CNODE
-                                 ? atomic_load_explicit(&((cnode *)cm)->cached_pairs,
+                                 ? atomic_load_explicit(&cn_tail((cnode *)cm)->cached_pairs,
                                                         memory_order_relaxed)
                                  : -1;
             if (cached >= 0)
@@ -75,7 +75,8 @@ static int64_t count_main(ctx *c, mainnode *m)
             continue;
         }
         if (f->m->h.kind == K_CNODE)
-            atomic_store_explicit(&((cnode *)f->m)->cached_pairs, f->acc, memory_order_relaxed);
+            atomic_store_explicit(&cn_tail((cnode *)f->m)->cached_pairs, f->acc,
+                                  memory_order_relaxed);
         int64_t v = f->acc;
         if (--n > 0)
             st[n - 1].acc += v;
@@ -499,11 +500,11 @@ static int check_main(chk *k, cframe fr)
             return fail(k, "wildcard slots below hash level 0", cn);
         if ((spec & (1u << (W_EMPTY_PATTERN - 1))) && !fr.trie_root)
             return fail(k, "zero-word pattern outside the trie's top C-node", cn);
-        if (cn->gen > fr.igen)
+        if (cn_tail(cn)->gen > fr.igen)
             return fail(k, "C-node of a newer generation than its I-node", cn);
         if (k->strict) {
             /* R6: only a transfer copy in flight borrows its children */
-            if (atomic_load_explicit(&cn->xfer, memory_order_acquire) != XFER_ALL)
+            if (atomic_load_explicit(&cn_tail(cn)->xfer, memory_order_acquire) != XFER_ALL)
                 return fail(k, "reachable C-node does not own its children", cn);
             if (lev > 0 && (cn->n == 0 || (cn->n == 1 && cn->array[0]->kind == K_SNODE)))
                 return fail(k, "C-node below hash level 0 was not contracted", cn);
@@ -517,7 +518,7 @@ static int check_main(chk *k, cframe fr)
             cst_hdr *b = cn->array[pos++];
             if (b->kind == K_INODE) {
                 inode *in = (inode *)b;
-                if (in->gen > cn->gen)
+                if (in->gen > cn_tail(cn)->gen)
                     return fail(k, "I-node of a newer generation than its C-node", in);
                 if (lev + 5 > MAX_HASH_LEVEL + 5)
                     return fail(k, "hash level overflow", in);
@@ -534,7 +535,7 @@ static int check_main(chk *k, cframe fr)
                     return fail(k, "wildcard S-node in a hashed slot", sn);
                 if (frag(sn->hash, lev) != f)
                     return fail(k, "S-node in the wrong hash slot", sn);
-                if (check_sn(k, sn, cn->gen) < 0)
+                if (check_sn(k, sn, cn_tail(cn)->gen) < 0)
                     return -1;
             } else {
                 return fail(k, "C-node branch is neither I-node nor S-node", b);
@@ -546,7 +547,7 @@ static int check_main(chk *k, cframe fr)
                 continue;
             if (sn->h.kind != K_SNODE || sn->h.b1 != s + 1)
                 return fail(k, "wrong S-node in a wildcard slot", sn);
-            if (check_sn(k, sn, cn->gen) < 0)
+            if (check_sn(k, sn, cn_tail(cn)->gen) < 0)
                 return -1;
         }
         return 0;
@@ -666,7 +667,7 @@ static void dump_main(dumper *d, const mainnode *m, int indent)
     switch (m->h.kind) {
     case K_CNODE: {
         const cnode *cn = (const cnode *)m;
-        put(d, indent, "C lev=%u gen=%" PRIu64 " bitmap=%08x spec=%x n=%u", cn->m.h.b1, cn->gen,
+        put(d, indent, "C lev=%u gen=%" PRIu64 " bitmap=%08x spec=%x n=%u", cn->m.h.b1, cn_tail(cn)->gen,
             cn->bitmap, cn->m.h.b2, cn->n);
         for (uint32_t i = cn->n; i-- > 0;) {
             const cst_hdr *b = cn->array[i];
