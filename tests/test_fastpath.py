@@ -1,0 +1,630 @@
+"""The C fast path (``cstrie._hotpath``) against references that do not use it.
+
+``Trie``/``Snapshot`` serve ``lookup``, ``has_subscribers``, ``match``,
+``lookup_many``, ``subscribe`` and ``unsubscribe`` from C (``native/hotpath/``).
+Every test here checks those calls against something that does not go through
+them: the cffi engine calls (``_binding.ids_call(lib.cst_lookup, ...)``,
+``lib.cst_has_subscribers``, ``lib.cst_match`` with a ``_binding.Groups``
+buffer) mapped through the registry's public ``objects`` list, the independent
+matcher in ``tests/oracle.py``, and ``Dialect.split_topic`` /
+``Dialect.split_pattern``, the single source of error messages.
+
+Sections, each stating the rule it proves:
+
+1. Parity: same subscribers, pairs, rows and exceptions as the references, for
+   every dialect (a custom one with the separator ``"::"`` takes the engine's
+   general splitter), with non-ASCII, huge results (more ids than the fast
+   path's 256-id stack buffer), str subclasses, non-str, lone surrogates,
+   keyword calls and wrong argument counts.
+2. Errors leave everything as it was (trie contents and registry).
+3. Registry rule 4: ids freed and reused while a read runs (replayed through
+   ``Reader._set_race_hook``): every answer is a state the trie was in during
+   the call.
+4. A dropped trie: snapshots and copies outlive it; its registry's ids.
+5. Reference counts: nothing leaked or over-released.
+6. Threads, and the free-threaded build (``PYTHON_GIL=0`` on 3.13t).
+
+The tests marked ``xfail(strict=True)`` document bugs found here; each reason
+says what goes wrong.  Random workloads draw from ``random.Random`` seeded by
+``CSTRIE_SEED`` (a fresh seed each run unless set; failures print it), and
+from hypothesis.  ``CSTRIE_FASTPATH_SCALE`` (default 1) multiplies the sizes of
+the ``slow`` tests and the thread tests' durations.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+import oracle
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cstrie import _binding as nb
+from cstrie.dialect import AMQP, MQTT, NATS, Dialect
+from cstrie.trie import Snapshot, Trie
+
+SEED = int(os.environ.get("CSTRIE_SEED", "").strip() or random.SystemRandom().randrange(2**32))
+REPLAY = f"replay with CSTRIE_SEED={SEED}"
+SCALE = max(1, int(os.environ.get("CSTRIE_FASTPATH_SCALE", "1") or 1))
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+#: the ids the fast path keeps on its C stack before it asks for heap room
+LOCAL_IDS = 256
+
+#: A custom dialect with a two-character separator and wildcards (the engine's
+#: general splitter) and MQTT-like validation, so that it has invalid input too.
+COLONS = Dialect(
+    name="colons",
+    separator="::",
+    single="+",
+    multi="**",
+    multi_last_only=True,
+    strict_wildcards=True,
+    topic_wildcards=False,
+    empty_topic=False,
+    forbid_nul=True,
+    max_levels=12,
+)
+DIALECTS: dict[str, Dialect] = {"amqp": AMQP, "mqtt": MQTT, "nats": NATS, "colons": COLONS}
+NAMES = list(DIALECTS)
+
+#: Literal words: ASCII, 2-, 3- and 4-byte UTF-8, a "$" word (MQTT's rule),
+#: and ":b" / "x:y", which sit next to the "::" separator in the custom dialect
+#: (":b" after a separator makes ":::b": the separator is the first "::").
+WORDS = ["a", "b", "c", "é", "日本", "𝄞", "aé日𝄞", "x:y", ":b", "$sys", "*"]
+
+HYPOTHESIS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+class Obj:
+    """A subscriber told apart by identity, weakly referenceable, held by
+    nobody but the test and the trie (so its reference count is the test's to
+    predict)."""
+
+    __slots__ = ("__weakref__", "n")
+
+    def __init__(self, n: object) -> None:
+        self.n = n
+
+    def __repr__(self) -> str:
+        return f"Obj({self.n!r})"
+
+
+class StrSub(str):
+    """A str subclass: the fast path hands it to the Python slow path."""
+
+    __slots__ = ()
+
+
+def raised(fn: Callable[[], object]) -> BaseException | None:
+    """The exception ``fn()`` raises, or None."""
+    try:
+        fn()
+    except Exception as exc:
+        return exc
+    return None
+
+
+def same_error(got: BaseException | None, want: BaseException | None, ctx: str) -> None:
+    assert want is not None, ctx
+    assert got is not None, f"{ctx}: no exception, expected {want!r}"
+    assert type(got) is type(want), f"{ctx}: {got!r} instead of {want!r}"
+    assert str(got) == str(want), f"{ctx}: message {str(got)!r} instead of {str(want)!r}"
+
+
+def ids(objs: Iterable[object]) -> Counter[int]:
+    """A multiset of identities: the API hands back the stored objects."""
+    return Counter(map(id, objs))
+
+
+def pair_ids(pairs: Iterable[tuple[str, object]]) -> Counter[tuple[str, int]]:
+    return Counter((p, id(s)) for p, s in pairs)
+
+
+def contents(r: Trie | Snapshot) -> list[tuple[str, Any]]:
+    return sorted(r, key=repr)
+
+
+def _run_child(script: str, timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter (this one), from the repository."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+# ---------------------------------------------------------------------------
+# The references: cffi engine calls, mapped through the registry's objects
+# ---------------------------------------------------------------------------
+def ref_lookup(r: Trie | Snapshot, topic: str) -> list[Any]:
+    """lookup() through ``_binding.ids_call(lib.cst_lookup, ...)``."""
+    got = nb.ids_call(nb.lib.cst_lookup, r._h, topic.encode())
+    if isinstance(got, int):
+        nb.raise_status(got, r._dialect, "topic", topic)
+    objects = r._reg.objects
+    return [objects[i] for i in got]
+
+
+def ref_has(r: Trie | Snapshot, topic: str) -> bool:
+    data = topic.encode()
+    got = nb.lib.cst_has_subscribers(r._h, data, len(data))
+    if got < 0:
+        nb.raise_status(got, r._dialect, "topic", topic)
+    return bool(got)
+
+
+def ref_match(r: Trie | Snapshot, topic: str) -> list[tuple[str, Any]]:
+    """match() through ``lib.cst_match`` with a ``Groups`` buffer (grown on
+    CST_ETRUNC as the engine asks)."""
+    data = topic.encode()
+    g = nb.Groups(64, 8, 4)  # small on purpose: exercises the truncation path
+    while True:
+        st_ = nb.lib.cst_match(r._h, data, len(data), g.s)
+        if st_ == nb.lib.CST_ETRUNC:
+            s = g.s
+            g.resize(2 * s.need_pat + 16, 2 * s.need_ids + 16, 2 * s.need_groups + 16)
+            continue
+        if st_ < 0:
+            nb.raise_status(st_, r._dialect, "topic", topic)
+        break
+    objects = r._reg.objects
+    return [(p.decode(), objects[i]) for p, group in g.read() for i in group]
+
+
+def check_reads(
+    r: Trie | Snapshot, topic: str, pairs: set[tuple[str, Any]] | None, ctx: str
+) -> None:
+    """lookup, match and has_subscribers of ``topic`` equal the references
+    (and the oracle, when the pairs are known)."""
+    got = r.lookup(topic)
+    want = ref_lookup(r, topic)
+    assert type(got) is list
+    assert len(set(map(id, got))) == len(got), f"{ctx}: a subscriber twice in {got!r}"
+    assert ids(got) == ids(want), f"{ctx}: lookup {got!r} != reference {want!r}"
+    pairs_got = r.match(topic)
+    pairs_want = ref_match(r, topic)
+    assert all(type(p) is tuple and type(p[0]) is str for p in pairs_got)
+    assert pair_ids(pairs_got) == pair_ids(pairs_want), f"{ctx}: match"
+    has = r.has_subscribers(topic)
+    assert has is ref_has(r, topic) is bool(want), f"{ctx}: has_subscribers"
+    assert set(map(id, got)) == {id(s) for _, s in pairs_got}, f"{ctx}: match vs lookup"
+    if pairs is not None:
+        d = r.dialect
+        assert pair_ids(pairs_got) == pair_ids(oracle.expected_match(d, pairs, topic)), (
+            f"{ctx}: match against the oracle"
+        )
+
+
+# ===========================================================================
+# 1. Parity with an independent path
+# ===========================================================================
+def _random_trie(
+    d: Dialect, rng: random.Random, n_pairs: int
+) -> tuple[Trie, set[tuple[str, Any]], list[Any]]:
+    """A trie of random pairs (and the same pairs as a set), with subscribers
+    of several kinds (identity objects, str, int, None, a tuple)."""
+    subs: list[Any] = [Obj(k) for k in range(30)] + ["s", "é", 7, None, ("t", 1)]
+    trie = Trie(d)
+    pairs: set[tuple[str, Any]] = set()
+    for _ in range(n_pairs):
+        p = oracle.random_pattern(rng, d, WORDS, 5)
+        s = rng.choice(subs)
+        assert trie.subscribe(p, s) is ((p, s) not in pairs)
+        pairs.add((p, s))
+    for p, s in rng.sample(sorted(pairs, key=repr), n_pairs // 5):
+        assert trie.unsubscribe(p, s) is True
+        pairs.discard((p, s))
+    return trie, pairs, subs
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_random_workload_reads_equal_the_engine_and_the_oracle(name: str) -> None:
+    """lookup, match, has_subscribers and lookup_many of random valid topics
+    (ASCII and 2/3/4-byte UTF-8) give the engine's answer through cffi and the
+    oracle's, on the trie and on a snapshot; lookup_many's rows are lookups."""
+    d = DIALECTS[name]
+    rng = random.Random(f"{SEED}-{name}")
+    trie, pairs, _ = _random_trie(d, rng, 150)
+    topics = [oracle.random_topic(rng, d, WORDS, 6) for _ in range(150)]
+    for topic in topics:
+        check_reads(trie, topic, pairs, f"{name} {topic!r} ({REPLAY})")
+    rows = trie.lookup_many(topics)
+    assert [ids(r) for r in rows] == [ids(ref_lookup(trie, t)) for t in topics], REPLAY
+    snap = trie.snapshot()
+    for p, s in list(pairs)[:20]:
+        trie.unsubscribe(p, s)  # the snapshot keeps answering the old state
+    for topic in topics[:50]:
+        check_reads(snap, topic, pairs, f"snapshot {name} {topic!r} ({REPLAY})")
+    assert [ids(r) for r in snap.lookup_many(topics)] == [ids(r) for r in rows], REPLAY
+
+
+@pytest.mark.parametrize("name", NAMES)
+@HYPOTHESIS
+@given(data=st.data())
+def test_hypothesis_workloads_match_the_engine(name: str, data: st.DataObject) -> None:
+    """Random subscribe/unsubscribe sequences and lookups drawn by hypothesis:
+    the fast path's answers are the engine's (through cffi) and the oracle's."""
+    d = DIALECTS[name]
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = random.Random(seed)
+    patterns = [oracle.random_pattern(rng, d, WORDS, 4) for _ in range(12)]
+    topics = [oracle.random_topic(rng, d, WORDS, 5) for _ in range(12)]
+    subs = [Obj(k) for k in range(6)]
+    steps = data.draw(
+        st.lists(
+            st.tuples(st.booleans(), st.integers(0, 11), st.integers(0, 5), st.integers(0, 11)),
+            max_size=30,
+        ),
+        label="steps",
+    )
+    trie = Trie(d)
+    pairs: set[tuple[str, Any]] = set()
+    for add, pi, si, ti in steps:
+        pair = (patterns[pi], subs[si])
+        if add:
+            assert trie.subscribe(*pair) is (pair not in pairs)
+            pairs.add(pair)
+        else:
+            assert trie.unsubscribe(*pair) is (pair in pairs)
+            pairs.discard(pair)
+        check_reads(trie, topics[ti], pairs, f"{name} {topics[ti]!r}")
+    assert [ids(r) for r in trie.lookup_many(topics)] == [ids(ref_lookup(trie, t)) for t in topics]
+    assert len(trie._reg) == len({id(s) for _, s in pairs})
+
+
+def _huge_trie(d: Dialect, n: int) -> tuple[Trie, str, list[Obj]]:
+    """A trie where one topic matches ``n`` subscribers on the many-level
+    wildcard plus 256 distinct patterns (every mix of literal and one-level
+    wildcard over 8 non-ASCII words): more ids, groups and pattern bytes than
+    the fast path's stack buffers hold."""
+    assert d.multi is not None and d.single is not None
+    words = [f"w{i}é日𝄞" for i in range(8)]
+    topic = d.join(words)
+    trie = Trie(d)
+    crowd = [Obj(k) for k in range(n)]
+    for s in crowd:
+        trie.subscribe(d.multi, s)
+    for mask in range(256):
+        pattern = d.join([w if mask >> i & 1 else d.single for i, w in enumerate(words)])
+        trie.subscribe(pattern, crowd[mask])  # already a subscriber: lookup keeps one
+        trie.subscribe(pattern, Obj(("p", mask)))
+    return trie, topic, crowd
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_huge_result_sets_equal_the_engine(name: str) -> None:
+    """A topic matching 10,500 + 256 subscribers over 257 patterns: lookup,
+    match, lookup_many and has_subscribers equal the references (the fast path
+    leaves its 256-id stack buffer for the heap); each subscriber once."""
+    d = DIALECTS[name]
+    trie, topic, crowd = _huge_trie(d, 10_500)
+    got = trie.lookup(topic)
+    assert len(got) == 10_500 + 256 > LOCAL_IDS
+    check_reads(trie, topic, None, name)
+    pairs = trie.match(topic)
+    assert len(pairs) == 10_500 + 2 * 256
+    other = d.join(["nothing", "here"])
+    rows = trie.lookup_many([topic, other, topic])
+    assert [ids(r) for r in rows] == [ids(ref_lookup(trie, t)) for t in (topic, other, topic)]
+    snap = trie.snapshot()
+    for s in crowd[:100]:
+        trie.unsubscribe(d.multi, s)
+    assert ids(snap.lookup(topic)) == ids(got)
+    check_reads(snap, topic, None, f"snapshot {name}")
+    check_reads(trie, topic, None, f"after unsubscribes {name}")
+
+
+# --------------------------------------------------------- what goes slow
+NON_STR: list[Any] = [None, 5, 3.5, b"a", bytearray(b"a"), ["a"], ("a",), object()]
+
+
+def _reader_trie(name: str) -> Trie:
+    d = DIALECTS[name]
+    trie = Trie(d)
+    rng = random.Random(f"reader-{name}")
+    for k in range(40):
+        trie.subscribe(oracle.random_pattern(rng, d, WORDS, 4), Obj(k))
+    assert d.multi is not None
+    trie.subscribe(d.multi, "everyone")
+    return trie
+
+
+_READER_TRIES: dict[str, Trie] = {}
+
+
+def reader_trie(name: str) -> Trie:
+    """One read-only trie per dialect, shared by the tests that only read."""
+    if name not in _READER_TRIES:
+        _READER_TRIES[name] = _reader_trie(name)
+    return _READER_TRIES[name]
+
+
+def _check_topic_text(trie: Trie | Snapshot, text: Any, ctx: str) -> None:
+    """Whatever ``text`` is (any str, a str subclass, a non-str), every read
+    method answers what the references answer or raises exactly what
+    ``Dialect.split_topic`` raises."""
+    d = trie.dialect
+    want = raised(lambda: d.split_topic(text))
+    calls: dict[str, Callable[[], object]] = {
+        "lookup": lambda: trie.lookup(text),
+        "match": lambda: trie.match(text),
+        "has_subscribers": lambda: trie.has_subscribers(text),
+        "lookup_many": lambda: trie.lookup_many([text]),
+        "lookup_many tuple": lambda: trie.lookup_many((text, text)),
+    }
+    if want is not None:
+        for what, call in calls.items():
+            same_error(raised(call), want, f"{ctx} {what}({text!r})")
+        return
+    plain = str.__str__(text)
+    check_reads(trie, plain, None, ctx)
+    assert ids(trie.lookup(text)) == ids(ref_lookup(trie, plain)), ctx
+    assert pair_ids(trie.match(text)) == pair_ids(ref_match(trie, plain)), ctx
+    assert trie.has_subscribers(text) is ref_has(trie, plain), ctx
+    assert [ids(r) for r in trie.lookup_many([text, plain])] == [ids(ref_lookup(trie, plain))] * 2
+
+
+def _pieces(d: Dialect) -> list[str]:
+    """Bits of text that make valid and invalid topics and patterns."""
+    assert d.single is not None and d.multi is not None
+    return [
+        *WORDS,
+        d.separator,
+        d.separator,
+        d.single,
+        d.multi,
+        "",
+        "\x00",
+        " ",
+        "\t",
+        "$",
+        "\ud800",
+        "\udfff",
+        "+",
+        "#",
+        ">",
+        "/",
+        ".",
+        "**",
+    ]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@HYPOTHESIS
+@given(data=st.data())
+def test_any_text_topic_answers_or_raises_like_the_python_layer(
+    name: str, data: st.DataObject
+) -> None:
+    """Arbitrary text (separators, wildcards, NUL, whitespace, lone
+    surrogates, non-ASCII) as a str and as a str subclass: the same answer as
+    the engine through cffi, or the exception and message of
+    ``Dialect.split_topic``."""
+    d = DIALECTS[name]
+    text = "".join(data.draw(st.lists(st.sampled_from(_pieces(d)), max_size=8), label="pieces"))
+    trie = reader_trie(name)
+    _check_topic_text(trie, text, name)
+    _check_topic_text(trie, StrSub(text), f"{name} StrSub")
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("topic", ["a\ud800", "\ud800", "\udfff.a", "é\ud83d"], ids=ascii)
+def test_lone_surrogates_raise_the_dialects_value_error(name: str, topic: str) -> None:
+    """Text that does not encode (a lone surrogate) goes to the slow path and
+    raises ``Dialect.split_topic``'s / ``split_pattern``'s ValueError, in every
+    read and write call."""
+    trie = reader_trie(name)
+    _check_topic_text(trie, topic, name)
+    _check_topic_text(trie.snapshot(), topic, f"snapshot {name}")
+    d = DIALECTS[name]
+    writable = Trie(d)
+    want = raised(lambda: d.split_pattern(topic))
+    same_error(raised(lambda: writable.subscribe(topic, "x")), want, "subscribe")
+    same_error(raised(lambda: writable.unsubscribe(topic, "x")), want, "unsubscribe")
+    assert len(writable) == 0 and len(writable._reg) == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("value", NON_STR, ids=lambda v: type(v).__name__)
+def test_non_str_topics_and_patterns_raise_the_python_layers_type_error(
+    name: str, value: Any
+) -> None:
+    """A non-str topic raises the TypeError ``Dialect.split_topic`` raises
+    (same message), in every read call, lookup_many included (before any
+    row is matched); a non-str pattern raises ``split_pattern``'s."""
+    trie = reader_trie(name)
+    d = trie.dialect
+    _check_topic_text(trie, value, name)
+    want = raised(lambda: d.split_topic(value))
+    assert isinstance(want, TypeError)
+    assert d.multi is not None
+    same_error(raised(lambda: trie.lookup_many([d.multi, value])), want, "lookup_many")
+    writable = Trie(d)
+    want = raised(lambda: d.split_pattern(value))
+    same_error(raised(lambda: writable.subscribe(value, "x")), want, "subscribe")
+    same_error(raised(lambda: writable.unsubscribe(value, "x")), want, "unsubscribe")
+    assert len(writable) == 0 and len(writable._reg) == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_str_subclass_patterns_subscribe_like_str(name: str) -> None:
+    """A str subclass pattern (slow path) makes the same pair as the plain str
+    (fast path): each one sees the other's pair."""
+    d = DIALECTS[name]
+    trie = Trie(d)
+    rng = random.Random(f"{SEED}-sub-{name}")
+    for k in range(30):
+        p = oracle.random_pattern(rng, d, WORDS, 4)
+        s = Obj(k)
+        assert trie.subscribe(StrSub(p), s) is True
+        assert trie.subscribe(p, s) is False
+        assert trie.unsubscribe(p, s) is True
+        assert trie.unsubscribe(StrSub(p), s) is False
+        assert trie.subscribe(p, s) is True
+    for _ in range(30):
+        topic = oracle.random_topic(rng, d, WORDS, 5)
+        _check_topic_text(trie, StrSub(topic), f"{name} ({REPLAY})")
+    assert all(type(p) is str for p, _ in trie)
+
+
+def test_lookup_many_takes_any_iterable_of_topics() -> None:
+    """lookup_many of a tuple, a generator, a list subclass, dict keys, and a
+    list holding one str object many times: the rows of lookup() each."""
+    trie = reader_trie("amqp")
+    topics = ["a.b", "é.日本", "𝄞", "", "x:y.c", "a.日本.𝄞"]
+    want = [ids(ref_lookup(trie, t)) for t in topics]
+
+    class Topics(list):  # type: ignore[type-arg]
+        pass
+
+    forms: list[Iterable[str]] = [
+        tuple(topics),
+        (t for t in topics),
+        Topics(topics),
+        dict.fromkeys(topics).keys(),
+        iter(topics),
+    ]
+    for form in forms:
+        assert [ids(r) for r in trie.lookup_many(form)] == want, type(form)
+    same = "a.b"
+    assert [ids(r) for r in trie.lookup_many([same] * 300)] == [ids(ref_lookup(trie, same))] * 300
+    assert trie.lookup_many([]) == [] and trie.lookup_many(()) == []
+    with pytest.raises(TypeError):
+        trie.lookup_many(5)  # type: ignore[arg-type]
+
+
+def test_keyword_calls_of_subscribe_and_unsubscribe() -> None:
+    """Keyword calls take the slow path and behave like positional ones."""
+    trie = Trie()
+    s = Obj("kw")
+    assert trie.subscribe(pattern="a.*", subscriber=s) is True
+    assert trie.subscribe("a.*", subscriber=s) is False
+    assert trie.subscribe(subscriber=s, pattern="b") is True
+    assert ids(trie.lookup("a.x")) == ids([s])
+    assert trie.unsubscribe(pattern="a.*", subscriber=s) is True
+    assert trie.unsubscribe("b", subscriber=s) is True
+    assert trie.unsubscribe(pattern="b", subscriber=s) is False
+    assert len(trie) == 0 and len(trie._reg) == 0
+
+
+_ARITY: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    ((), {}),
+    (("a",), {}),
+    (("a", 1, 2), {}),
+    (("a",), {"pattern": "b"}),
+    (("a", 1), {"subscriber": 2}),
+    (("a", 1), {"extra": 2}),
+    ((), {"pattern": "a"}),
+    ((), {"subscriber": 1}),
+]
+
+
+@pytest.mark.parametrize("method", ["subscribe", "unsubscribe"])
+@pytest.mark.parametrize(("args", "kwargs"), _ARITY, ids=repr)
+def test_wrong_arguments_to_updates_raise_type_error_and_change_nothing(
+    method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """Wrong argument counts and keywords raise TypeError, as the Python
+    signature ``(pattern, subscriber)`` would, and change nothing."""
+    trie = Trie()
+    trie.subscribe("a", 1)
+    before = (contents(trie), len(trie._reg))
+
+    def reference(pattern: str, subscriber: Hashable) -> None:
+        pass
+
+    want = raised(lambda: reference(*args, **kwargs))
+    assert isinstance(want, TypeError)
+    got = raised(lambda: getattr(trie, method)(*args, **kwargs))
+    assert isinstance(got, TypeError), got
+    assert (contents(trie), len(trie._reg)) == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a wrong call of Trie.subscribe/unsubscribe (missing, extra or unknown "
+    "arguments) reports the private slow-path method, e.g. "
+    "\"Trie._subscribe_slow() missing 1 required positional argument: 'subscriber'\" "
+    'where the Python signature says "Trie.subscribe() missing ..."',
+)
+@pytest.mark.parametrize("method", ["subscribe", "unsubscribe"])
+def test_wrong_arguments_to_updates_name_the_method_called(method: str) -> None:
+    """The TypeError of a wrong call names the method the caller called."""
+    trie = Trie()
+    for args, kwargs in _ARITY:
+        got = raised(lambda a=args, k=kwargs: getattr(trie, method)(*a, **k))  # type: ignore[misc]
+        assert got is not None
+        assert re.search(rf"\b{method}\(\)", str(got)), str(got)
+        assert "_slow" not in str(got), str(got)
+
+
+@pytest.mark.parametrize("method", ["lookup", "match", "has_subscribers", "lookup_many"])
+def test_wrong_argument_counts_to_reads_raise_type_error(method: str) -> None:
+    """A read called with no argument or two raises TypeError naming it."""
+    trie = reader_trie("amqp")
+    fn = getattr(trie, method)
+    for args in [(), ("a", "b")]:
+        got = raised(lambda a=args: fn(*a))  # type: ignore[misc]
+        assert isinstance(got, TypeError), got
+        assert f"{method}()" in str(got)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="regression: lookup/match/has_subscribers/lookup_many are METH_O C methods, so "
+    "trie.lookup(topic='a') raises \"TypeError: Trie.lookup() takes no keyword "
+    'arguments"; the Python methods they replace (def lookup(self, topic), '
+    "def lookup_many(self, topics), ...) and PyTrie's accept the keyword",
+)
+@pytest.mark.parametrize(
+    ("method", "keyword", "arg"),
+    [
+        ("lookup", "topic", "a.b"),
+        ("match", "topic", "a.b"),
+        ("has_subscribers", "topic", "a.b"),
+        ("lookup_many", "topics", ["a.b"]),
+    ],
+)
+def test_reads_take_their_argument_by_keyword(method: str, keyword: str, arg: Any) -> None:
+    """The documented parameter names work as keywords, as in the Python API."""
+    from cstrie.pytrie import PyTrie
+
+    baseline = getattr(PyTrie(), method, None)  # PyTrie has no lookup_many
+    if baseline is not None:
+        baseline(**{keyword: arg})
+    trie = reader_trie("amqp")
+    assert getattr(trie, method)(**{keyword: arg}) == getattr(trie, method)(arg)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug (also before the fast path): lookup_many's docstring promises the "
+    "ValueError of the first invalid topic, but when a later topic is a str subclass or "
+    "does not encode, the slow path validates those first: lookup_many(['a/+', "
+    "StrSub('b/+')]) in mqtt names 'b/+', and ['a/+', 'b\\ud800'] names 'b\\ud800'",
+)
+@pytest.mark.parametrize("later", [StrSub("b/+"), "b\ud800"], ids=ascii)
+def test_lookup_many_raises_for_the_first_invalid_topic(later: str) -> None:
+    """``lookup_many`` raises the ValueError ``lookup()`` raises for the first
+    invalid topic, whatever follows it."""
+    trie = Trie("mqtt")
+    want = raised(lambda: trie.lookup("a/+"))
+    same_error(raised(lambda: trie.lookup_many(["a/+", later])), want, "lookup_many")
