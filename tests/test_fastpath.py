@@ -41,6 +41,8 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import threading
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
@@ -48,12 +50,13 @@ from typing import Any
 
 import oracle
 import pytest
+from helpers import JOIN_TIMEOUT, run_threads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cstrie import _binding as nb
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
-from cstrie.registry import MAX_ATTEMPTS
+from cstrie.registry import FREE, MAX_ATTEMPTS
 from cstrie.trie import Snapshot, Trie
 
 SEED = int(os.environ.get("CSTRIE_SEED", "").strip() or random.SystemRandom().randrange(2**32))
@@ -973,3 +976,274 @@ def test_a_locked_read_whose_answer_grew_does_not_hang() -> None:
     """
     proc = _run_child(script, timeout=60)
     assert proc.returncode == 0, f"hung or wrong: {proc.stdout!r} {proc.stderr[-2000:]!r}"
+
+
+# ===========================================================================
+# 4. A dropped trie
+# ===========================================================================
+def _populated(n: int = 300) -> tuple[Trie, list[Obj], list[str]]:
+    trie = Trie()
+    subs = [Obj(k) for k in range(n)]
+    for k, s in enumerate(subs):
+        trie.subscribe("#" if k % 2 else "é.*", s)
+        trie.subscribe(f"t{k % 7}.日本", s)
+    return trie, subs, ["é.x", "t3.日本", "a", "é.x.y"]
+
+
+def _answers(r: Trie | Snapshot, topics: list[str]) -> list[Any]:
+    return [
+        [ids(r.lookup(t)) for t in topics],
+        [pair_ids(r.match(t)) for t in topics],
+        [r.has_subscribers(t) for t in topics],
+        [ids(row) for row in r.lookup_many(topics)],
+    ]
+
+
+def test_snapshot_reads_after_its_trie_was_collected() -> None:
+    """Rule 3: a snapshot keeps answering (every read method, heap-sized
+    results) after its trie was deleted and collected, and keeps its
+    subscribers mapped; once it goes too, the registry is empty and the
+    subscribers are released."""
+    trie, subs, topics = _populated()
+    snap = trie.snapshot()
+    want = _answers(snap, topics)
+    assert want == _answers(trie, topics)
+    reg = trie._reg
+    gone = weakref.ref(trie)
+    del trie
+    gc.collect()
+    assert gone() is None
+    for _ in range(3):
+        assert _answers(snap, topics) == want
+    check_reads(snap, "é.x", None, "snapshot of a collected trie")
+    assert len(reg) == len(subs)
+    refs = [weakref.ref(s) for s in subs]
+    del snap
+    gc.collect()
+    assert len(reg) == 0 and reg.live_objects() == []
+    del subs
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_trie_dropped_while_a_thread_loops_on_its_snapshots_lookup() -> None:
+    """A thread loops on a snapshot's reads while the main thread changes the
+    trie, then drops it and collects it: every answer stays the snapshot's."""
+    trie, _subs, topics = _populated()
+    snap = trie.snapshot()
+    want = _answers(snap, topics)
+    started = threading.Event()
+    stop = threading.Event()
+    rounds = [0]
+
+    def reader() -> None:
+        started.set()
+        while not stop.is_set() or rounds[0] < 20:
+            assert _answers(snap, topics) == want
+            rounds[0] += 1
+
+    def dropper() -> None:
+        nonlocal trie
+        started.wait(JOIN_TIMEOUT)
+        for k in range(2000):
+            trie.subscribe(f"t{k % 7}.日本", Obj(("late", k)))
+            trie.unsubscribe("#", _subs[2 * (k % 150) + 1])
+        del trie
+        gc.collect()
+        time.sleep(0.05)
+        stop.set()
+
+    run_threads([reader, dropper])
+    assert rounds[0] >= 20
+
+
+def test_a_copy_outlives_the_trie_it_was_copied_from() -> None:
+    """Trie.copy: the family's registry keeps the copy's subscribers when the
+    original is dropped, frees those only the original held, and the copy's
+    reads stay exact."""
+    trie, subs, topics = _populated(50)
+    dup = trie.copy()
+    only_original = Obj("only-original")
+    trie.subscribe("é.*", only_original)
+    want = _answers(dup, topics)
+    reg = trie._reg
+    del trie
+    gc.collect()
+    assert _answers(dup, topics) == want
+    assert len(reg) == len(subs)
+    assert all(o is not only_original for o in reg.live_objects())
+    late = Obj("late")
+    dup.subscribe("late", late)  # may take only_original's slot
+    assert _answers(dup, topics) == want
+    assert ids(dup.lookup("late")) == ids(ref_lookup(dup, "late"))
+    assert any(s is late for s in dup.lookup("late"))
+
+
+def test_a_snapshots_copy_made_after_the_trie_was_dropped() -> None:
+    """Snapshot.copy after the trie is gone: the copy keeps the snapshot's
+    subscribers mapped when the snapshot goes too, and new subscribers of the
+    copy (which may take freed slots) never show up under old patterns."""
+    trie, subs, topics = _populated(50)
+    snap = trie.snapshot()
+    want = _answers(snap, topics)
+    reg = trie._reg
+    del trie
+    gc.collect()
+    dup = snap.copy()
+    del snap
+    gc.collect()
+    assert _answers(dup, topics) == want
+    assert len(reg) == len(subs)
+    for k in range(100):
+        dup.subscribe(f"new.{k}", Obj(("new", k)))
+    assert _answers(dup, topics) == want
+    for s in subs:
+        dup.unsubscribe("#", s)
+        dup.unsubscribe("é.*", s)
+    check_reads(dup, "é.x", None, "copy of a snapshot")
+
+
+def test_dropping_every_handle_frees_every_subscriber() -> None:
+    """The last handle of a family gone (trie, copy, snapshot): the registry is
+    empty and every subscriber is released."""
+    trie, subs, _ = _populated(50)
+    dup = trie.copy()
+    snap = dup.snapshot()
+    reg = trie._reg
+    refs = [weakref.ref(s) for s in subs]
+    del trie, dup, subs
+    gc.collect()
+    assert len(reg) == 50
+    del snap
+    gc.collect()
+    assert len(reg) == 0 and reg.live_objects() == []
+    assert all(r() is None for r in refs)
+
+
+def _finalizer_of(obj: object) -> Any:
+    """The weakref.finalize registered for ``obj`` (a Trie's drop_handle or a
+    Snapshot's unpin): what interpreter exit runs (atexit=True) even while a
+    daemon thread still reads the object."""
+    found = [f for f in list(weakref.finalize._registry) if (f.peek() or (None,))[0] is obj]  # type: ignore[attr-defined]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: once a handle's finalizer has run while the object is still reachable "
+    "(interpreter exit runs weakref.finalize with atexit=True while daemon threads read; "
+    "gc runs it before the __del__ of objects in the same cycle), drop_handle/unpin has "
+    "emptied or freed the registry the engine's ids point into: lookup/match/lookup_many "
+    "return the internal FREE sentinel ('<free id slot>', after 64 retries and the slot "
+    "lock), and a subscriber subscribed afterwards takes id 1 and is returned for the old "
+    "patterns (also by subscribers(), and through a Snapshot.copy())",
+)
+@pytest.mark.parametrize("kind", ["trie", "snapshot"])
+def test_reads_after_the_handles_finalizer_ran_name_no_freed_slot(kind: str) -> None:
+    """After the finalizer of a still-reachable trie (drop_handle) or snapshot
+    (unpin) ran, reads never hand out FREE nor a subscriber that arrived
+    later."""
+    trie = Trie()
+    a, b = Obj("a"), Obj("b")
+    trie.subscribe("a", a)
+    trie.subscribe("#", b)
+    late = Obj("late")
+    if kind == "trie":
+        reader: Trie | Snapshot = trie
+        _finalizer_of(trie)()
+        trie.subscribe("late", late)
+        writer = trie
+    else:
+        reader = trie.snapshot()
+        del trie
+        gc.collect()
+        _finalizer_of(reader)()
+        writer = reader.copy()
+        writer.subscribe("late", late)
+    answers = [
+        reader.lookup("a"),
+        [s for _, s in reader.match("a")],
+        reader.lookup_many(["a"])[0],
+        writer.lookup("a"),
+        reader.subscribers("a"),
+    ]
+    for got in answers:
+        assert all(s is not FREE and s is not late for s in got), answers
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a Trie/Snapshot read from the __del__ of an object in its own garbage "
+    "cycle: on 3.11 cffi's finalizer of the engine handle (ffi.gc cdata, tp_finalize) "
+    "has freed the engine trie first and lookup segfaults (use after free in "
+    "parse_words); on 3.13t the weakref.finalize callbacks (drop_handle, unpin) ran first "
+    "and lookup returns the FREE sentinel '<free id slot>'",
+)
+def test_a_trie_read_by_a_finalizer_in_its_own_garbage_cycle() -> None:
+    """PEP 442: a __del__ may use the objects of its own garbage cycle, which
+    are intact when it runs.  A trie and a snapshot read that way answer their
+    contents (checked in a child process: the bug crashes it)."""
+    script = """
+        import gc, sys
+        from cstrie.trie import Trie
+
+        out = []
+
+        class Holder:
+            def __del__(self):
+                out.append(sorted(map(repr, self.reader.lookup("a.b"))))
+
+        def cycle(kind):
+            trie = Trie()
+            trie.subscribe("a.*", "x")
+            trie.subscribe("#", "y")
+            reader = trie if kind == "trie" else trie.snapshot()
+            h = Holder()  # made after the engine handle: gc finalizes the handle first
+            h.reader, h.trie, h.me = reader, trie, h
+
+        gc.disable()
+        for kind in ("trie", "snapshot"):
+            cycle(kind)
+            gc.collect()
+        print(out, flush=True)
+        sys.exit(0 if out == [["'x'", "'y'"]] * 2 else 1)
+    """
+    proc = _run_child(script, timeout=60)
+    assert proc.returncode == 0, f"rc={proc.returncode} {proc.stdout!r} {proc.stderr[-1500:]!r}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: crash. Reader/Writer made without _bind (Snapshot.__new__(Snapshot), "
+    "Trie.__new__(Trie), cstrie._hotpath.Reader()) have h == NULL and reg == NULL; "
+    "lookup/match/has_subscribers/lookup_many/subscribe/unsubscribe dereference them and "
+    "segfault instead of raising (len() of the same object raises TypeError)",
+)
+@pytest.mark.parametrize(
+    "call",
+    [
+        "Snapshot.__new__(Snapshot).lookup('a')",
+        "Snapshot.__new__(Snapshot).has_subscribers('a')",
+        "Trie.__new__(Trie).match('a')",
+        "Trie.__new__(Trie).subscribe('a', 1)",
+        "cstrie._hotpath.Reader().lookup_many(['a'])",
+    ],
+)
+def test_an_unbound_handle_raises_instead_of_crashing(call: str) -> None:
+    """A handle object that was never bound to an engine trie raises an
+    exception from every hot call (checked in a child process)."""
+    script = f"""
+        import cstrie, cstrie._hotpath
+        from cstrie.trie import Snapshot, Trie
+        try:
+            {call}
+        except Exception as exc:
+            print("raised", type(exc).__name__, exc)
+        else:
+            print("answered")
+    """
+    proc = _run_child(script, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("raised"), (
+        f"rc={proc.returncode} {proc.stdout!r}"
+    )
