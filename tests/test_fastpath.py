@@ -1247,3 +1247,167 @@ def test_an_unbound_handle_raises_instead_of_crashing(call: str) -> None:
     assert proc.returncode == 0 and proc.stdout.startswith("raised"), (
         f"rc={proc.returncode} {proc.stdout!r}"
     )
+
+
+# ===========================================================================
+# 5. Reference counts
+# ===========================================================================
+CALLS = 200_000
+SLOW_CALLS = 2_000_000 * SCALE
+
+
+def _refcounts(objs: list[Any]) -> list[int]:
+    return [sys.getrefcount(o) for o in objs]
+
+
+def _exercise(trie: Trie, subs: list[Obj], racer: Obj, topics: list[str], calls: int) -> None:
+    """``calls`` hot calls of every kind on the trie and on a snapshot, among
+    them calls that raise and calls that take the slow path; then, with no
+    snapshot open (rule 3 would keep ids from being freed), lookups that lose
+    rule 4's race once.  The pairs end as they began."""
+    snap = trie.snapshot()
+    lookup, match, many, has = trie.lookup, trie.match, trie.lookup_many, trie.has_subscribers
+    slookup = snap.lookup
+    rounds = max(1, calls // (8 + 2 * len(topics)))
+    flip = subs[0]
+    for k in range(rounds):
+        for t in topics:
+            lookup(t)
+            slookup(t)
+        match(topics[k % len(topics)])
+        snap.match(topics[k % len(topics)])
+        many(topics)
+        has(topics[k % len(topics)])
+        trie.subscribe("flip.#", flip)  # a new pair, then gone again
+        trie.unsubscribe("flip.#", flip)
+        if k % 64 == 0:
+            for bad in ("a\ud800", StrSub("é.x"), 5):
+                try:
+                    lookup(bad)  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    pass
+            for fn in (trie.subscribe, trie.unsubscribe):
+                try:
+                    fn("a\ud800", flip)
+                except ValueError:
+                    pass
+                try:
+                    fn(5, flip)  # type: ignore[arg-type]
+                except TypeError:
+                    pass
+            try:
+                trie.subscribe("a.b", [flip])  # unhashable
+            except TypeError:
+                pass
+    del snap, slookup
+    for _ in range(max(1, rounds // 64)):
+        _race_once(trie, racer)
+
+
+def _race_once(trie: Trie, racer: Obj) -> None:
+    """One lookup that loses rule 4's race once: the hook frees ``racer``'s id
+    (its only pair goes), gives the slot to a newcomer, and puts both back."""
+    attempts: list[int] = []
+
+    def hook(attempt: int) -> None:
+        attempts.append(attempt)
+        if len(attempts) > 1:
+            return
+        newcomer = Obj("newcomer")
+        slot = trie._reg.existing_id(racer)
+        trie.unsubscribe("race.x", racer)
+        trie.subscribe("other", newcomer)
+        assert trie._reg.existing_id(newcomer) == slot
+        trie.unsubscribe("other", newcomer)
+        trie.subscribe("race.x", racer)
+
+    trie._set_race_hook(hook)
+    try:
+        assert any(s is racer for s in trie.lookup("race.x"))
+    finally:
+        trie._set_race_hook(None)
+    assert attempts == [0, 1]
+
+
+def _refcount_run(calls: int) -> None:
+    topics = ["é.x", "日本.𝄞.z", "a.b", "race.x", "a", "é.x"]
+    subs = [Obj(k) for k in range(6)]
+    racer = Obj("racer")
+    crowd = [Obj(("crowd", k)) for k in range(LOCAL_IDS + 44)]  # heap-sized results
+    topic_objs = ["".join(["日本", ".", "𝄞", ".z"]), "".join(["é", ".x"])]  # made at run time
+    everyone = [*subs, racer, *crowd]
+    own = _refcounts(everyone)
+    own_topics = _refcounts(topic_objs)
+    trie = Trie()
+    for k, s in enumerate(subs):
+        trie.subscribe(["é.*", "日本.#", "#", "a.*", "*.x", "a.b"][k], s)
+    trie.subscribe("race.x", racer)
+    for s in crowd:
+        trie.subscribe("日本.𝄞.*", s)
+    del s  # the loop's reference
+    registered = _refcounts(everyone)
+    assert all(r > o for r, o in zip(registered, own, strict=True))
+    _exercise(trie, subs, racer, topics + topic_objs, calls)
+    assert _refcounts(everyone) == registered, "a subscriber's count moved"
+    assert _refcounts(topic_objs) == own_topics, "a topic's count moved"
+    refs = [weakref.ref(s) for s in everyone]
+    del trie
+    gc.collect()
+    assert _refcounts(everyone) == own, "the trie kept or released too many references"
+    del subs, racer, crowd, everyone
+    gc.collect()
+    assert all(r() is None for r in refs), "a subscriber outlived every reference to it"
+
+
+def test_refcounts_are_unchanged_by_many_hot_calls() -> None:
+    """No leaked or over-released references: after 200,000 calls (lookup,
+    match, lookup_many, has_subscribers, subscribe/unsubscribe, on the trie and
+    a snapshot, raising ones, slow-path ones, race retries) every subscriber's
+    and every non-ASCII topic's reference count is what it was; after the trie
+    is collected the subscribers have only the test's references, and they die
+    with them."""
+    _refcount_run(CALLS)
+
+
+@pytest.mark.slow
+def test_refcounts_are_unchanged_by_millions_of_hot_calls() -> None:
+    """The same over 2,000,000 calls (times CSTRIE_FASTPATH_SCALE)."""
+    _refcount_run(SLOW_CALLS)
+
+
+def test_refcounts_of_huge_results_and_retries() -> None:
+    """Results far past the stack buffer, read through match and lookup_many
+    too, and reads that lose the race until they run under the slot lock,
+    leave every count as it was."""
+    trie, topic, crowd = _huge_trie(AMQP, 3000)
+    m_sub = crowd[0]  # on the many-level wildcard and the all-wildcard pattern
+    before = _refcounts(crowd)
+    for _ in range(20):
+        trie.lookup(topic)
+        trie.match(topic)
+        trie.lookup_many([topic, topic])
+    patterns_of_m = ["race.x", AMQP.multi, AMQP.join([AMQP.single] * 8)]
+    trie.subscribe("race.x", m_sub)
+    before_race = _refcounts(crowd)
+    locked: list[bool] = []
+
+    def hook(attempt: int) -> None:
+        locked.append(trie._reg._slot_lock_held())
+        if locked[-1]:
+            return
+        newcomer = Obj("newcomer")
+        for p in patterns_of_m:  # m_sub's id is freed ...
+            assert trie.unsubscribe(p, m_sub)  # type: ignore[arg-type]
+        trie.subscribe("other", newcomer)  # ... and taken
+        trie.unsubscribe("other", newcomer)
+        for p in patterns_of_m:
+            trie.subscribe(p, m_sub)  # type: ignore[arg-type]
+
+    trie._set_race_hook(hook)
+    assert ids(trie.lookup("race.x")) == ids(ref_lookup(trie, "race.x"))
+    assert len(trie.match(topic)) == len(ref_match(trie, topic))
+    trie._set_race_hook(None)
+    assert locked == ([False] * MAX_ATTEMPTS + [True]) * 2  # every retry, then the lock
+    assert _refcounts(crowd) == before_race
+    trie.unsubscribe("race.x", m_sub)
+    assert _refcounts(crowd) == before
