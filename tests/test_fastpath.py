@@ -1411,3 +1411,261 @@ def test_refcounts_of_huge_results_and_retries() -> None:
     assert _refcounts(crowd) == before_race
     trie.unsubscribe("race.x", m_sub)
     assert _refcounts(crowd) == before
+
+
+# ===========================================================================
+# 6. Threads and the free-threaded build
+# ===========================================================================
+class Owned:
+    """The subscribers one writer thread owns: for each, its pattern, whether
+    it is subscribed, and a sequence number that is odd while it changes (so a
+    reader knows which states it could have seen)."""
+
+    def __init__(self, writer: int, patterns: list[str]) -> None:
+        self.subs = [Obj((writer, k)) for k in range(len(patterns))]
+        self.patterns = patterns
+        self.on = [False] * len(patterns)
+        self.seq = [0] * len(patterns)
+
+
+def _thread_workload() -> tuple[list[str], list[str], Callable[[str, str], bool]]:
+    patterns = ["a.b.c", "a.*.c", "a.#", "#.c", "*.b.*", "x.y", "é.日本.#", "*.日本.𝄞", "#"]
+    topics = ["a.b.c", "é.日本.𝄞", "x.y", "q"]
+    table = {(p, t): oracle.matches(AMQP, p, t) for p in [*patterns, "x.*"] for t in topics}
+    return patterns, topics, lambda p, t: table[p, t]
+
+
+def test_shared_trie_four_readers_two_writers() -> None:
+    """Four threads read the shared trie (lookup, match, lookup_many,
+    has_subscribers, on the trie and on fresh snapshots) while two threads
+    subscribe and unsubscribe subscribers they own.  Every answer holds the
+    permanent subscribers, every owned subscriber that was subscribed for the
+    whole call, and nothing else but owned subscribers that changed during the
+    call: never a subscriber that only took a freed slot (own-subscriber
+    check; the writers free ids all the time).  Runs on every build; on the
+    free-threaded one the threads really run at once."""
+    patterns, topics, matches = _thread_workload()
+    trie = Trie()
+    permanent = [Obj(("perm", k)) for k in range(3)]
+    trie.subscribe("a.b.c", permanent[0])
+    trie.subscribe("é.日本.#", permanent[1])
+    trie.subscribe("x.*", permanent[2])
+    perm_pairs = {("a.b.c", permanent[0]), ("é.日本.#", permanent[1]), ("x.*", permanent[2])}
+    owned = [Owned(w, patterns * 2) for w in range(2)]
+    pattern_of = {id(s): p for p, s in perm_pairs}
+    pattern_of.update((id(s), p) for o in owned for s, p in zip(o.subs, o.patterns, strict=True))
+    duration = 1.5 * SCALE
+    stop = threading.Event()
+    reads = [0] * 4
+
+    def writer(w: int) -> Callable[[], None]:
+        own = owned[w]
+        rng = random.Random(f"{SEED}-writer-{w}")
+
+        def run() -> None:
+            while not stop.is_set():
+                i = rng.randrange(len(own.subs))
+                own.seq[i] += 1  # odd: changing
+                if own.on[i]:
+                    assert trie.unsubscribe(own.patterns[i], own.subs[i]) is True
+                else:
+                    assert trie.subscribe(own.patterns[i], own.subs[i]) is True
+                own.on[i] = not own.on[i]
+                own.seq[i] += 1  # even: settled
+            for i, s in enumerate(own.subs):  # leave nothing behind
+                if own.on[i]:
+                    own.seq[i] += 1
+                    trie.unsubscribe(own.patterns[i], s)
+                    own.on[i] = False
+                    own.seq[i] += 1
+
+        return run
+
+    def seqs() -> list[list[int]]:
+        return [list(o.seq) for o in owned]
+
+    def bounds(topic: str, before: list[list[int]]) -> tuple[set[int], set[int]]:
+        """(must, may): ids of the subscribers that must / may be in an answer
+        of a call that started after ``before`` was read and has returned.  A
+        seqlock read: an owned subscriber's state is known if its sequence
+        number is even and the same before the call and after its state was
+        read."""
+        on = [list(o.on) for o in owned]
+        after = seqs()
+        must = {id(s) for p, s in perm_pairs if matches(p, topic)}
+        may = set(must)
+        for w, own in enumerate(owned):
+            for i, s in enumerate(own.subs):
+                if not matches(own.patterns[i], topic):
+                    continue
+                settled = before[w][i] == after[w][i] and before[w][i] % 2 == 0
+                if settled and on[w][i]:
+                    must.add(id(s))
+                if not settled or on[w][i]:
+                    may.add(id(s))
+        return must, may
+
+    def reader(r: int) -> Callable[[], None]:
+        rng = random.Random(f"{SEED}-reader-{r}")
+
+        def run() -> None:
+            while not stop.is_set():
+                topic = rng.choice(topics)
+                kind = rng.randrange(5)
+                before = seqs()
+                if kind == 0:
+                    pairs = trie.match(topic)
+                    assert all(pattern_of[id(s)] == p and matches(p, topic) for p, s in pairs)
+                    got = [s for _, s in pairs]
+                elif kind == 1:
+                    got = trie.lookup_many([topic, topic])[r % 2]
+                elif kind == 2:
+                    has = trie.has_subscribers(topic)
+                    must, may = bounds(topic, before)
+                    assert (not must or has) and (has <= bool(may)), (topic, has)
+                    reads[r] += 1
+                    continue
+                elif kind == 3:
+                    snap = trie.snapshot()
+                    got = snap.lookup(topic)
+                    assert ids(got) == ids(snap.lookup(topic))  # a snapshot does not move
+                else:
+                    got = trie.lookup(topic)
+                    assert len(set(map(id, got))) == len(got)
+                must, may = bounds(topic, before)
+                found = set(map(id, got))
+                assert must <= found, (topic, kind, "missing", must - found)
+                assert found <= may, (
+                    topic,
+                    kind,
+                    "unexpected",
+                    [s for s in got if id(s) not in may],
+                )
+                reads[r] += 1
+
+        return run
+
+    def timer() -> None:
+        time.sleep(duration)
+        stop.set()
+
+    run_threads([timer, writer(0), writer(1), *(reader(r) for r in range(4))])
+    assert all(n > 0 for n in reads), reads
+    assert contents(trie) == sorted(perm_pairs, key=repr)
+    assert len(trie._reg) == 3
+    trie.check_invariants(strict=True)
+
+
+needs_free_threading = pytest.mark.skipif(
+    not FREE_THREADED, reason="a free-threaded (Py_GIL_DISABLED) build of CPython only"
+)
+
+
+@needs_free_threading
+def test_the_gil_stays_off_with_the_fast_path() -> None:
+    """On a free-threaded build, loading ``cstrie._hotpath`` (alone, without
+    PYTHON_GIL set: its own Py_mod_gil slot) and importing and using the whole
+    package under PYTHON_GIL=0 leave ``sys._is_gil_enabled()`` False."""
+    alone = """
+        import importlib.machinery, importlib.util, os, sys
+        pkg = importlib.util.find_spec("cstrie").submodule_search_locations[0]
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(pkg, "_hotpath" + suffix)
+            if os.path.exists(path):
+                break
+        spec = importlib.util.spec_from_file_location("cstrie._hotpath", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        assert "cstrie" not in sys.modules, "the package was imported"
+        print(mod.MAX_ATTEMPTS, sys._is_gil_enabled())
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-c", textwrap.dedent(alone)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(MAX_ATTEMPTS), "False"]
+    whole = """
+        import sys, threading
+        import cstrie._hotpath
+        import cstrie
+        t = cstrie.Trie()
+        t.subscribe("a.*", 1)
+        snap = t.snapshot()
+        ths = [threading.Thread(target=lambda: [t.lookup("a.b") for _ in range(1000)])
+               for _ in range(2)]
+        for th in ths: th.start()
+        for th in ths: th.join()
+        assert t.lookup("a.b") == [1] and snap.match("a.b") == [("a.*", 1)]
+        print(sys._is_gil_enabled())
+    """
+    proc = _run_child(whole, timeout=120, PYTHON_GIL="0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+
+
+@pytest.mark.xfail(
+    FREE_THREADED,
+    strict=True,
+    reason="bug (free-threaded builds): lookup_many(topics) of a list that another thread "
+    "changes reads the list's item array and its items as borrowed pointers "
+    "(PySequence_Fast_ITEMS, no copy, no critical section): after the other thread "
+    "replaces, appends or deletes items it reads freed memory: wrong rows (another "
+    "position's topic), 'TypeError: bad argument type for built-in operation', or a "
+    "segfault",
+)
+def test_lookup_many_of_a_list_another_thread_changes() -> None:
+    """lookup_many of a shared list while another thread replaces its items
+    with equal fresh strings and grows and shrinks it: every row is the lookup
+    of the topic at that position (position i always holds a str equal to
+    "t{i % 50}").  Checked in a child process (the bug can crash it)."""
+    seconds = 5.0 if FREE_THREADED else 1.0
+    script = f"""
+        import sys, threading, time
+        from cstrie.trie import Trie
+
+        trie = Trie()
+        trie.subscribe("#", "all")
+        for k in range(50):
+            trie.subscribe(f"t{{k}}", k)
+        shared = ["".join(["t", str(k)]) for k in range(50)]
+        stop = threading.Event()
+        fail = []
+
+        def reader():
+            while not stop.is_set():
+                try:
+                    rows = trie.lookup_many(shared)
+                except BaseException as exc:
+                    fail.append(repr(exc)); stop.set(); return
+                for i, row in enumerate(rows):
+                    if sorted(row, key=repr) != sorted(["all", i % 50], key=repr):
+                        fail.append((i, row)); stop.set(); return
+
+        def writer():
+            k = 0
+            while not stop.is_set():
+                i = k % 50
+                shared[i] = "".join(["t", str(i)])
+                if k % 10 == 0:
+                    shared.extend(["".join(["t", str(j % 50)]) for j in range(200)])
+                    del shared[50:]
+                k += 1
+
+        threads = [threading.Thread(target=reader), threading.Thread(target=writer)]
+        for th in threads:
+            th.start()
+        stop.wait({seconds})
+        stop.set()
+        for th in threads:
+            th.join()
+        print(fail[:1], flush=True)
+        sys.exit(1 if fail else 0)
+    """
+    proc = _run_child(script, timeout=120, **({"PYTHON_GIL": "0"} if FREE_THREADED else {}))
+    assert proc.returncode == 0, f"rc={proc.returncode} {proc.stdout!r} {proc.stderr[-1500:]!r}"
