@@ -110,20 +110,28 @@ def native_dialect(d: Dialect) -> NativeDialect:
     return NativeDialect(d)
 
 
-def new_trie(d: Dialect) -> Any:
-    """A new writable engine handle, freed when the returned cdata is collected."""
+def new_trie_ptr(d: Dialect) -> Any:
+    """A new writable engine handle, not freed by cffi: for a ``Trie``, whose C
+    base owns it from ``_bind`` on (the caller frees it if binding fails)."""
     nd = NativeDialect(d)
     ptr = lib.cst_new(nd.ptr)
     if ptr == ffi.NULL:
         raise MemoryError("cstrie engine: out of memory creating a trie")
-    return ffi.gc(ptr, lib.cst_free)
+    return ptr
 
 
-def snapshot(handle: Any, readonly: bool) -> Any:
+def snapshot_ptr(handle: Any, readonly: bool) -> Any:
+    """An O(1) snapshot (read-only) or copy of ``handle``, not freed by cffi
+    (see :func:`new_trie_ptr`)."""
     ptr = lib.cst_snapshot(handle, 1 if readonly else 0)
     if ptr == ffi.NULL:
         raise MemoryError("cstrie engine: out of memory taking a snapshot")
-    return ffi.gc(ptr, lib.cst_free)
+    return ptr
+
+
+def snapshot(handle: Any, readonly: bool) -> Any:
+    """A snapshot or copy freed when the returned cdata is collected."""
+    return ffi.gc(snapshot_ptr(handle, readonly), lib.cst_free)
 
 
 def clear_take(handle: Any) -> Any:

@@ -34,7 +34,7 @@ Example::
 
 from __future__ import annotations
 
-import weakref
+import types
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from itertools import accumulate, compress
@@ -97,16 +97,20 @@ class _ReadMethods:
     def _lookup_slow(self, topic: object) -> list[Any]:
         return self._lookup_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
 
-    def _has_slow(self, topic: object) -> bool:
+    def _has_subscribers_slow(self, topic: object) -> bool:
         return self._has_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
 
     def _match_slow(self, topic: object) -> list[tuple[str, Any]]:
         return self._match_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
 
-    def _lookup_many_slow(self, topics: list[object]) -> list[list[Any]]:
-        encoded = [_encode(t, "topic", self._dialect) for t in topics]  # types first
+    def _lookup_many_slow(self, topics: Iterable[object]) -> list[list[Any]]:
+        topics = list(topics)
+        for t in topics:  # a non-str anywhere raises before anything is matched
+            if not isinstance(t, str):
+                raise TypeError(f"topic must be a str, not {type(t).__name__}")
+        # then in order: the first invalid topic is the one reported
         lookup = self._lookup_utf8  # type: ignore[attr-defined]
-        return [lookup(data, t) for data, t in zip(encoded, topics, strict=True)]
+        return [lookup(_encode(t, "topic", self._dialect), t) for t in topics]
 
     def subscribers(self, pattern: str) -> list[Any]:
         """The subscribers of exactly ``pattern`` (wildcards taken literally as
@@ -120,7 +124,8 @@ class _ReadMethods:
                 nb.raise_status(ids, self._dialect, "pattern", pattern)
             return list(map(objs.__getitem__, ids))
 
-        return self._reg.stable(read)
+        out: list[Any] = self._reg.stable(read)
+        return out
 
     # ------------------------------------------------------------ whole trie
     def _groups(self) -> Iterator[tuple[str, list[Any]]]:
@@ -217,17 +222,17 @@ class _ReadMethods:
     def matcher(self) -> Matcher:
         """A :class:`~cstrie.matcher.Matcher` for the calling thread: this
         trie's lookup methods, bound once (see docs/free-threading.md)."""
-        return Matcher(self)
+        return Matcher(self)  # type: ignore[arg-type]  # a mixin of Trie and Snapshot
 
     def snapshot(self) -> Snapshot:
         """A read-only, O(1) snapshot of the current subscriptions."""
         token = self._reg.pin()  # before the engine snapshot: see registry rule 3
         try:
-            handle = nb.snapshot(self._h, True)
+            ptr = nb.snapshot_ptr(self._h, True)
         except BaseException:
             self._reg.unpin(token)
             raise
-        return Snapshot._make(handle, self._dialect, self._reg, token)
+        return Snapshot._make(ptr, self._dialect, self._reg, token)
 
 
 class Snapshot(_ReadMethods, Reader):
@@ -243,20 +248,29 @@ class Snapshot(_ReadMethods, Reader):
         raise TypeError("take a Snapshot with Trie.snapshot()")
 
     @classmethod
-    def _make(cls, handle: Any, dialect: Dialect, reg: Registry, token: int) -> Snapshot:
-        self = Reader.__new__(cls)
-        self._bind(handle, nb.address(handle), dialect, reg, None)
-        weakref.finalize(self, reg.unpin, token)
+    def _make(cls, ptr: Any, dialect: Dialect, reg: Registry, token: int) -> Snapshot:
+        """A Snapshot that owns the engine handle ``ptr`` and the pin ``token``
+        (its C base releases both when it is deallocated)."""
+        try:
+            self = Reader.__new__(cls)
+            self._bind(ptr, nb.address(ptr), dialect, reg, None, token)
+        except BaseException:
+            nb.lib.cst_free(ptr)
+            reg.unpin(token)
+            raise
         return self
 
     def copy(self) -> Trie:
         """A writable trie starting from this snapshot's contents (O(1) engine)."""
-        return Trie._make(
-            nb.snapshot(self._h, False),
-            self._dialect,
-            self._reg,
-            self._reg.new_counts(self._counts_from_scan()),
-        )
+        # The scan can fail (out of memory): do it before the engine copy exists,
+        # so that a failure leaves nothing to free.
+        counts = self._reg.new_counts(self._counts_from_scan())
+        try:
+            ptr = nb.snapshot_ptr(self._h, False)
+        except BaseException:
+            self._reg.discard_handle(counts.serial)
+            raise
+        return Trie._make(ptr, self._dialect, self._reg, counts)
 
     def _counts_from_scan(self) -> dict[int, int]:
         counts: dict[int, int] = {}
@@ -286,11 +300,15 @@ class Trie(_ReadMethods, Writer):
 
     def __init__(self, dialect: str | Dialect = "amqp") -> None:
         d = resolve_dialect(dialect)
-        handle = nb.new_trie(d)
-        reg = Registry()
-        counts = reg.new_counts()
-        self._bind(handle, nb.address(handle), d, reg, counts)
-        weakref.finalize(self, reg.drop_handle, counts.serial)
+        ptr = nb.new_trie_ptr(d)
+        try:
+            reg = Registry()
+            # The C base owns the handle and its counts from here on, and
+            # releases both when the trie is deallocated.
+            self._bind(ptr, nb.address(ptr), d, reg, reg.new_counts(), 0)
+        except BaseException:
+            nb.lib.cst_free(ptr)
+            raise
 
     @classmethod
     def from_pairs(
@@ -348,9 +366,7 @@ class Trie(_ReadMethods, Writer):
         status = ffi.new("int *")
         bad = ffi.new("int64_t *")
         native = nb.NativeDialect(d)
-        ptr = nb.lib.cst_build(
-            native.ptr, blob, off, ids, n, len(subscribers), kept, status, bad
-        )
+        ptr = nb.lib.cst_build(native.ptr, blob, off, ids, n, len(subscribers), kept, status, bad)
         if ptr == ffi.NULL:
             if status[0] == nb.lib.CST_EINVAL:
                 k = bad[0]
@@ -368,26 +384,35 @@ class Trie(_ReadMethods, Writer):
                 k = bad[0]
                 text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
             nb.raise_status(status[0], d, "pattern", text)
-        handle = ffi.gc(ptr, nb.lib.cst_free)
-        counts = reg.new_counts(_pair_counts(ids, kept, n, len(subscribers)))
-        return cls._make(handle, d, reg, counts)
+        try:
+            counts = reg.new_counts(_pair_counts(ids, kept, n, len(subscribers)))
+        except BaseException:
+            nb.lib.cst_free(ptr)
+            raise
+        return cls._make(ptr, d, reg, counts)
 
     @classmethod
-    def _make(cls, handle: Any, dialect: Dialect, reg: Registry, counts: Counts) -> Trie:
-        self = Writer.__new__(cls)
-        self._bind(handle, nb.address(handle), dialect, reg, counts)
-        weakref.finalize(self, reg.drop_handle, counts.serial)
+    def _make(cls, ptr: Any, dialect: Dialect, reg: Registry, counts: Counts) -> Trie:
+        """A Trie that owns the engine handle ``ptr`` and ``counts`` (its C base
+        releases both when it is deallocated)."""
+        try:
+            self = Writer.__new__(cls)
+            self._bind(ptr, nb.address(ptr), dialect, reg, counts, 0)
+        except BaseException:
+            nb.lib.cst_free(ptr)
+            reg.discard_handle(counts.serial)
+            raise
         return self
 
     # subscribe() and unsubscribe() are served by the C base (Writer); these are
     # where it sends call forms and text it does not handle itself.
     def _subscribe_slow(self, pattern: str, subscriber: Hashable) -> bool:
         data = _encode(pattern, "pattern", self._dialect)
-        return self._subscribe_utf8(data, pattern, subscriber)  # type: ignore[attr-defined, no-any-return]
+        return self._subscribe_utf8(data, pattern, subscriber)
 
     def _unsubscribe_slow(self, pattern: str, subscriber: Hashable) -> bool:
         data = _encode(pattern, "pattern", self._dialect)
-        return self._unsubscribe_utf8(data, pattern, subscriber)  # type: ignore[attr-defined, no-any-return]
+        return self._unsubscribe_utf8(data, pattern, subscriber)
 
     def subscribe_many(self, pairs: Iterable[tuple[str, Hashable]]) -> int:
         """Subscribe many (pattern, subscriber) pairs in one engine call per chunk.
@@ -468,14 +493,34 @@ class Trie(_ReadMethods, Writer):
         with reg.all_locks():  # no update of this family between the two
             counts = reg.new_counts(self._counts)
             try:
-                handle = nb.snapshot(self._h, False)
+                ptr = nb.snapshot_ptr(self._h, False)
             except BaseException:
                 reg.discard_handle(counts.serial)  # we hold every stripe lock here
                 raise
-        return Trie._make(handle, self._dialect, reg, counts)
+        return Trie._make(ptr, self._dialect, reg, counts)
 
     def __copy__(self) -> Trie:
         return self.copy()
 
     def __repr__(self) -> str:
         return f"<cstrie.Trie dialect={self._dialect.name} pairs={len(self)}>"
+
+
+def _name_slow_paths(cls: type, names: tuple[str, ...]) -> None:
+    """Give ``cls`` copies of its ``_<name>_slow`` functions named like the
+    public C methods they stand in for, so that a wrong call reports
+    ``Trie.subscribe() missing 1 required positional argument``, not the
+    private name."""
+    for name in names:
+        fn = getattr(cls, f"_{name}_slow")
+        copy = types.FunctionType(
+            fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__
+        )
+        copy.__qualname__ = f"{cls.__name__}.{name}"
+        copy.__doc__ = fn.__doc__
+        setattr(cls, f"_{name}_slow", copy)
+
+
+_READS = ("lookup", "has_subscribers", "match", "lookup_many")
+_name_slow_paths(Snapshot, _READS)
+_name_slow_paths(Trie, (*_READS, "subscribe", "unsubscribe"))

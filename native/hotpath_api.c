@@ -14,6 +14,7 @@ static const cst_hot_api table = {
     .unsubscribe = cst_unsubscribe,
     .validate = cst_validate,
     .is_readonly = cst_is_readonly,
+    .free = cst_free,
 };
 
 const void *cst_hot_api_table(void) { return &table; }

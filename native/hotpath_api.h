@@ -19,7 +19,7 @@
 
 #include "cstrie.h"
 
-#define CST_HOT_API_VERSION 1
+#define CST_HOT_API_VERSION 2
 
 typedef struct cst_hot_api {
     uint32_t size;     /* sizeof(cst_hot_api) of the engine that made it */
@@ -31,6 +31,7 @@ typedef struct cst_hot_api {
     int (*unsubscribe)(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
     int64_t (*validate)(cst_trie *t, const char *s, size_t len, int is_pattern);
     int (*is_readonly)(const cst_trie *t);
+    void (*free)(cst_trie *t);  /* the handle's owner (Reader) frees it */
 } cst_hot_api;
 
 #endif

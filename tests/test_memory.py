@@ -263,6 +263,7 @@ OPS: dict[str, Callable[[Trie], Any]] = {
     "iterate": lambda t: ("iterate", list(t)),
 }
 
+
 @pytest.mark.parametrize(
     "name",
     list(OPS),

@@ -25,7 +25,7 @@ from helpers import Sub
 
 import cstrie.trie as trie_module
 from cstrie import _binding as nb
-from cstrie.registry import FREE, MAX_ATTEMPTS, Registry
+from cstrie.registry import FREE, MAX_ATTEMPTS
 from cstrie.trie import Trie
 
 

@@ -235,6 +235,7 @@ def test_concurrent_snapshots_hold_a_prefix(kind: str) -> None:
     trie = Trie()
     n = 1500
     done = threading.Event()
+    taken = threading.Event()
     start = threading.Barrier(3)
     seen: list[int] = []
 
@@ -249,6 +250,10 @@ def test_concurrent_snapshots_hold_a_prefix(kind: str) -> None:
                 trie.subscribe("fan", k)
                 if k % 50 == 0:
                     time.sleep(0)
+                if k == n // 2:
+                    # On a loaded machine the takers may not run at all before the
+                    # writer ends: wait here, half-way, until one view is taken.
+                    taken.wait(timeout=30)
             for k in range(n):
                 trie.unsubscribe(f"seq.{k % 10}.{k}", k)
                 trie.unsubscribe("fan", k)
@@ -280,6 +285,7 @@ def test_concurrent_snapshots_hold_a_prefix(kind: str) -> None:
             assert consistent(ks, fan), (ks[:3], ks[-3:], len(ks), fan)
             assert len(view) == len(ks) + fan
             seen.append(len(ks))
+            taken.set()
             # not strict: a view taken while an unsubscribe is half-way may hold its
             # tomb (the update is in flight in the source, never finished in the view)
             view.check_invariants(strict=False)

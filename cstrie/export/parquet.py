@@ -109,9 +109,7 @@ class Prepared:
             self.kind = "mixed"
         if STR in kinds:
             strs: list[str] = (
-                list(values)
-                if kinds == {STR}
-                else [v for v in values if isinstance(v, str)]
+                list(values) if kinds == {STR} else [v for v in values if isinstance(v, str)]
             )
             if not _utf8_ok("".join(strs)):
                 bad = next(v for v in strs if not _utf8_ok(v))
@@ -207,9 +205,7 @@ def write(
             if texts is not None:
                 data, offsets = nb.gather(texts.blob, texts.ends, refs)
                 cols.append(
-                    pa.LargeStringArray.from_buffers(
-                        n, pa.py_buffer(offsets), pa.py_buffer(data)
-                    )
+                    pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
                 )
             else:
                 index = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(refs)])

@@ -124,9 +124,7 @@ def _copy(buf: Any, typecode: str, n: int) -> array[int]:
     return out
 
 
-def chunks(
-    reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False
-) -> Iterator[Chunk]:
+def chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False) -> Iterator[Chunk]:
     """The chunks of ``reader``'s engine handle (a Snapshot: it is immutable, so
     every walk over it gives the same pairs).  With ``per_pair`` every group is
     one pair (the engine repeats a pattern once per subscriber), so every chunk

@@ -97,6 +97,7 @@ typedef struct Registry {
     cst_mutex stripes[STRIPES];
     idtab ids[STRIPES];        /* subscriber -> id, each under its stripe lock */
     _Atomic size_t nids;       /* ids in use */
+    int cleared;               /* the GC broke a cycle through it (registry_clear) */
     cst_mutex meta;            /* pins, deaths, handles */
     int64_t seq;
     int64_t *pins;             /* open pin tokens, ascending */
@@ -116,7 +117,10 @@ extern PyTypeObject Registry_Type;
  * unhashable one. */
 static inline Py_hash_t reg_hash(PyObject *obj) { return PyObject_Hash(obj); }
 /* Under the subscriber's stripe lock (h its hash): */
-int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj); /* made if needed; -1 error */
+/* made if needed (then *fresh = 1: no engine pair has ever named it); -1 error */
+int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj, int *fresh);
+/* free id now, pins or not: only for an id no snapshot can hold */
+int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj);
 int64_t reg_id_of(Registry *r, Py_hash_t h, PyObject *obj);  /* 0: none; -1 error */
 int reg_added(Counts *c, Py_hash_t h, uint64_t id);
 int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj);
@@ -127,6 +131,10 @@ static inline int64_t reg_freed(Registry *r)
      * (pairs with the seq_cst increment that precedes a slot's change). */
     return atomic_load_explicit(r->freed, memory_order_acquire);
 }
+/* A writable handle is gone / a snapshot starts / a snapshot is gone. */
+int reg_drop_handle(Registry *r, int64_t serial);
+int64_t reg_pin(Registry *r);
+int reg_unpin(Registry *r, int64_t token);
 void registry_after_fork_child(void);
 int registry_module_init(PyObject *m);
 
@@ -138,6 +146,7 @@ typedef struct Reader {
     PyObject *dialect;
     Registry *reg;
     Counts *counts;            /* writable handles only */
+    int64_t pin;               /* a snapshot's pin token (registry rule 3), else 0 */
     PyObject *race_hook;       /* tests: runs after each engine answer */
     PyObject *weakreflist;
 } Reader;

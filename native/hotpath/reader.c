@@ -29,6 +29,38 @@ static PyObject *slow1(Reader *self, PyObject *name, PyObject *arg)
     return PyObject_CallMethodOneArg((PyObject *)self, name, arg);
 }
 
+/* Any other call form (keywords, a wrong argument count) goes to the slow
+ * path, a Python function with the public name and signature, which raises
+ * what a Python method would. */
+static PyObject *slow_call(Reader *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    PyObject *meth = PyObject_GetAttr((PyObject *)self, name);
+    if (meth == NULL)
+        return NULL;
+    PyObject *r = PyObject_Vectorcall(meth, args, (size_t)nargs, kwnames);
+    Py_DECREF(meth);
+    return r;
+}
+
+/* A Reader made without _bind (Snapshot.__new__(Snapshot), ...) has no
+ * engine handle: every call raises instead of dereferencing NULL. */
+static int unbound(Reader *self)
+{
+    if (self->h != NULL)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "this %s has no engine handle: make one with %s",
+                 Py_TYPE(self)->tp_name,
+                 PyObject_TypeCheck((PyObject *)self, &Writer_Type) ? "Trie()" : "Trie.snapshot()");
+    return 1;
+}
+
+/* The one positional argument of a hot read, or NULL: use the slow path. */
+static inline PyObject *one_arg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) ? args[0] : NULL;
+}
+
 /* Call the race hook (tests) after an engine answer; -1 if it raised. */
 static int race(Reader *self, int attempt)
 {
@@ -80,7 +112,7 @@ static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py
     PyObject *out = NULL;
     int locked = 0;
     for (int attempt = 0;; attempt++) {
-        if (attempt == MAX_ATTEMPTS) {
+        if (attempt >= MAX_ATTEMPTS && !locked) {
             cst_mutex_lock(&reg->slot_lock); /* no id can be freed while held */
             locked = 1;
         }
@@ -137,11 +169,17 @@ PyDoc_STRVAR(lookup_doc,
 ">>> t = Trie(\"mqtt\"); t.subscribe(\"a/+\", 1); t.lookup(\"a/b\")\n"
 "True\n[1]");
 
-static PyObject *reader_lookup(Reader *self, PyObject *topic)
+static PyObject *reader_lookup(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
 {
     const char *s;
     Py_ssize_t len;
     PyObject *keep;
+    PyObject *topic = one_arg(args, nargs, kwnames);
+    if (topic == NULL)
+        return slow_call(self, s_lookup_slow, args, nargs, kwnames);
+    if (unbound(self))
+        return NULL;
     if (!PyUnicode_CheckExact(topic))
         return slow1(self, s_lookup_slow, topic);
     if (topic_utf8(topic, &s, &len, &keep) < 0) {
@@ -157,6 +195,8 @@ static PyObject *reader_lookup(Reader *self, PyObject *topic)
  * layer has encoded (and so validated the type of) the topic. */
 static PyObject *reader_lookup_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (unbound(self))
+        return NULL;
     if (nargs != 2 || !PyBytes_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "_lookup_utf8(data: bytes, topic)");
         return NULL;
@@ -181,11 +221,17 @@ PyDoc_STRVAR(has_doc,
 "True when at least one pattern matches ``topic``; the walk stops at the\n"
 "first match.  Same errors as lookup().");
 
-static PyObject *reader_has_subscribers(Reader *self, PyObject *topic)
+static PyObject *reader_has_subscribers(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                                        PyObject *kwnames)
 {
     const char *s;
     Py_ssize_t len;
     PyObject *keep;
+    PyObject *topic = one_arg(args, nargs, kwnames);
+    if (topic == NULL)
+        return slow_call(self, s_has_slow, args, nargs, kwnames);
+    if (unbound(self))
+        return NULL;
     if (!PyUnicode_CheckExact(topic))
         return slow1(self, s_has_slow, topic);
     if (topic_utf8(topic, &s, &len, &keep) < 0) {
@@ -199,6 +245,8 @@ static PyObject *reader_has_subscribers(Reader *self, PyObject *topic)
 
 static PyObject *reader_has_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (unbound(self))
+        return NULL;
     if (nargs != 2 || !PyBytes_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "_has_utf8(data: bytes, topic)");
         return NULL;
@@ -270,7 +318,7 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
     PyObject *out = NULL;
     int locked = 0;
     for (int attempt = 0;; attempt++) {
-        if (attempt == MAX_ATTEMPTS) {
+        if (attempt >= MAX_ATTEMPTS && !locked) {
             cst_mutex_lock(&reg->slot_lock);
             locked = 1;
         }
@@ -343,11 +391,17 @@ PyDoc_STRVAR(match_doc,
 ">>> t = Trie(); t.subscribe(\"a.*\", \"x\"); t.match(\"a.b\")\n"
 "True\n[('a.*', 'x')]");
 
-static PyObject *reader_match(Reader *self, PyObject *topic)
+static PyObject *reader_match(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
 {
     const char *s;
     Py_ssize_t len;
     PyObject *keep;
+    PyObject *topic = one_arg(args, nargs, kwnames);
+    if (topic == NULL)
+        return slow_call(self, s_match_slow, args, nargs, kwnames);
+    if (unbound(self))
+        return NULL;
     if (!PyUnicode_CheckExact(topic))
         return slow1(self, s_match_slow, topic);
     if (topic_utf8(topic, &s, &len, &keep) < 0) {
@@ -361,6 +415,8 @@ static PyObject *reader_match(Reader *self, PyObject *topic)
 
 static PyObject *reader_match_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (unbound(self))
+        return NULL;
     if (nargs != 2 || !PyBytes_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "_match_utf8(data: bytes, topic)");
         return NULL;
@@ -380,11 +436,24 @@ PyDoc_STRVAR(many_doc,
 "raises TypeError before anything is matched; an invalid one raises the\n"
 "ValueError lookup() would, for the first invalid topic.");
 
-static PyObject *reader_lookup_many(Reader *self, PyObject *topics)
+static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                                    PyObject *kwnames)
 {
+    PyObject *topics = one_arg(args, nargs, kwnames);
+    if (topics == NULL)
+        return slow_call(self, s_many_slow, args, nargs, kwnames);
+    if (unbound(self))
+        return NULL;
+#ifdef Py_GIL_DISABLED
+    /* Another thread may change a list while we read it: read a copy (its
+     * items borrowed from our own list are safe).  A tuple cannot change. */
+    PyObject *seq = PyTuple_CheckExact(topics) ? Py_NewRef(topics) : PySequence_List(topics);
+#else
+    /* With the GIL nothing runs between our reads of the list. */
     PyObject *seq = (PyList_CheckExact(topics) || PyTuple_CheckExact(topics))
                         ? Py_NewRef(topics)
                         : PySequence_List(topics);
+#endif
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -439,17 +508,6 @@ static int fast_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     return 0;
 }
 
-static PyObject *slow_call(Reader *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
-{
-    PyObject *meth = PyObject_GetAttr((PyObject *)self, name);
-    if (meth == NULL)
-        return NULL;
-    PyObject *r = PyObject_Vectorcall(meth, args, (size_t)nargs, kwnames);
-    Py_DECREF(meth);
-    return r;
-}
-
 static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *s,
                                    Py_ssize_t len, PyObject *sub)
 {
@@ -460,7 +518,8 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
         return NULL; /* unhashable: TypeError, nothing changed */
     Py_ssize_t stripe = STRIPE(h);
     cst_mutex_lock(&reg->stripes[stripe]);
-    int64_t id = reg_id_for(reg, h, sub);
+    int fresh;
+    int64_t id = reg_id_for(reg, h, sub, &fresh);
     if (id < 0) {
         cst_mutex_unlock(&reg->stripes[stripe]);
         return NULL;
@@ -468,7 +527,9 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
     /* Room for the count first: once the engine added the pair, the
      * bookkeeping must not fail. */
     if (idmap_reserve(&c->part[stripe]) < 0) {
-        if (!idmap_get(&c->part[stripe], (uint64_t)id))
+        if (fresh)
+            reg_free(reg, h, (uint64_t)id, sub);
+        else if (!idmap_get(&c->part[stripe], (uint64_t)id))
             reg_maybe_dead(reg, c, h, (uint64_t)id, sub);
         cst_mutex_unlock(&reg->stripes[stripe]);
         PyErr_Clear();
@@ -478,6 +539,8 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
     int err = 0;
     if (r > 0)
         err = reg_added(c, h, (uint64_t)id);
+    else if (fresh) /* never in the engine, so in no snapshot: free it now */
+        err = reg_free(reg, h, (uint64_t)id, sub);
     else if (!idmap_get(&c->part[stripe], (uint64_t)id))
         err = reg_maybe_dead(reg, c, h, (uint64_t)id, sub);
     cst_mutex_unlock(&reg->stripes[stripe]);
@@ -509,6 +572,10 @@ static PyObject *writer_subscribe(Reader *self, PyObject *const *args, Py_ssize_
     PyObject *keep;
     if (fast_args(args, nargs, kwnames, &s, &len, &keep) < 0)
         return slow_call(self, s_subscribe_slow, args, nargs, kwnames);
+    if (unbound(self)) {
+        Py_XDECREF(keep);
+        return NULL;
+    }
     PyObject *out = subscribe_encoded(self, args[0], s, len, args[1]);
     Py_XDECREF(keep);
     return out;
@@ -516,6 +583,8 @@ static PyObject *writer_subscribe(Reader *self, PyObject *const *args, Py_ssize_
 
 static PyObject *writer_subscribe_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (unbound(self))
+        return NULL;
     if (nargs != 3 || !PyBytes_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "_subscribe_utf8(data: bytes, pattern, subscriber)");
         return NULL;
@@ -569,6 +638,10 @@ static PyObject *writer_unsubscribe(Reader *self, PyObject *const *args, Py_ssiz
     PyObject *keep;
     if (fast_args(args, nargs, kwnames, &s, &len, &keep) < 0)
         return slow_call(self, s_unsubscribe_slow, args, nargs, kwnames);
+    if (unbound(self)) {
+        Py_XDECREF(keep);
+        return NULL;
+    }
     PyObject *out = unsubscribe_encoded(self, args[0], s, len, args[1]);
     Py_XDECREF(keep);
     return out;
@@ -576,6 +649,8 @@ static PyObject *writer_unsubscribe(Reader *self, PyObject *const *args, Py_ssiz
 
 static PyObject *writer_unsubscribe_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (unbound(self))
+        return NULL;
     if (nargs != 3 || !PyBytes_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "_unsubscribe_utf8(data: bytes, pattern, subscriber)");
         return NULL;
@@ -588,12 +663,18 @@ static PyObject *writer_unsubscribe_utf8(Reader *self, PyObject *const *args, Py
  * Binding, lifetime
  * ---------------------------------------------------------------------- */
 
-/* _bind(handle, address, dialect, registry, counts): done once by the Python
- * class, before the object is shared. */
+/* _bind(handle, address, dialect, registry, counts, pin): done once by the
+ * Python class, before the object is shared.  The object owns the engine
+ * handle at `address` from then on, and its registry bookkeeping (its counts'
+ * drop_handle, or a snapshot's unpin): both are released in tp_dealloc, after
+ * any finalizer or __del__ that may still read the object, never by a weakref
+ * callback that can run while the object is still reachable.  `handle` is a
+ * non-owning cdata of the same pointer, for the Python layer's cffi calls. */
 static PyObject *reader_bind(Reader *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyObject_TypeCheck(args[3], &Registry_Type)) {
-        PyErr_SetString(PyExc_TypeError, "_bind(handle, address, dialect, registry, counts)");
+    if (nargs != 6 || !PyObject_TypeCheck(args[3], &Registry_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_bind(handle, address, dialect, registry, counts, pin)");
         return NULL;
     }
     if (self->h != NULL) {
@@ -618,10 +699,14 @@ static PyObject *reader_bind(Reader *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "a writable handle needs its Counts");
         return NULL;
     }
+    int64_t pin = PyLong_AsLongLong(args[5]);
+    if (pin == -1 && PyErr_Occurred())
+        return NULL;
     self->handle = Py_NewRef(args[0]);
     self->dialect = Py_NewRef(args[2]);
     self->reg = (Registry *)Py_NewRef(args[3]);
     self->counts = args[4] == Py_None ? NULL : (Counts *)Py_NewRef(args[4]);
+    self->pin = pin;
     self->h = h;
     Py_RETURN_NONE;
 }
@@ -656,7 +741,22 @@ static void reader_dealloc(Reader *self)
     PyObject_GC_UnTrack(self);
     if (self->weakreflist)
         PyObject_ClearWeakRefs((PyObject *)self);
-    self->h = NULL;
+    if (self->h != NULL) {
+        /* Nothing can read this object any more: give its ids and its
+         * engine handle back (see reader_bind). */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        int rc = 0;
+        if (self->counts != NULL)
+            rc = reg_drop_handle(self->reg, self->counts->serial);
+        else if (self->pin > 0)
+            rc = reg_unpin(self->reg, self->pin);
+        if (rc < 0)
+            PyErr_WriteUnraisable((PyObject *)self);
+        cst_engine->free(self->h);
+        self->h = NULL;
+        PyErr_Restore(et, ev, tb);
+    }
     Py_CLEAR(self->race_hook);
     Py_CLEAR(self->counts);
     Py_CLEAR(self->reg);
@@ -675,10 +775,14 @@ static PyMemberDef reader_members[] = {
 };
 
 static PyMethodDef reader_methods[] = {
-    {"lookup", (PyCFunction)reader_lookup, METH_O, lookup_doc},
-    {"has_subscribers", (PyCFunction)reader_has_subscribers, METH_O, has_doc},
-    {"match", (PyCFunction)reader_match, METH_O, match_doc},
-    {"lookup_many", (PyCFunction)reader_lookup_many, METH_O, many_doc},
+    {"lookup", (PyCFunction)(void (*)(void))reader_lookup, METH_FASTCALL | METH_KEYWORDS,
+     lookup_doc},
+    {"has_subscribers", (PyCFunction)(void (*)(void))reader_has_subscribers,
+     METH_FASTCALL | METH_KEYWORDS, has_doc},
+    {"match", (PyCFunction)(void (*)(void))reader_match, METH_FASTCALL | METH_KEYWORDS,
+     match_doc},
+    {"lookup_many", (PyCFunction)(void (*)(void))reader_lookup_many,
+     METH_FASTCALL | METH_KEYWORDS, many_doc},
     {"_lookup_utf8", (PyCFunction)(void (*)(void))reader_lookup_utf8, METH_FASTCALL, NULL},
     {"_has_utf8", (PyCFunction)(void (*)(void))reader_has_utf8, METH_FASTCALL, NULL},
     {"_match_utf8", (PyCFunction)(void (*)(void))reader_match_utf8, METH_FASTCALL, NULL},
@@ -742,7 +846,7 @@ int reader_module_init(PyObject *m)
     if ((var = PyUnicode_InternFromString(text)) == NULL) \
         return -1;
     INTERN(s_lookup_slow, "_lookup_slow");
-    INTERN(s_has_slow, "_has_slow");
+    INTERN(s_has_slow, "_has_subscribers_slow");
     INTERN(s_match_slow, "_match_slow");
     INTERN(s_many_slow, "_lookup_many_slow");
     INTERN(s_subscribe_slow, "_subscribe_slow");

@@ -389,11 +389,19 @@ int64_t reg_id_of(Registry *r, Py_hash_t h, PyObject *obj)
     return idtab_find(&r->ids[STRIPE(h)], obj, h);
 }
 
-int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj)
+int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj, int *fresh)
 {
     int64_t id = reg_id_of(r, h, obj);
+    if (fresh)
+        *fresh = 0;
     if (id != 0)
         return id;
+    if (r->cleared || PyList_GET_SIZE(r->objects) < 1) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the garbage collector released this trie's subscribers "
+                        "(it is being destroyed)");
+        return -1;
+    }
     cst_mutex_lock(&r->slot_lock);
     if (r->nfree > 0) {
         id = (int64_t)r->free_slots[--r->nfree];
@@ -420,6 +428,8 @@ int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj)
         return -1;
     }
     atomic_fetch_add_explicit(&r->nids, 1, memory_order_relaxed);
+    if (fresh)
+        *fresh = 1;
     return id;
 }
 
@@ -446,7 +456,7 @@ static void count_free(Registry *r)
 /* Free id (owned by obj, hash h): under obj's stripe lock, like every free
  * of obj's id: if obj no longer owns id, id was freed already and its slot
  * may name another object now.  -1 on error (nothing freed). */
-static int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj)
+int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj)
 {
     int64_t owner = reg_id_of(r, h, obj);
     if (owner < 0)
@@ -467,8 +477,10 @@ static int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj)
     atomic_fetch_sub_explicit(&r->nids, 1, memory_order_relaxed);
     cst_mutex_lock(&r->slot_lock);
     count_free(r);
-    PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
-    r->free_slots[r->nfree++] = id;
+    if ((Py_ssize_t)id < PyList_GET_SIZE(r->objects)) { /* else: cleared by the GC */
+        PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
+        r->free_slots[r->nfree++] = id;
+    }
     cst_mutex_unlock(&r->slot_lock);
     return 0;
 }
@@ -581,9 +593,19 @@ static int registry_traverse(Registry *r, visitproc visit, void *arg)
     return 0;
 }
 
+/* The garbage collector breaks a cycle through the registry (a subscriber
+ * that refers to its trie): drop every subscriber reference and id, but keep
+ * the registry usable, since handles of the family may still be deallocated
+ * after this (they find every slot free, and a new id raises). */
 static int registry_clear(Registry *r)
 {
-    Py_CLEAR(r->objects);
+    r->cleared = 1;
+    if (r->objects != NULL && PyList_GET_SIZE(r->objects) > 1)
+        PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), NULL);
+    for (size_t s = 0; s < STRIPES; s++)
+        idtab_clear(&r->ids[s]);
+    atomic_store_explicit(&r->nids, 0, memory_order_relaxed);
+    r->nfree = 0;
     for (size_t i = 0; i < r->nhandles; i++)
         Py_CLEAR(r->handles[i]);
     r->nhandles = 0;
@@ -592,6 +614,7 @@ static int registry_clear(Registry *r)
 
 static void registry_dealloc(Registry *r)
 {
+    r->cleared = 1;
     PyObject_GC_UnTrack(r);
     if (r->weakreflist)
         PyObject_ClearWeakRefs((PyObject *)r);
@@ -604,6 +627,7 @@ static void registry_dealloc(Registry *r)
         r->fork_next->fork_prev = r->fork_prev;
     cst_mutex_unlock(&all_lock);
     registry_clear(r);
+    Py_CLEAR(r->objects);
     PyMem_RawFree(r->handles);
     PyMem_RawFree(r->pins);
     PyMem_RawFree(r->free_slots);
@@ -737,11 +761,8 @@ static PyObject *registry_discard_handle(Registry *r, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
+int reg_drop_handle(Registry *r, int64_t serial)
 {
-    int64_t serial = PyLong_AsLongLong(arg);
-    if (serial == -1 && PyErr_Occurred())
-        return NULL;
     cst_mutex_lock(&r->meta);
     Counts *c = take_handle(r, serial);
     if (c != NULL && r->nhandles == 0 && r->npins == 0) {
@@ -757,17 +778,15 @@ static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
         cst_mutex_unlock(&r->slot_lock);
         cst_mutex_unlock(&r->meta);
         Py_DECREF(c);
-        if (rc < 0)
-            return NULL;
-        Py_RETURN_NONE;
+        return rc;
     }
     cst_mutex_unlock(&r->meta);
     if (c == NULL)
-        Py_RETURN_NONE;
+        return 0;
     PyObject *items = counts_items(c, NULL);
     Py_DECREF(c);
     if (items == NULL)
-        return NULL;
+        return -1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         uint64_t id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0));
         PyObject *obj = slot_get(r, id);
@@ -783,12 +802,22 @@ static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
         Py_DECREF(obj);
     }
     Py_DECREF(items);
+    return 0;
+}
+
+static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
+{
+    int64_t serial = PyLong_AsLongLong(arg);
+    if (serial == -1 && PyErr_Occurred())
+        return NULL;
+    if (reg_drop_handle(r, serial) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
 /* -- pins ----------------------------------------------------------------- */
 
-static PyObject *registry_pin(Registry *r, PyObject *Py_UNUSED(ignored))
+int64_t reg_pin(Registry *r)
 {
     cst_mutex_lock(&r->meta);
     if (r->npins == r->pins_cap) {
@@ -796,7 +825,8 @@ static PyObject *registry_pin(Registry *r, PyObject *Py_UNUSED(ignored))
         int64_t *np = PyMem_RawRealloc(r->pins, ncap * sizeof *np);
         if (np == NULL) {
             cst_mutex_unlock(&r->meta);
-            return PyErr_NoMemory();
+            PyErr_NoMemory();
+            return -1;
         }
         r->pins = np;
         r->pins_cap = ncap;
@@ -805,14 +835,17 @@ static PyObject *registry_pin(Registry *r, PyObject *Py_UNUSED(ignored))
     r->pins[r->npins] = token;
     __atomic_store_n(&r->npins, r->npins + 1, __ATOMIC_RELEASE);
     cst_mutex_unlock(&r->meta);
-    return PyLong_FromLongLong(token);
+    return token;
 }
 
-static PyObject *registry_unpin(Registry *r, PyObject *arg)
+static PyObject *registry_pin(Registry *r, PyObject *Py_UNUSED(ignored))
 {
-    int64_t token = PyLong_AsLongLong(arg);
-    if (token == -1 && PyErr_Occurred())
-        return NULL;
+    int64_t token = reg_pin(r);
+    return token < 0 ? NULL : PyLong_FromLongLong(token);
+}
+
+int reg_unpin(Registry *r, int64_t token)
+{
     cst_mutex_lock(&r->meta);
     for (size_t i = 0; i < r->npins; i++) {
         if (r->pins[i] == token) {
@@ -829,7 +862,8 @@ static PyObject *registry_unpin(Registry *r, PyObject *arg)
         ready = PyMem_RawMalloc(r->died.used * sizeof *ready);
         if (ready == NULL) {
             cst_mutex_unlock(&r->meta);
-            return PyErr_NoMemory();
+            PyErr_NoMemory();
+            return -1;
         }
         for (size_t i = 0; i < r->died.cap; i++)
             if (r->died.slots[i].id && r->died.slots[i].count < oldest)
@@ -860,6 +894,16 @@ static PyObject *registry_unpin(Registry *r, PyObject *arg)
     }
     PyMem_RawFree(ready);
     (void)failed;
+    return 0;
+}
+
+static PyObject *registry_unpin(Registry *r, PyObject *arg)
+{
+    int64_t token = PyLong_AsLongLong(arg);
+    if (token == -1 && PyErr_Occurred())
+        return NULL;
+    if (reg_unpin(r, token) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -925,7 +969,7 @@ static PyObject *registry_id_for(Registry *r, PyObject *obj)
     Py_hash_t h = reg_hash(obj);
     if (h == -1)
         return NULL;
-    int64_t id = reg_id_for(r, h, obj);
+    int64_t id = reg_id_for(r, h, obj, NULL);
     return id < 0 ? NULL : PyLong_FromLongLong(id);
 }
 

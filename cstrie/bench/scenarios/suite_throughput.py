@@ -71,6 +71,7 @@ def run(ctx: Context) -> Result:
             "dialect": "amqp (paho: exact MQTT translation)",
         },
     )
+
     def prepare(e: suite.Entry) -> None:
         e.extra["messages"] = e.topics(w.messages)
 

@@ -261,6 +261,7 @@ def run(ctx: Context) -> Result:
             "write_repeat": write_repeat,
         },
     )
+
     def npass(key: str) -> int:
         return QUICK_PASS_TOPICS if ctx.quick else PASS_TOPICS[key]
 
@@ -288,8 +289,15 @@ def run(ctx: Context) -> Result:
     passes = Table(
         f"Lookup cost per topic, full passes (the issue's method: best of {PASS_ROUNDS} passes "
         "over every topic, matchers in turn), MQTT",
-        ["workload", "filters", "topics", "matches/topic", *COLUMNS, "paho / cstrie",
-         "dict-trie / cstrie"],
+        [
+            "workload",
+            "filters",
+            "topics",
+            "matches/topic",
+            *COLUMNS,
+            "paho / cstrie",
+            "dict-trie / cstrie",
+        ],
     )
     table = Table(
         f"Lookup cost per topic, interleaved batches of {CHUNK} (median ns, IQR in brackets, "
