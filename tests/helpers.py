@@ -3,10 +3,13 @@ with ``tests`` on the path)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["JOIN_TIMEOUT", "Sub", "run_threads"]
+__all__ = ["JOIN_TIMEOUT", "Sub", "exit_description", "run_isolated", "run_threads"]
 
 #: seconds a test thread may take before the test calls it hung
 JOIN_TIMEOUT = 30.0
@@ -52,3 +55,38 @@ def run_threads(targets: list[Callable[[], None]]) -> None:
     assert not any(th.is_alive() for th in threads), "a thread hung"
     if errors:
         raise errors[0]
+
+
+def exit_description(status: int) -> str:
+    """A process's exit status in words: ``exit code 1`` or ``killed by SIGSEGV``
+    (``subprocess`` gives -N for signal N)."""
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exit code {status}"
+
+
+def run_isolated(code: str, timeout: float = 120.0) -> str:
+    """Run ``code`` in a fresh interpreter (``python -c``) and return its stdout.
+
+    For engine calls that could crash the process: a crash or a hang becomes an
+    assertion error that names the exit signal (and shows the end of stderr)
+    instead of killing the pytest worker."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the child process hung (no exit within {timeout:.0f} s)") from exc
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"the child process failed: {exit_description(proc.returncode)}\n"
+            f"stderr (end):\n{proc.stderr[-3000:]}"
+        )
+    return proc.stdout
