@@ -59,7 +59,8 @@
  *    reach.  A thread that was inside a section, or between two steps of a
  *    push or a take, at the fork can only make the child leak the chunks it
  *    held, never use them twice: no lock exists that the child could wait on
- *    forever.
+ *    forever.  The handler then counts each record's reachable chunks again,
+ *    so that the leaked ones do not stay counted as pending.
  *
  * Prompt reclamation.  Reclaiming is normally amortised (every
  * RETIRE_SCAN_EVERY retirements of a thread).  A caller that drops something
@@ -299,6 +300,19 @@ static void atfork_child(void)
         r->npool = 0;
         atomic_store_explicit(&r->state, 0, memory_order_relaxed);
         atomic_store_explicit(&r->in_use, 0, memory_order_relaxed);
+    }
+    /* A thread that was between two steps of a seal, a push or a collect_record
+     * at the fork had counted chunks the child can no longer reach (they are
+     * leaked): count again what is reachable, so that ebr_pending() tells the
+     * truth and cst_reclaim() can reach 0.  The child has one thread, so the
+     * stacks hold still while they are walked. */
+    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
+        int64_t n = 0;
+        for (limbo_chunk *c = atomic_load_explicit(&r->sealed, memory_order_relaxed); c; c = c->next)
+            n += c->n;
+        atomic_store_explicit(&r->count, n, memory_order_relaxed);
+        limbo_chunk *o = atomic_load_explicit(&r->open, memory_order_relaxed);
+        atomic_store_explicit(&r->open_n, o != NULL ? (int64_t)o->n : 0, memory_order_relaxed);
     }
 }
 
