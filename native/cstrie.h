@@ -235,5 +235,8 @@ void cst_debug_set_hash_mask(uint64_t mask);
 /* Tests only: bulk builds of at least n pairs carve nodes from node blocks
  * (default 16384; 0 = every build, a huge n = none). */
 void cst_debug_set_block_threshold(int64_t n);
+/* Tests only: the steps (states taken off its work stack) of this thread's
+ * last lookup walk: the measure of a lookup's cost that timing cannot give. */
+int64_t cst_debug_last_walk_steps(void);
 
 #endif

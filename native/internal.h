@@ -74,6 +74,7 @@ typedef struct scratch {
     size_t memocap;
     size_t memoused;
     uint64_t stamp;
+    int64_t last_steps;        /* cst_debug_last_walk_steps */
 } scratch;
 
 scratch *scratch_get(void);

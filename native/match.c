@@ -96,36 +96,58 @@ typedef struct mctx {
     int trunc;
 } mctx;
 
-static int memo_seen(mctx *x, const snode *sn, size_t j)
+/* The memo holds two kinds of entry, told apart by the key's low bit (S-nodes
+ * are aligned):
+ *  - (S-node, word index), key = the S-node: the state was visited;
+ *  - many-level wildcard S-node sm, key = sm | 1, j = the smallest word index
+ *    from which its words have been handed out (see open_level).
+ * The second kind is found by its key alone, so it hashes with j = 0. */
+static size_t memo_hash(uintptr_t key, uint64_t j, size_t cap)
+{
+    if (key & 1)
+        j = 0;
+    return (size_t)((key ^ (j * UINT64_C(0x9e3779b97f4a7c15))) * UINT64_C(0xff51afd7ed558ccd) >>
+                    20) &
+           (cap - 1);
+}
+
+/* Room for one more entry (at most half full); 0, or -1 out of memory. */
+static int memo_reserve(mctx *x)
 {
     scratch *sc = x->sc;
-    if (sc->memoused * 2 >= sc->memocap) {
-        size_t ncap = sc->memocap ? sc->memocap * 2 : 256;
-        memo_slot *nm = calloc(ncap, sizeof *nm);
-        if (nm == NULL) {
-            x->oom = 1;
-            return 0;
-        }
-        size_t used = 0;
-        for (size_t i = 0; i < sc->memocap; i++) {
-            memo_slot *o = &sc->memo[i];
-            if (o->stamp != sc->stamp)
-                continue;
-            size_t h = (size_t)((o->key ^ (o->j * UINT64_C(0x9e3779b97f4a7c15))) *
-                                UINT64_C(0xff51afd7ed558ccd) >> 20) & (ncap - 1);
-            while (nm[h].stamp == sc->stamp)
-                h = (h + 1) & (ncap - 1);
-            nm[h] = *o;
-            used++;
-        }
-        free(sc->memo);
-        sc->memo = nm;
-        sc->memocap = ncap;
-        sc->memoused = used;
+    if (sc->memoused * 2 < sc->memocap)
+        return 0;
+    size_t ncap = sc->memocap ? sc->memocap * 2 : 256;
+    memo_slot *nm = calloc(ncap, sizeof *nm);
+    if (nm == NULL) {
+        x->oom = 1;
+        return -1;
     }
+    size_t used = 0;
+    for (size_t i = 0; i < sc->memocap; i++) {
+        memo_slot *o = &sc->memo[i];
+        if (o->stamp != sc->stamp)
+            continue;
+        size_t h = memo_hash(o->key, o->j, ncap);
+        while (nm[h].stamp == sc->stamp)
+            h = (h + 1) & (ncap - 1);
+        nm[h] = *o;
+        used++;
+    }
+    free(sc->memo);
+    sc->memo = nm;
+    sc->memocap = ncap;
+    sc->memoused = used;
+    return 0;
+}
+
+static int memo_seen(mctx *x, const snode *sn, size_t j)
+{
+    if (memo_reserve(x) < 0)
+        return 0;
+    scratch *sc = x->sc;
     uintptr_t key = (uintptr_t)sn;
-    size_t h = (size_t)((key ^ (j * UINT64_C(0x9e3779b97f4a7c15))) *
-                        UINT64_C(0xff51afd7ed558ccd) >> 20) & (sc->memocap - 1);
+    size_t h = memo_hash(key, j, sc->memocap);
     while (sc->memo[h].stamp == sc->stamp) {
         if (sc->memo[h].key == key && sc->memo[h].j == j)
             return 1;
@@ -134,6 +156,30 @@ static int memo_seen(mctx *x, const snode *sn, size_t j)
     sc->memo[h] = (memo_slot){key, j, sc->stamp};
     sc->memoused++;
     return 0;
+}
+
+/* The many-level wildcard sm is to hand out its word indices from `from` on:
+ * returns the smallest index it handed out from before in this walk (SIZE_MAX
+ * if none), and records `from` if it is smaller. */
+static size_t memo_multi_from(mctx *x, const snode *sm, size_t from)
+{
+    if (memo_reserve(x) < 0)
+        return SIZE_MAX;
+    scratch *sc = x->sc;
+    uintptr_t key = (uintptr_t)sm | 1;
+    size_t h = memo_hash(key, 0, sc->memocap);
+    while (sc->memo[h].stamp == sc->stamp) {
+        if (sc->memo[h].key == key) {
+            size_t before = (size_t)sc->memo[h].j;
+            if (from < before)
+                sc->memo[h].j = from;
+            return before;
+        }
+        h = (h + 1) & (sc->memocap - 1);
+    }
+    sc->memo[h] = (memo_slot){key, from, sc->stamp};
+    sc->memoused++;
+    return SIZE_MAX;
 }
 
 static void emit_group(mctx *x, snode *sn)
@@ -279,8 +325,21 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, in
     snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
     if (sm && !hide) {
         size_t min = (size_t)x->c->t->d.multi_min;
-        if (i + min <= x->n)
-            push(x, sp, (mframe){sm, i + min, x->n, depth, multis, F_MULTI, 0});
+        size_t from = i + min, end = x->n;
+        if (x->memo && multis >= 1 && from <= end) {
+            /* Below another many-level wildcard this one is reached from many
+             * word indices; each index from `from` to the end is handed out
+             * once in the walk, so a lookup costs O(states), not O(states *
+             * words): skip what an earlier expansion covers (it hands out
+             * every index from its own start on). */
+            size_t before = memo_multi_from(x, sm, from);
+            if (before <= from)
+                from = end + 1;
+            else if (before <= end)
+                end = before - 1;
+        }
+        if (from <= end)
+            push(x, sp, (mframe){sm, from, end, depth, multis, F_MULTI, 0});
     }
     if (is_top && x->n == 0) {
         snode *e = (snode *)spec_get(cn, W_EMPTY_PATTERN - 1);
@@ -293,8 +352,10 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, in
 static void match_walk(mctx *x, inode *root)
 {
     size_t sp = 0;
+    int64_t steps = 0;
     open_level(x, &sp, root, 0, 0, 1, 0, 0);
     while (sp > 0 && !x->oom && !(x->found && x->first_only)) {
+        steps++;
         mframe *f = &x->sc->mstack[sp - 1];
         if (f->kind == F_MULTI) {
             /* A state (S-node, word index) can be reached twice only through
@@ -336,6 +397,13 @@ static void match_walk(mctx *x, inode *root)
         if (sn->child)
             open_level(x, &sp, sn->child, cur.j, cur.memo_on, 0, cur.depth + 1, cur.multis);
     }
+    x->sc->last_steps = steps;
+}
+
+int64_t cst_debug_last_walk_steps(void)
+{
+    scratch *sc = scratch_get();
+    return sc != NULL ? sc->last_steps : -1;
 }
 
 /* Count one lookup served by this handle (a striped counter, so threads do

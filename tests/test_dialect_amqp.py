@@ -132,6 +132,30 @@ def test_many_hashes_stay_polynomial(matcher: Matcher) -> None:
     assert matcher("amqp", "#.a.#.a.#.a.#.b", ".".join(["a"] * 40 + ["b"]))
 
 
+@pytest.mark.parametrize("hashes", [2, 8, 64, 255])
+def test_a_lookup_visits_each_search_state_a_bounded_number_of_times(hashes: int) -> None:
+    """Rule (hostile input): a lookup's search over "#" anywhere has at most
+    (pattern words + 1) x (topic words + 1) states, (S-node, words consumed), and
+    costs O(states): each state is taken once, and each "#" hands each word
+    index out once, however many ways lead to it.  The engine's step counter
+    (states taken off the walk's work stack) stays within 4 per state for the
+    worst filters AMQP allows against the longest topic (256 words)."""
+    from cstrie._binding import lib
+    from cstrie.trie import Trie
+
+    trie = Trie("amqp")
+    pattern = ".".join(["#"] * hashes + ["z"])
+    trie.subscribe(pattern, "z")
+    trie.subscribe(".".join(["#"] * hashes), "all")
+    for n in (1, 100, 256):
+        topic = ".".join(["a"] * n)
+        assert trie.lookup(topic) == ["all"]
+        states = (hashes + 2) * (n + 1)
+        steps = lib.cst_debug_last_walk_steps()
+        assert 0 < steps <= 4 * states, (hashes, n, steps, states)
+        assert trie.has_subscribers(topic[:-1] + "z")
+
+
 def test_empty_key_is_zero_words(matcher: Matcher) -> None:
     """Rule: empty key = zero words."""
     assert matcher("amqp", "", "")
