@@ -40,6 +40,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,12 @@ def _subscriber_lines(node: Node, prefix: str, limit: int) -> Iterator[str]:
     yield f"{prefix}    = {shown}{more}"
 
 
+#: levels drawn with full indentation; deeper lines keep the prefix of this
+#: depth and say their depth, so that a line never grows past a fixed width
+#: (a 65,535-level MQTT filter would otherwise need gigabytes of spaces)
+INDENT_LEVELS = 48
+
+
 def _text_children(
     node: Node,
     prefix: str,
@@ -156,22 +163,56 @@ def _text_children(
     max_children: int | None,
     show: int,
 ) -> Iterator[str]:
-    if max_depth is not None and depth > max_depth:
-        return
-    ranked = _ranked(node)
-    rest: list[tuple[str, Node]] = []
-    if max_children is not None and len(ranked) > max_children:
-        ranked, rest = ranked[:max_children], ranked[max_children:]
-    for k, (word, child) in enumerate(ranked):
-        last = k == len(ranked) - 1 and not rest
+    """The lines below ``node``, depth first (an explicit stack: trees may be far
+    deeper than Python's recursion limit)."""
+
+    @dataclass
+    class Frame:
+        children: list[tuple[str, Node]]
+        more: str | None  # the "… N more" line after them
+        prefix: str
+        depth: int
+        next: int = 0
+
+    def frame(n: Node, pre: str, d: int) -> Frame | None:
+        if max_depth is not None and d > max_depth:
+            return None
+        ranked = _ranked(n)
+        more = None
+        if max_children is not None and len(ranked) > max_children:
+            rest = ranked[max_children:]
+            ranked = ranked[:max_children]
+            total = sum(c["count"] for _, c in rest)
+            more = f"{pre}└── … {len(rest):,} more  ({total:,})"
+        return Frame(ranked, more, pre, d)
+
+    first = frame(node, prefix, depth)
+    stack = [first] if first is not None else []
+    while stack:
+        f = stack[-1]
+        if f.next == len(f.children):
+            stack.pop()
+            if f.more is not None:
+                yield f.more
+            continue
+        word, child = f.children[f.next]
+        f.next += 1
+        last = f.next == len(f.children) and f.more is None
         branch, cont = ("└── ", "    ") if last else ("├── ", "│   ")
-        info = _suffix(child, depth, max_depth)
-        yield f"{prefix}{branch}{_label(word)}  {child['count']:,}{info}"
-        yield from _subscriber_lines(child, prefix + cont, show)
-        yield from _text_children(child, prefix + cont, depth + 1, max_depth, max_children, show)
-    if rest:
-        total = sum(c["count"] for _, c in rest)
-        yield f"{prefix}└── … {len(rest):,} more  ({total:,})"
+        info = _suffix(child, f.depth, max_depth)
+        yield f"{f.prefix}{branch}{_label(word)}  {child['count']:,}{info}"
+        inner = f.prefix + cont if f.depth < INDENT_LEVELS else _deep_prefix(f.prefix, f.depth + 1)
+        yield from _subscriber_lines(child, inner, show)
+        below = frame(child, inner, f.depth + 1)
+        if below is not None:
+            stack.append(below)
+
+
+def _deep_prefix(prefix: str, depth: int) -> str:
+    """The prefix of a line below INDENT_LEVELS: the prefix at that depth, then
+    the line's own depth."""
+    base = prefix.split("┆", 1)[0]
+    return f"{base}┆{depth}: "
 
 
 # -------------------------------------------------------------------- DOT
@@ -223,11 +264,12 @@ def render_dot(
         '  node [shape=box, style="rounded,filled", fontname=Helvetica, color="#4a4a4a"];',
         '  edge [color="#7a7a7a", arrowhead=none];',
     ]
-    counter = [0]
+    counter = 0
 
-    def emit(word: str | None, node: Node, depth: int) -> str:
-        ident = _dot_id(counter[0])
-        counter[0] += 1
+    def node_line(word: str | None, node: Node) -> str:
+        nonlocal counter
+        ident = _dot_id(counter)
+        counter += 1
         frac = math.sqrt(min(node["count"] / top, 1.0))
         label = f"{'(root)' if word is None else _label(word)}\n{node['count']:,}"
         if node["here"]:
@@ -243,28 +285,56 @@ def render_dot(
             f"fontcolor={font}, fontsize={10 + 18 * frac:.1f}, "
             f"width={0.6 + 2.4 * frac:.2f}, height={0.35 + 1.2 * frac:.2f}];"
         )
-        if max_depth is not None and depth >= max_depth:
-            return ident
-        ranked = _ranked(node)
-        rest = ranked[max_children:] if max_children >= 0 else []
-        for w, child in ranked[: max(max_children, 0)]:
-            cid = emit(w, child, depth + 1)
-            width = 1 + 7 * min(child["count"] / top, 1.0)
-            out.append(f"  {ident} -> {cid} [penwidth={width:.2f}];")
-        if rest:
-            total = sum(c["count"] for _, c in rest)
-            rid = _dot_id(counter[0])
-            counter[0] += 1
-            out.append(
-                f"  {rid} [label={_dot_str(f'… {len(rest):,} more' + chr(10) + f'{total:,}')}, "
-                'style="rounded,dashed", fillcolor=white, fontsize=10];'
-            )
-            out.append(
-                f"  {ident} -> {rid} [penwidth={1 + 7 * min(total / top, 1.0):.2f}, style=dashed];"
-            )
         return ident
 
-    emit(None, root, 0)
+    @dataclass
+    class Frame:
+        ident: str
+        children: list[tuple[str, Node]]
+        rest: list[tuple[str, Node]]
+        depth: int
+        next: int = 0
+        drawn: tuple[str, Node] | None = None  # the child whose edge is still due
+
+    def frame(ident: str, node: Node, depth: int) -> Frame | None:
+        if max_depth is not None and depth >= max_depth:
+            return None
+        ranked = _ranked(node)
+        rest = ranked[max_children:] if max_children >= 0 else []
+        return Frame(ident, ranked[: max(max_children, 0)], rest, depth)
+
+    # Depth first with an explicit stack (trees may be far deeper than Python's
+    # recursion limit), in the order of the recursive walk: a node, then each
+    # child's subtree followed by the edge to it, then the "more" node.
+    first = frame(node_line(None, root), root, 0)
+    stack = [first] if first is not None else []
+    while stack:
+        f = stack[-1]
+        if f.drawn is not None:
+            cid, child = f.drawn
+            f.drawn = None
+            width = 1 + 7 * min(child["count"] / top, 1.0)
+            out.append(f"  {f.ident} -> {cid} [penwidth={width:.2f}];")
+        if f.next < len(f.children):
+            word, child = f.children[f.next]
+            f.next += 1
+            cid = node_line(word, child)
+            f.drawn = (cid, child)
+            below = frame(cid, child, f.depth + 1)
+            if below is not None:
+                stack.append(below)
+            continue
+        stack.pop()
+        if f.rest:
+            total = sum(c["count"] for _, c in f.rest)
+            rid = _dot_id(counter)
+            counter += 1
+            out.append(
+                f"  {rid} [label={_dot_str(f'… {len(f.rest):,} more' + chr(10) + f'{total:,}')}, "
+                'style="rounded,dashed", fillcolor=white, fontsize=10];'
+            )
+            width = 1 + 7 * min(total / top, 1.0)
+            out.append(f"  {f.ident} -> {rid} [penwidth={width:.2f}, style=dashed];")
     out.append("}")
     return "\n".join(out) + "\n"
 

@@ -189,3 +189,26 @@ def test_big_tree_counts() -> None:
     root = tree(Trie.from_pairs(pairs), 1, subscribers=False)
     expected = Counter(p.split(".")[0] for p, _ in set(pairs))
     assert {w: c["count"] for w, c in root["children"].items()} == dict(expected)
+
+
+def test_deepest_filters_render_in_bounded_lines() -> None:
+    """Rule (hostile input): the renderers draw trees of any depth (the deepest
+    MQTT filters have 65,535 levels), line by line in the order of a
+    depth-first walk; below INDENT_LEVELS a line keeps that depth's indentation
+    and states its own depth, so no line grows with the depth."""
+    from cstrie.tree import INDENT_LEVELS
+
+    trie = Trie("mqtt")
+    trie.subscribe("a/" * 32766 + "#", "x")
+    trie.subscribe("/" * 65534, "y")
+    root = tree(trie)
+    lines = render_text(root).splitlines()
+    assert len(lines) == 1 + 32767 + 65535  # the root and one line per level
+    widest = max(len(line) for line in lines)
+    assert widest <= 4 * INDENT_LEVELS + 40, widest
+    assert sum(ln.endswith("┆65535: └── ''  1  (1 here)") for ln in lines) == 1
+    assert lines[-1].endswith("┆32767: └── #  1  (1 here)")
+    dot = render_dot(root, None)
+    nodes = [ln for ln in dot.splitlines() if "[label=" in ln]
+    edges = [ln for ln in dot.splitlines() if " -> " in ln]
+    assert len(nodes) == 1 + 32767 + 65535 and len(edges) == len(nodes) - 1
