@@ -55,10 +55,10 @@ def _topics(k: int, n: int = 512) -> list[str]:
     return out
 
 
-def _populate(trie: Any) -> None:
+def _populate(trie: Any, subscriber: Callable[[int], Any] = lambda j: BASE + j) -> None:
     for j in range(N_PATTERNS):
         pats = (f"r{j % 40}.w{j % 4}.*", f"r{j % 40}.#", f"r{j % 40}.w{j % 4}.x{j % 13}")
-        trie.subscribe(pats[j % 3], BASE + j)
+        trie.subscribe(pats[j % 3], subscriber(j))
 
 
 # A probe: setup(shared, thread_index) -> step(), where one step() is 512 ops.
@@ -66,10 +66,23 @@ Setup = Callable[[Any, int], Callable[[], None]]
 
 
 def _shared_trie() -> Any:
+    """The trie every probe's threads share: subscribers are ints >= 1,000,000
+    (ordinary objects, each returned to every thread that matches it)."""
     from cstrie import Trie
 
     t = Trie()
     _populate(t)
+    return t
+
+
+def _shared_trie_str_subscribers() -> Any:
+    """The same patterns, subscribers interned strings (like client ids read
+    from a config).  On 3.13t interned strings are immortal: returning one to
+    many threads touches no shared reference count."""
+    from cstrie import Trie
+
+    t = Trie()
+    _populate(t, lambda j: sys.intern(f"client-{j}"))
     return t
 
 
@@ -146,6 +159,30 @@ def probe_trie_lookup(shared: Any, k: int) -> Callable[[], None]:
     return step
 
 
+def probe_trie_lookup_inline(shared: Any, k: int) -> Callable[[], None]:
+    topics = _topics(k)
+
+    def step() -> None:
+        for x in topics:
+            shared.lookup(x)  # the attribute read and the call, on the shared trie each time
+
+    return step
+
+
+_SHARED_DICT: dict[str, int] = {}
+
+
+def probe_dict_get_inline(shared: Any, k: int) -> Callable[[], None]:
+    topics = _topics(k)
+    d = _SHARED_DICT
+
+    def step() -> None:
+        for x in topics:
+            d.get(x)  # a core C method on one shared object: CPython's own cost
+
+    return step
+
+
 def _engine_updates(shared: Any, k: int, same: bool) -> Callable[[], None]:
     from cstrie import _binding as nb
 
@@ -209,7 +246,8 @@ def probe_snapshot(shared: Any, k: int) -> Callable[[], None]:
     return step
 
 
-PROBES: dict[str, tuple[str, Setup]] = {
+# name -> (what, setup[, the shared trie's factory])
+PROBES: dict[str, tuple[Any, ...]] = {
     "python-loop": ("pure Python loop (the interpreter's own scaling)", probe_python_loop),
     "engine-lookup": ("cst_lookup through a per-thread cdata pointer", probe_engine_lookup),
     "matcher-lookup": ("per-thread Trie.matcher().lookup, own topics", probe_matcher_lookup),
@@ -221,7 +259,23 @@ PROBES: dict[str, tuple[str, Setup]] = {
         "per-thread matcher, topic str objects shared by threads",
         probe_matcher_shared_topics,
     ),
-    "trie-lookup": ("Trie.lookup (one shared Trie object)", probe_trie_lookup),
+    "trie-lookup": (
+        "the shared Trie's lookup, bound once per thread (lookup = trie.lookup)",
+        probe_trie_lookup,
+    ),
+    "trie-lookup-str-subs": (
+        "the same, subscribers are interned strings (immortal on 3.13t)",
+        probe_trie_lookup,
+        _shared_trie_str_subscribers,
+    ),
+    "trie-lookup-inline": (
+        "trie.lookup(t) written in the loop (reads the shared trie object per call)",
+        probe_trie_lookup_inline,
+    ),
+    "dict-get-inline": (
+        "baseline: d.get(t) on one shared dict, written in the loop",
+        probe_dict_get_inline,
+    ),
     "engine-update": (
         "cst_subscribe + cst_unsubscribe, per-thread pointers, own ids, own patterns",
         probe_engine_update,
@@ -242,11 +296,15 @@ PROBES: dict[str, tuple[str, Setup]] = {
 }
 
 
-def run_probe(setup: Setup, n: int, seconds: float) -> dict[str, float]:
+def run_probe(
+    setup: Setup, n: int, seconds: float, make_shared: Callable[[], Any] = _shared_trie
+) -> dict[str, float]:
     """Run one probe on n threads; ops counts 512 per step."""
-    shared = _shared_trie()
+    shared = make_shared()
     if not _SHARED_TOPICS:
         _SHARED_TOPICS.extend(_topics(0))
+    if not _SHARED_DICT:
+        _SHARED_DICT.update((t, i) for i, t in enumerate(_topics(0)))
     barrier = threading.Barrier(n + 1)
     out: list[tuple[int, float, float, float, int]] = [(0, 0.0, 0.0, 0.0, 0)] * n
     errors: list[BaseException] = []
@@ -328,11 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{'cpu/wall N':>11}{'waits/1k N':>11}"
     )
     for name in names:
-        what, setup = PROBES[name]
+        what, setup, *factory = PROBES[name]
         best: dict[int, dict[str, float]] = {}
         for _ in range(args.repeat):
             for n in (1, args.threads):
-                r = run_probe(setup, n, args.seconds)
+                r = run_probe(setup, n, args.seconds, *factory)
                 if n not in best or r["ops_per_s"] > best[n]["ops_per_s"]:
                     best[n] = r
         one, many = best[1], best[args.threads]
