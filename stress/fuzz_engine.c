@@ -1565,6 +1565,52 @@ static void op_build(reader *r, handle *h)
     free(data.s);
 }
 
+/* Many subscribers on one pattern (hundreds of ids: the persistent set's
+ * deeper nodes), then every k-th of them removed again. */
+static void op_crowd(reader *r, handle *h)
+{
+    g_op_name = "crowd";
+    read_text(r, &g_a, h);
+    unsigned n = rd_u8(r) * 4u + 1, stride = rd_u8(r) % 7 + 1;
+    uint64_t seed = rd_u8(r);
+    uint32_t errs = ref_errors(g_a.s, g_a.n, 1);
+    g_work += (uint64_t)n * (h->m.n + n) / 4;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t id = seed & 1 ? rng_next(&seed) : seed * 1000 + i; /* spread or dense ids */
+        long at = model_find(&h->m, g_a.s, g_a.n, id);
+        int rc = cst_subscribe(h->t, g_a.s, g_a.n, id);
+        if (h->ro || errs) {
+            CHECKF((h->ro && rc == CST_EREADONLY) || code_ok(rc, errs),
+                   "crowd subscribe = %d (ro %d, rules broken 0x%x)", rc, h->ro, errs);
+            return;
+        }
+        CHECKF(rc == (at < 0), "crowd subscribe(%s, %" PRIu64 ") = %d, model says %d",
+               show(g_a.s, g_a.n), id, rc, at < 0);
+        if (rc)
+            model_add(&h->m, g_a.s, g_a.n, id);
+        h->writes++;
+    }
+    for (size_t i = 0; i < h->m.n; i += stride) {
+        const mpair *mp = &h->m.v[i];
+        if (mp->n != g_a.n || memcmp(mp->p, g_a.s, g_a.n) != 0)
+            continue;
+        int rc = cst_unsubscribe(h->t, mp->p, mp->n, mp->id);
+        CHECKF(rc == 1, "crowd unsubscribe(%s, %" PRIu64 ") = %d", show(mp->p, mp->n), mp->id, rc);
+        model_del(&h->m, i);
+        h->writes++;
+    }
+    uint64_t *out = xcalloc(h->m.n + 1, sizeof *out);
+    int64_t k = cst_subscribers(h->t, g_a.s, g_a.n, out, h->m.n + 1);
+    size_t want = 0;
+    for (size_t i = 0; i < h->m.n; i++)
+        want += h->m.v[i].n == g_a.n && memcmp(h->m.v[i].p, g_a.s, g_a.n) == 0;
+    CHECKF(k == (int64_t)want, "crowd: subscribers = %" PRId64 ", model %zu", k, want);
+    qsort(out, (size_t)k, sizeof *out, cmp_u64);
+    for (int64_t i = 1; i < k; i++)
+        CHECKF(out[i] != out[i - 1], "crowd: id %" PRIu64 " twice", out[i]);
+    free(out);
+}
+
 /* ------------------------------------------------------------------------
  * File input: the JSON Lines scanner and the byte-table helpers
  * ---------------------------------------------------------------------- */
@@ -1819,6 +1865,43 @@ static void op_tables(reader *r, handle *h)
     CHECKF(nf == want_nf, "numbering: %" PRId64 " fresh, want %" PRId64, nf, want_nf);
     nf = cst_numbering_apply(nm, refs, (size_t)n, nrefs, fresh);
     CHECKF(nf == 0, "numbering twice: %" PRId64 " fresh", nf);
+    /* and a long list with repeats (the numbering's table grows) */
+    size_t nb2 = rd_u8(r) * 16u;
+    uint64_t seed = rd_u8(r), *many = xcalloc(nb2 + 1, sizeof *many);
+    uint64_t *mrefs = xcalloc(nb2 + 1, sizeof *mrefs), *mfresh = xcalloc(nb2 + 1, sizeof *mfresh);
+    for (size_t i = 0; i < nb2; i++)
+        many[i] = rng_next(&seed) % (nb2 / 2 + 1) + (seed & 1 ? 0 : UINT64_C(1) << 40);
+    int64_t before = want_nf;
+    nf = cst_numbering_apply(nm, many, nb2, mrefs, mfresh);
+    CHECKF(nf >= 0, "numbering of %zu ids = %" PRId64, nb2, nf);
+    uint64_t *seen = xcalloc(nb2 + 1 + (size_t)before, sizeof *seen);
+    size_t nseen = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < nseen && seen[j] != refs[i])
+            j++;
+        if (j == nseen)
+            seen[nseen++] = refs[i];
+    }
+    int64_t fresh_count = 0;
+    for (size_t i = 0; i < nb2; i++) {
+        size_t j = 0;
+        while (j < nseen && seen[j] != many[i])
+            j++;
+        if (j == nseen) {
+            seen[nseen++] = many[i];
+            CHECKF(fresh_count < nf && mfresh[fresh_count] == many[i], "numbering: fresh %" PRId64,
+                   fresh_count);
+            fresh_count++;
+        }
+        CHECKF(mrefs[i] == j + 1, "numbering: id %zu numbered %" PRIu64 ", want %zu", i, mrefs[i],
+               j + 1);
+    }
+    CHECKF(fresh_count == nf, "numbering: %" PRId64 " fresh, want %" PRId64, nf, fresh_count);
+    free(seen);
+    free(many);
+    free(mrefs);
+    free(mfresh);
     cst_numbering_free(nm);
     free(want.s);
     free(a.s);
@@ -1916,13 +1999,16 @@ static void run_op(reader *r, unsigned op)
     case 21:
         op_jsonl(r, h);
         break;
-    default:
+    case 22:
         op_tables(r, h);
+        break;
+    default:
+        op_crowd(r, h);
         break;
     }
 }
 
-#define NOPS 23
+#define NOPS 24
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -42,7 +42,8 @@ AA, B_SPACE_C, EMOJI, SINGLE, MULTI, A_SINGLE, MULTI_B, SEP_PART, X_SEP_END = (
 
 # operations
 SUB, UNSUB, BATCH, LOOKUP, HAS, MATCH, SUBSCRIBERS, LOOKUP_BATCH = 0, 3, 5, 6, 8, 9, 10, 11
-VALIDATE, SNAPSHOT, FREE, CLEAR, ITERATE, CHECK, COMPACT, DUMP, BUILD, JSONL, TABLES = range(12, 23)
+VALIDATE, SNAPSHOT, FREE, CLEAR, ITERATE, CHECK, COMPACT, DUMP, BUILD = range(12, 21)
+JSONL, TABLES, CROWD = 21, 22, 23
 OOM = 0xF0
 
 # ids (IDS[] in fuzz_engine.c): index 8 is id 0, 9 is UINT64_MAX
@@ -164,9 +165,19 @@ def jsonl(*lines: bytes, how: int = 0, h: int = 0) -> bytes:
     return bytes([JSONL, h, len(lines) - 1, how]) + b"".join(lines)
 
 
-def tables(items: list[bytes], a_lens: list[int], refs: list[int], h: int = 0) -> bytes:
+def tables(
+    items: list[bytes], a_lens: list[int], refs: list[int], bulk: int = 0, seed: int = 0, h: int = 0
+) -> bytes:
+    """Gather/interleave/count/numbering over items and refs, then a numbering
+    of bulk * 16 generated ids."""
     assert len(a_lens) == len(refs)
-    return bytes([TABLES, h, len(items), len(refs)]) + b"".join(items) + bytes(a_lens + refs)
+    head = bytes([TABLES, h, len(items), len(refs)])
+    return head + b"".join(items) + bytes(a_lens + refs) + bytes([bulk, seed])
+
+
+def crowd(text: bytes, count: int, stride: int = 2, seed: int = 0, h: int = 0) -> bytes:
+    """count * 4 + 1 subscribers on one pattern, then every stride-th removed."""
+    return bytes([CROWD, h]) + text + bytes([count, stride - 1, seed])
 
 
 def oom(budget: int, op: bytes) -> bytes:
@@ -521,7 +532,21 @@ def seeds() -> dict[str, bytes]:
         [
             tables([raw(b"abc"), raw(b""), words(A, B)], [1, 0, 3], [2, 0, 1]),
             tables([raw(b"x")], [2, 2], [0, 0xFF]),  # UINT64_MAX
-            tables([], [1], [0]),
+            tables([], [1], [0], bulk=200, seed=3),
+            tables([raw(b"y")], [], [], bulk=255, seed=4),
+        ]
+    )
+    s["crowd-sets"] = bytes([MQTT]) + b"".join(
+        [
+            crowd(words(A, SINGLE), 255, stride=3, seed=1),  # 1,021 spread ids
+            crowd(words(MULTI), 100, stride=1, seed=2),  # dense ids, all removed again
+            snapshot(True),
+            crowd(words(A, SINGLE), 60, stride=2, seed=7),
+            lookup(words(A, B)),
+            lookup(words(A, B), h=1),
+            iterate(6),
+            check(0),
+            check(1),
         ]
     )
     # ---- inputs the fuzzer found (minimized), kept as regression seeds
