@@ -25,7 +25,7 @@ Any other exception, or a crash, fails.  The dialects are AMQP, MQTT, NATS and
 two custom ones with two-character separators and tokens (one with every rule
 on, one with a many-level wildcard allowed anywhere).
 
-Sizes: ``CSTRIE_HOSTILE_EXAMPLES`` (default 25) examples per test, a few
+Sizes: ``CSTRIE_HOSTILE_EXAMPLES`` (default 10) examples per test, a few
 seconds in all; set it to 1000 or more for a long run.  On a failure hypothesis
 prints the falsifying example and a ``@reproduce_failure`` blob; a run replays
 with ``--hypothesis-seed=N`` (``python -m pytest tests/test_hostile_input.py
@@ -55,7 +55,7 @@ from cstrie import AMQP, MQTT, NATS, Dialect
 from cstrie.export import FormatError, export, load
 from cstrie.trie import Trie
 
-EXAMPLES = int(os.environ.get("CSTRIE_HOSTILE_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("CSTRIE_HOSTILE_EXAMPLES", "10"))
 
 HOSTILE = settings(
     max_examples=EXAMPLES,
