@@ -9,11 +9,12 @@
  * builds carve node blocks (0x80).  The rest is a sequence of operations
  * (subscribe, unsubscribe, subscribe_batch, lookup, has_subscribers, match,
  * subscribers, lookup_batch, validate, snapshot/copy, free, clear,
- * clear_take, clear_if, iterate, build, compact, dump, check, and any of
- * those with an allocation budget that makes the engine run out of memory,
- * plus the file-input helpers: the JSON Lines scanner over lines of the
- * exporter's form and raw ones, and the byte-table gather/interleave,
- * count and numbering functions with references out of range)
+ * clear_take, clear_if, iterate, build, compact, dump, check, a crowd of
+ * hundreds of subscribers on one pattern, and any of those with an
+ * allocation budget that makes the engine run out of memory, plus the
+ * file-input helpers: the JSON Lines scanner over lines of the exporter's
+ * form and raw ones, and the byte-table gather/interleave, count and
+ * numbering functions with references out of range)
  * on up to four handles (the trie, its snapshots and copies), with patterns
  * and topics cut from the input: raw bytes, words from a per-dialect table
  * (wildcards, wildcards inside words, "$" words, U+0000, whitespace, invalid
@@ -37,8 +38,14 @@
  *                     -DFUZZ_REPLAY_MAIN: a main() that runs the files and
  *                     directories named on the command line (the seed corpus)
  *
- * The work per input is bounded (FUZZ_WORK_LIMIT bytes of reference work),
- * so deep texts cannot turn an input into a timeout of the harness itself.
+ * FUZZ_TRACE=1 in the environment prints every operation and text.
+ *
+ * Knobs (-D): FUZZ_WORK_LIMIT bounds the reference work per input, so deep
+ * texts cannot turn an input into a timeout of the harness itself;
+ * FUZZ_BIG_TEXTS the texts of over 1,024 levels per input;
+ * FUZZ_LOOKUP_COST_LIMIT skips lookups whose "#"-anywhere walk is too
+ * costly under libFuzzer's instrumentation (see too_costly); FUZZ_SKIP_KNOWN
+ * steers around an engine bug not fixed yet (see any_tombs).
  */
 #include <dirent.h>
 #include <inttypes.h>
@@ -1647,9 +1654,8 @@ static void op_jsonl(reader *r, handle *h)
     g_op_name = "jsonl_scan";
     unsigned n = rd_u8(r) % 6 + 1;
     unsigned how = rd_u8(r);
-    text body = {0}, want_sub = {0};
+    text body = {0};
     tx_put(&body, "", 0);
-    tx_put(&want_sub, "", 0);
     plist want = {0};       /* (pattern, line) for template lines */
     char subs[8][64];       /* each template line's subscriber: kind byte + bytes */
     size_t sublen[8];
@@ -1755,7 +1761,6 @@ static void op_jsonl(reader *r, handle *h)
     free(refs);
     free(kinds);
     free(body.s);
-    free(want_sub.s);
 }
 
 /* cst_gather / cst_interleave / cst_count_ids / cst_numbering over tables
@@ -1827,21 +1832,30 @@ static void op_tables(reader *r, handle *h)
     }
     /* counts per id, ids up to max_id */
     uint64_t max_id = nb;
-    uint32_t counts[8] = {0}, want_counts[8] = {0};
+    uint32_t counts[8] = {0}, want_counts[8] = {0}, want_kept[8] = {0};
     uint8_t kept[6];
     int over = 0;
     for (int64_t i = 0; i < n; i++) {
-        kept[i] = (uint8_t)(refs[i] & 1);
-        if (refs[i] > max_id)
+        kept[i] = (uint8_t)(i & 1);
+        if (refs[i] > max_id) {
             over = 1;
-        else
+        } else {
             want_counts[refs[i]]++;
+            want_kept[refs[i]] += kept[i];
+        }
     }
     int rc = cst_count_ids(refs, NULL, (size_t)n, counts, max_id);
     CHECKF(over ? rc == CST_EINVAL : rc == 0, "count_ids = %d (ids over max %d)", rc, over);
-    if (!over)
+    if (over) {
+        static const uint32_t zero[8];
+        CHECKF(memcmp(counts, zero, sizeof counts) == 0, "count_ids counted before EINVAL");
+    } else {
         CHECKF(memcmp(counts, want_counts, sizeof counts) == 0, "count_ids counts");
-    (void)kept;
+        memset(counts, 0, sizeof counts);
+        CHECKF(cst_count_ids(refs, kept, (size_t)n, counts, max_id) == 0 &&
+                   memcmp(counts, want_kept, sizeof counts) == 0,
+               "count_ids of the kept ids");
+    }
     /* numbering: dense numbers by first appearance */
     cst_numbering *nm = cst_numbering_new();
     CHECKF(nm != NULL, "numbering_new");
