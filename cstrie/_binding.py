@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from cstrie import _hotpath
 from cstrie._native import ffi, lib
-from cstrie.dialect import Dialect
+from cstrie.dialect import Dialect, shown
 
 __all__ = ["IdNumbering", "address", "check", "ffi", "lib", "native_dialect"]
 
@@ -54,8 +54,9 @@ def raise_status(
             dialect.split_pattern(text)
         else:
             dialect.split_topic(text)
+        text_shown = shown(text) if isinstance(text, str) else repr(text)
         raise ValueError(
-            f"{what} {text!r} is invalid in the {dialect.name} dialect (engine code {status})"
+            f"{what} {text_shown} is invalid in the {dialect.name} dialect (engine code {status})"
         )
     if status == lib.CST_ENOMEM:
         raise MemoryError("cstrie engine: out of memory")

@@ -38,6 +38,21 @@ from dataclasses import dataclass
 __all__ = ["AMQP", "MQTT", "NATS", "Dialect", "resolve_dialect"]
 
 
+#: texts up to this many characters appear whole in error messages
+SHOWN_WHOLE = 100
+
+
+def shown(text: str, at: int | None = None) -> str:
+    """``repr(text)`` for an error message, shortened when the text is long
+    (a hostile 65,535-byte filter must not make a 130 KB message): its start,
+    or the part around index ``at``, and its length."""
+    if len(text) <= SHOWN_WHOLE:
+        return repr(text)
+    if at is None or at < 40:
+        return f"{text[:40]!r}... ({len(text)} characters)"
+    return f"...{text[at - 20 : at + 20]!r}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Dialect:
     """Matching rules for one family of topic strings.
@@ -147,9 +162,12 @@ class Dialect:
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise ValueError(f"{what} {text!r} is not valid UTF-8 text: {exc.reason}") from None
+            raise ValueError(
+                f"{what} {shown(text, exc.start)} is not valid UTF-8 text: {exc.reason}"
+            ) from None
         if self.forbid_nul and "\x00" in text:
-            raise ValueError(f"{what} {text!r} contains U+0000, which {self.name} forbids")
+            at = shown(text, text.index("\x00"))
+            raise ValueError(f"{what} {at} contains U+0000, which {self.name} forbids")
         if self.forbidden:
             self._check_forbidden_in(text, what)
         if self.max_bytes is not None and len(data) > self.max_bytes:
@@ -168,7 +186,7 @@ class Dialect:
             return
         i = min(text.find(ch) for ch in self.forbidden if ch in text)
         raise ValueError(
-            f"{what} {text!r} contains {text[i]!r} (U+{ord(text[i]):04X}) at index {i}; "
+            f"{what} {shown(text, i)} contains {text[i]!r} (U+{ord(text[i]):04X}) at index {i}; "
             f"the {self.name} dialect forbids the characters {self.forbidden!r}"
         )
 
@@ -177,9 +195,8 @@ class Dialect:
             return []
         # Counted before splitting, so an oversized text fails without making its list.
         if self.max_levels is not None and text.count(self.separator) >= self.max_levels:
-            shown = repr(text) if len(text) <= 100 else f"{text[:40]!r}... ({len(text)} characters)"
             raise ValueError(
-                f"{what} {shown} has {text.count(self.separator) + 1} words; "
+                f"{what} {shown(text)} has {text.count(self.separator) + 1} words; "
                 f"{self.name} allows at most {self.max_levels} (max_levels)"
             )
         return text.split(self.separator)
@@ -197,13 +214,13 @@ class Dialect:
         for i, word in enumerate(words):
             if not word and not self.empty_words:
                 raise ValueError(
-                    f"pattern {pattern!r} has an empty word at position {i}; "
+                    f"pattern {shown(pattern)} has an empty word at position {i}; "
                     f"{self.name} does not allow empty words"
                 )
             if word == self.multi:
                 if self.multi_last_only and i != last:
                     raise ValueError(
-                        f"pattern {pattern!r}: {self.multi!r} may only be the last word "
+                        f"pattern {shown(pattern)}: {self.multi!r} may only be the last word "
                         f"in the {self.name} dialect"
                     )
                 continue
@@ -213,8 +230,8 @@ class Dialect:
                 for token in (self.single, self.multi):
                     if token is not None and token in word:
                         raise ValueError(
-                            f"pattern {pattern!r}: wildcard {token!r} must fill a whole "
-                            f"level, found in {word!r}"
+                            f"pattern {shown(pattern)}: wildcard {token!r} must fill a whole "
+                            f"level, found in {shown(word)}"
                         )
         return words
 
@@ -229,7 +246,7 @@ class Dialect:
         for i, word in enumerate(words):
             if not word and not self.empty_words:
                 raise ValueError(
-                    f"topic {topic!r} has an empty word at position {i}; "
+                    f"topic {shown(topic)} has an empty word at position {i}; "
                     f"{self.name} does not allow empty words"
                 )
             if not self.topic_wildcards:
@@ -238,7 +255,7 @@ class Dialect:
                         continue
                     if word == token or (self.strict_wildcards and token in word):
                         raise ValueError(
-                            f"topic {topic!r} contains the wildcard {token!r}; "
+                            f"topic {shown(topic)} contains the wildcard {token!r}; "
                             f"topics may not contain wildcards in the {self.name} dialect"
                         )
         return words

@@ -856,7 +856,9 @@ static cst_hdr *entry_at(const mainnode *m, uint32_t i, slot *at)
 /*
  * clean: compress the main node of `in` (resurrect entombed branches, drop
  * dead words, contract).  Best effort and lock-free: it retries only while
- * `in` is still of the trie's current generation.
+ * `in` is still of the trie's current generation.  Returns 1 when `in` is
+ * clean (or not ours to clean), 0 when it gave up (the generation moved, or
+ * 64 lost races), CST_ENOMEM when a copy could not be allocated.
  */
 static int clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t startgen)
 {
@@ -879,7 +881,7 @@ static int clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t sta
                     node_release(repl);
                 if (cur)
                     node_release(&cur->h);
-                return 0;
+                return CST_ENOMEM;
             }
             if (cur)
                 node_release(&cur->h);
@@ -889,7 +891,7 @@ static int clean(ctx *c, inode *in, unsigned lev, int is_trie_root, uint64_t sta
             return 1;
         mainnode *nm = to_contracted(cur, lev, is_trie_root);
         if (nm == NULL)
-            return 0;
+            return CST_ENOMEM;
         if (gcas(c, in, m, nm))
             return 1;
         if (rdcss_read_root(c, 0)->gen != startgen)
@@ -1154,9 +1156,12 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
         return at_word(u, in, m, &at, sn, k, lev, in_is_root);
     }
     case K_TNODE:
-        /* case 5: a tomb - help compress the parent, then restart */
-        if (parent != NULL)
-            clean(u->c, parent, plev, parent_is_root, gen);
+        /* case 5: a tomb - help compress the parent, then restart.  If the
+         * tomb cannot be cleaned for want of memory, the update cannot get
+         * past it: restarting would meet it again forever, so fail (nothing
+         * but renewals has happened). */
+        if (parent != NULL && clean(u->c, parent, plev, parent_is_root, gen) == CST_ENOMEM)
+            return CST_ENOMEM;
         return RESTART;
     case K_LNODE: {
         /* case 6: full-hash collisions - a list of S-nodes */
@@ -1215,7 +1220,7 @@ static int update_walk(upd *u, inode *root, scratch *sc)
     if (r == 1 && !u->insert) {
         for (size_t d = top; d-- > 0;) {
             if (gcas_read(u->c, path[d + 1].in)->h.kind == K_TNODE &&
-                !clean(u->c, path[d].in, path[d].lev, d == 0, u->startgen))
+                clean(u->c, path[d].in, path[d].lev, d == 0, u->startgen) != 1)
                 u->dirty = 1;
         }
     }

@@ -35,7 +35,6 @@ with ``--hypothesis-seed=N`` (``python -m pytest tests/test_hostile_input.py
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import os
 import random
@@ -587,7 +586,7 @@ def test_export_load_round_trip(name: str, data: st.DataObject) -> None:
     pytest.importorskip("pyarrow")
     d = DIALECTS[name]
     valid = valid_pattern(d)
-    subscriber = hostile_subscriber().filter(lambda s: not _paired_surrogates(s))
+    subscriber = hostile_subscriber()
     pairs = data.draw(st.lists(st.tuples(valid, subscriber), max_size=8), label="pairs")
     t = Trie(d)
     for pattern, sub in pairs:
@@ -618,23 +617,9 @@ def _not_utf8(s: object) -> bool:
     return isinstance(s, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in s)
 
 
-def _paired_surrogates(s: object) -> bool:
-    """A high lone surrogate right before a low one (see the xfail below)."""
-    return isinstance(s, str) and any(
-        0xD800 <= ord(a) <= 0xDBFF and 0xDC00 <= ord(b) <= 0xDFFF for a, b in itertools.pairwise(s)
-    )
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "cstrie.export jsonl writes each lone surrogate of a subscriber as a \\u "
-        "escape; a high one followed by a low one ('\\ud800\\udc00', two code "
-        "points) is then read back as one escaped surrogate pair, U+10000: another "
-        "subscriber (docs/export.md: lone surrogates 'come back exactly')"
-    ),
-)
 def test_jsonl_round_trip_of_adjacent_lone_surrogates() -> None:
+    """Rule (docs/export.md): subscriber strings come back exactly, also a lone
+    high surrogate right before a lone low one (two code points, not one)."""
     t = Trie("mqtt")
     t.subscribe("a", "\ud800\udc00")
     buf = io.BytesIO()
@@ -821,22 +806,15 @@ def test_mqtt_separators_only(k: int) -> None:
     t.check_invariants()
 
 
-# ---------------------------------------------------------------- known bugs
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "engine bug: an update that meets the tomb left by a cleanup that ran out of "
-        "memory helps clean it; when that cleanup cannot allocate either, update() "
-        "restarts forever (native/trie.c update_level, case K_TNODE returns RESTART "
-        "whatever clean() did) instead of failing with CST_ENOMEM / MemoryError"
-    ),
-)
+# ------------------------------------------------------- bugs found, fixed
 def test_update_over_a_tomb_out_of_memory() -> None:
-    """Found by the C fuzz target (stress/fuzz_known/).  Runs in a child process,
-    because the engine loops forever there: the test fails on the timeout."""
+    """Found by the C fuzz target (stress/fuzz_known/): an update that meets the
+    tomb left by a cleanup that ran out of memory, and cannot clean it for want
+    of memory either, raises MemoryError (it restarted forever).  Runs in a
+    child process, so that a livelock fails the test on the timeout."""
     script = textwrap.dedent(
         """
-        import cstrie
+        from cstrie import Trie
         from cstrie._binding import lib
         t = Trie("mqtt")
         t.subscribe("a/a/a", "s")
@@ -865,15 +843,6 @@ def test_update_over_a_tomb_out_of_memory() -> None:
     assert proc.returncode == 0 and "returned" in proc.stdout, proc.stderr[-2000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason=(
-        "cstrie.tree.render_text (the `cstrie tree` text view, --depth -1) recurses "
-        "once per level (_text_children), so a valid 65,535-level MQTT filter "
-        "raises RecursionError"
-    ),
-)
 def test_render_text_of_a_deep_tree() -> None:
     from cstrie.tree import render_text
 

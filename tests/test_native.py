@@ -11,8 +11,8 @@ must end with a line ``N passed, 0 failed``.
 ``make -C stress fuzz-replay`` replays the fuzz target's seed corpus
 (``stress/fuzz_engine.c``, ``stress/fuzz_corpus/``) under ASan + UBSan with
 gcc; ``make -C stress fuzz`` runs libFuzzer for a few seconds (clang only);
-``make -C stress fuzz-known`` replays the inputs of engine bugs not fixed yet
-(``stress/fuzz_known/``, a strict xfail).
+``make -C stress fuzz-known`` replays the inputs of engine bugs fixed since
+(``stress/fuzz_known/``, regressions).
 
 Skipped, with the reason, when gcc or make is missing or when the compiler
 cannot build with the sanitizer in question (clang with libFuzzer for the
@@ -127,18 +127,9 @@ def test_fuzz_replay() -> None:
     assert int(found[-1].group(1)) == len(seeds) >= 30
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "engine bug found by the fuzzer (stress/fuzz_known/): an update that meets the "
-        "tomb a cleanup left when it ran out of memory restarts forever when helping "
-        "clean it cannot allocate either (native/trie.c update_level, case K_TNODE), "
-        "instead of failing with CST_ENOMEM; make fuzz-known times out"
-    ),
-)
 def test_fuzz_known_bugs() -> None:
-    """make fuzz-known: the inputs that show engine bugs not fixed yet, replayed
-    without the harness's workaround (each under `timeout`)."""
+    """make fuzz-known: the inputs that showed engine bugs (fixed since),
+    replayed as regressions without any workaround (each under `timeout`)."""
     _require_toolchain("address,undefined")
     if shutil.which("timeout") is None:
         pytest.skip("make fuzz-known needs the timeout program")

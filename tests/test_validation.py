@@ -257,3 +257,33 @@ def test_valid_edge_inputs_accepted(trie_cls: Any, dialect: str, text: str) -> N
         assert trie.lookup(text) == [1]
     assert trie.unsubscribe(text, 1)
     assert len(trie) == 0
+
+
+@pytest.mark.parametrize(
+    ("dialect", "text", "what"),
+    [
+        ("mqtt", "a/" * 30000 + "#/x", "pattern"),
+        ("mqtt", "x" * 50000 + "\x00", "pattern"),
+        ("mqtt", "a/" * 30000 + "+", "topic"),
+        ("mqtt", "a+" * 20000, "pattern"),
+        ("amqp", "a." * 300, "pattern"),
+        ("nats", "a." * 30000 + "b c", "topic"),
+        ("nats", "a." * 30000 + ">.x", "pattern"),
+        ("nats", "a." * 30000 + "\ud800", "topic"),
+    ],
+)
+def test_messages_about_huge_texts_stay_short(dialect: str, text: str, what: str) -> None:
+    """Rule (hostile input): a ValueError names the problem without repeating a
+    huge text: long texts are shown shortened (their start, or the part around
+    the offending index, and their length)."""
+    from cstrie.trie import Trie
+
+    trie = Trie(dialect)
+    call = trie.subscribe if what == "pattern" else trie.lookup
+    args = (text, "s") if what == "pattern" else (text,)
+    with pytest.raises(ValueError) as info:
+        call(*args)
+    message = str(info.value)
+    assert len(message) < 300, message[:400]
+    assert f"({len(text)} characters)" in message or "UTF-8 bytes long" in message
+    assert len(trie) == 0

@@ -261,10 +261,28 @@ def dialect_from_json(obj: object) -> Dialect:
 # ------------------------------------------------------------ JSON values
 def json_value(v: str | int | bytes) -> object:
     """A stored subscriber as a JSON value: str and int as themselves, bytes as
-    ``{"bytes": "<base64>"}``."""
+    ``{"bytes": "<base64>"}``, and a str that is not valid UTF-8 text (it holds
+    a lone surrogate) as ``{"text": "<base64 of its UTF-8, surrogates passed
+    through>"}``: JSON's own ``\\u`` escapes would read a lone high surrogate
+    followed by a lone low one back as one character."""
     if type(v) is bytes:
         return {"bytes": base64.b64encode(v).decode("ascii")}
+    if type(v) is str and not _is_utf8_text(v):
+        return {"text": surrogate_text_b64(v)}
     return v
+
+
+def _is_utf8_text(v: str) -> bool:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def surrogate_text_b64(v: str) -> str:
+    """The ``{"text": ...}`` payload of a str with lone surrogates."""
+    return base64.b64encode(v.encode("utf-8", "surrogatepass")).decode("ascii")
 
 
 def value_from_json(v: object) -> str | int | bytes:
@@ -278,6 +296,13 @@ def value_from_json(v: object) -> str | int | bytes:
                 return base64.b64decode(b, validate=True)
             except (binascii.Error, ValueError):
                 pass
+        t = v.get("text")
+        if isinstance(t, str):
+            try:
+                return base64.b64decode(t, validate=True).decode("utf-8", "surrogatepass")
+            except (binascii.Error, ValueError):
+                pass
     raise FormatError(
-        f'invalid subscriber value {v!r}: expected a string, an integer or {{"bytes": "<base64>"}}'
+        f"invalid subscriber value {v!r}: expected a string, an integer, "
+        '{"bytes": "<base64>"} or {"text": "<base64>"}'
     )

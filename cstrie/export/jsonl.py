@@ -9,15 +9,17 @@ Layout (UTF-8, ``\\n`` line ends)::
     {"end": {"pairs": 3, "crc32": 2882390462}}
 
 The first line is the header (see :func:`cstrie.export.meta.make_meta`); then
-one line per (pattern, subscriber) pair, subscribers as JSON strings, integers
-or ``{"bytes": base64}``; the last line is the footer with the number of pairs
-and the CRC-32 of every byte before the footer line.  A missing footer (a
-truncated file), a wrong count or a wrong CRC is a
-:class:`~cstrie.export.FormatError`.  To edit a file by hand, delete
-``"crc32"`` from the footer (the pair count is still checked).  The writer
-uses compact separators; the readers accept any JSON spacing.  With pyarrow
-installed, plain files (all-string or all-int64 subscribers) are parsed by
-Arrow's JSON reader straight into buffers; others by :mod:`json`.
+one line per (pattern, subscriber) pair, subscribers as JSON strings,
+integers, ``{"bytes": base64}`` or, for a str holding a lone surrogate (not
+valid UTF-8 text), ``{"text": base64 of its UTF-8 with surrogates passed
+through}``; the last line is the footer with the number of pairs and the
+CRC-32 of every byte before the footer line.  A missing footer (a truncated
+file), a wrong count or a wrong CRC is a :class:`~cstrie.export.FormatError`.
+To edit a file by hand, delete ``"crc32"`` from the footer (the pair count is
+still checked).  The writer uses compact separators; the readers accept any
+JSON spacing.  With pyarrow installed, plain files (all-string or all-int64
+subscribers) are parsed by Arrow's JSON reader straight into buffers; others
+by :mod:`json`.
 """
 
 from __future__ import annotations
@@ -34,14 +36,13 @@ from typing import Any, BinaryIO
 
 from cstrie import _binding as nb
 from cstrie.export import meta as m
-from cstrie.export.codec import Decode, Plan, value_from_json
+from cstrie.export.codec import Decode, Plan, surrogate_text_b64, value_from_json
 from cstrie.export.errors import FormatError
 from cstrie.export.source import ByteTable, Numbering, chunks
 
 __all__ = ["loads", "read", "write"]
 
 _enc_str: Callable[[str], str] = json.encoder.encode_basestring
-_enc_ascii: Callable[[str], str] = json.encoder.encode_basestring_ascii
 _OPEN_B = b'{"pattern":"'
 _MID = '","subscriber":'
 _CLOSE = '}\n{"pattern":"'  # each tail also opens the next line (trimmed at the end)
@@ -51,15 +52,15 @@ _PLAIN = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
 
 
 def _json_text(v: str | int | bytes) -> str:
-    """A stored subscriber as JSON text (non-ASCII kept as UTF-8, lone
-    surrogates as \\u escapes)."""
+    """A stored subscriber as JSON text (non-ASCII kept as UTF-8; a str with a
+    lone surrogate as ``{"text": base64}``, see ``codec.json_value``)."""
     if isinstance(v, str):
         text = _enc_str(v)
         if not text.isascii():
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
-                text = _enc_ascii(v)
+                text = '{"text":"' + surrogate_text_b64(v) + '"}'
         return text
     if isinstance(v, int):
         return str(v)
