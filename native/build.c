@@ -112,6 +112,9 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
     cn->m.h.b2 = (uint8_t)specmask;
     uint32_t w = 0;
     int failed = 0;
+    for (unsigned s = 0; spec && s < SPEC_SLOTS; s++) /* spec slots first (nodes.h) */
+        if (spec[s])
+            cn->array[w++] = &spec[s]->h;
     for (uint32_t bm = bitmap; bm; bm &= bm - 1) {
         unsigned f = (unsigned)__builtin_ctz(bm);
         snode **grp = sorted + start[f];
@@ -147,9 +150,6 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
         }
         cn->array[w++] = &in->h;
     }
-    for (unsigned s = 0; spec && s < SPEC_SLOTS; s++)
-        if (spec[s])
-            cn->array[w++] = &spec[s]->h;
     if (sorted != local)
         free(sorted);
     if (failed) {

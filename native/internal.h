@@ -107,8 +107,6 @@ cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly);
 void ctx_exit(ctx *c);
 
 static inline uint32_t frag(uint64_t h, unsigned lev) { return (uint32_t)(h >> lev) & 31u; }
-static inline int popc(uint32_t x) { return __builtin_popcount(x); }
-
 /* GCAS_READ of the paper: in's main node, after helping a pending GCAS on it
  * to its end (gcas_commit, trie.c).  The loads are those of trie.c's
  * load_main/load_prev: seq_cst, because gcas_commit's decision reads prev,
@@ -128,7 +126,7 @@ static inline cst_hdr *spec_get(const cnode *cn, unsigned s)
     unsigned spec = cn->m.h.b2;
     if (!(spec & (1u << s)))
         return NULL;
-    return cn->array[popc(cn->bitmap) + popc(spec & ((1u << s) - 1))];
+    return cn->array[popc(spec & ((1u << s) - 1))];
 }
 
 static inline int word_eq(const snode *sn, const word *w)

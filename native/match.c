@@ -243,7 +243,7 @@ static snode *find_literal(ctx *c, cnode *cn, const word *w)
             uint32_t bit = 1u << frag(w->hash, lev);
             if (!(x->bitmap & bit))
                 return NULL;
-            cst_hdr *b = x->array[popc(x->bitmap & (bit - 1))];
+            cst_hdr *b = x->array[popc(x->m.h.b2) + popc(x->bitmap & (bit - 1))];
             if (b->kind == K_SNODE)
                 return word_eq((snode *)b, w) ? (snode *)b : NULL;
             m = gcas_read(c, (inode *)b);
@@ -293,15 +293,23 @@ typedef struct mframe {
     uint8_t memo_on;
 } mframe;
 
-static void push(mctx *x, size_t *sp, mframe f)
+static void push_grow(mctx *x, size_t *sp, mframe f)
 {
     scratch *sc = x->sc;
-    if (*sp >= sc->mstackcap &&
-        scratch_reserve((void **)&sc->mstack, &sc->mstackcap, *sp + 1, sizeof(mframe)) < 0) {
+    if (scratch_reserve((void **)&sc->mstack, &sc->mstackcap, *sp + 1, sizeof(mframe)) < 0) {
         x->oom = 1;
         return;
     }
     sc->mstack[(*sp)++] = f;
+}
+
+static inline void push(mctx *x, size_t *sp, mframe f)
+{
+    scratch *sc = x->sc;
+    if (__builtin_expect(*sp < sc->mstackcap, 1))
+        sc->mstack[(*sp)++] = f;
+    else
+        push_grow(x, sp, f);
 }
 
 /* Push the states that follow a topic level (the C-node under in) with i
@@ -315,12 +323,20 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, in
     cnode *cn = (cnode *)m;
     int hide = x->dollar && i == 0;
     if (i < x->n) {
+        /* The states are taken in the reverse order of their pushes, so the
+         * one-level wildcard's S-node and the literal's next level are read
+         * last: fetch them now, while the walk goes on elsewhere. */
         snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
-        if (ss && !hide)
+        if (ss && !hide) {
+            __builtin_prefetch(ss);
             push(x, sp, (mframe){ss, i + 1, 0, depth, multis, F_NODE, (uint8_t)memo_on});
+        }
         snode *sn = find_literal(x->c, cn, &x->w[i]);
-        if (sn)
+        if (sn) {
+            if (sn->child != NULL)
+                __builtin_prefetch(sn->child);
             push(x, sp, (mframe){sn, i + 1, 0, depth, multis, F_NODE, (uint8_t)memo_on});
+        }
     }
     snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
     if (sm && !hide) {

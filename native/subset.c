@@ -21,7 +21,7 @@ static inline uint64_t mix(uint64_t x)
 }
 
 static inline uint32_t frag(uint64_t h, int shift) { return (uint32_t)(h >> shift) & 31u; }
-static inline int pc(uint32_t x) { return __builtin_popcount(x); }
+static inline int pc(uint32_t x) { return popc(x); }
 static inline size_t node_size(uint32_t dm, uint32_t nm)
 {
     return sizeof(setnode) + sizeof(uint64_t) * (size_t)(pc(dm) + pc(nm));

@@ -431,8 +431,8 @@ static cnode *cn_with(const cnode *cn, uint64_t gen, int is_spec, unsigned key, 
     ncn->bitmap = bitmap;
     ncn->m.h.b2 = (uint8_t)spec;
     /* Position of the edited entry in the old and new arrays. */
-    uint32_t pos = is_spec ? (uint32_t)(popc(cn->bitmap) + popc(cn->m.h.b2 & (bit - 1)))
-                           : (uint32_t)popc(cn->bitmap & (bit - 1));
+    uint32_t pos = is_spec ? (uint32_t)popc(cn->m.h.b2 & (bit - 1))
+                           : (uint32_t)(popc(cn->m.h.b2) + popc(cn->bitmap & (bit - 1)));
     uint32_t o = 0, w = 0;
     int32_t new_at = XFER_NONE;
     for (; o < cn->n; o++) {
@@ -844,12 +844,12 @@ static cst_hdr *entry_at(const mainnode *m, uint32_t i, slot *at)
         return &((const lnode *)m)->sn[i]->h;
     }
     const cnode *cn = (const cnode *)m;
-    uint32_t nb = (uint32_t)popc(cn->bitmap);
-    uint32_t bits = i < nb ? cn->bitmap : cn->m.h.b2;
-    uint32_t rank = i < nb ? i : i - nb;
+    uint32_t ns = (uint32_t)popc(cn->m.h.b2); /* the spec slots come first */
+    uint32_t bits = i < ns ? cn->m.h.b2 : cn->bitmap;
+    uint32_t rank = i < ns ? i : i - ns;
     for (uint32_t r = 0; r < rank; r++)
         bits &= bits - 1; /* drop the lowest set bit */
-    *at = (slot){0, i >= nb, (unsigned)__builtin_ctz(bits)};
+    *at = (slot){0, i < ns, (unsigned)__builtin_ctz(bits)};
     return cn->array[i];
 }
 
@@ -1096,7 +1096,8 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
         } else {
             at.key = frag(wk->hash, lev);
             uint32_t bit = 1u << at.key;
-            b = (cn->bitmap & bit) ? cn->array[popc(cn->bitmap & (bit - 1))] : NULL;
+            b = (cn->bitmap & bit) ? cn->array[popc(cn->m.h.b2) + popc(cn->bitmap & (bit - 1))]
+                                   : NULL;
         }
         if (b == NULL) {
             if (!u->insert)

@@ -511,7 +511,7 @@ static int check_main(chk *k, cframe fr)
             if (fr.level_top && !fr.trie_root && cn->n == 0)
                 return fail(k, "empty topic level was not entombed", cn);
         }
-        uint32_t pos = 0;
+        uint32_t pos = (uint32_t)popc(spec); /* the branches follow the spec slots */
         for (unsigned f = 0; f < 32; f++) {
             if (!(cn->bitmap & (1u << f)))
                 continue;
