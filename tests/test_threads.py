@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import random
+import textwrap
 import threading
 import time
 from collections import Counter
@@ -408,3 +409,51 @@ def test_snapshot_racing_with_last_unsubscribe_keeps_subscriber_mapped(
     assert list(trie) == []
     assert _unmapped_ids(snap._h, trie) == []  # (fails: 'x' was freed)
     assert list(snap) == [("a", "x")]
+
+
+def test_threads_freeing_ids_at_once_keep_the_registry_whole() -> None:
+    """Rule (registry rule 1, under threads): ids freed by threads at the same
+    time all go back to the free list, and the registry stays consistent.  Two
+    threads subscribe 3,000 subscribers each (distinct ones, so different stripe
+    locks), then unsubscribe them all at once: every unsubscribe frees an id,
+    so the shared free list grows again and again while both threads free.
+    (It once grew under the stripe lock alone: two threads reallocated it at
+    the same time, and the process aborted with a double free.)  Run in a
+    child process, so that a crash fails the test."""
+    from helpers import run_isolated
+
+    code = textwrap.dedent(
+        """
+        import threading
+        from cstrie import Trie
+
+        for rnd in range(60):
+            trie = Trie("mqtt")
+            start = threading.Barrier(2)
+            errors = []
+
+            def work(k):
+                try:
+                    subs = [f"t{k}-s{i}" for i in range(3000)]
+                    for i, s in enumerate(subs):
+                        trie.subscribe(f"a/{i % 50}", s)
+                    start.wait()
+                    for i, s in enumerate(subs):
+                        assert trie.unsubscribe(f"a/{i % 50}", s)
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            assert not errors, errors
+            assert len(trie) == 0 and len(trie._reg) == 0, (len(trie), len(trie._reg))
+            trie.subscribe("x", "again")  # reuses a freed slot
+            assert trie.lookup("x") == ["again"]
+            trie.check_invariants(strict=True)
+        print("ok")
+        """
+    )
+    assert run_isolated(code, timeout=300).strip() == "ok"

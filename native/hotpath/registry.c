@@ -463,10 +463,14 @@ int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj)
         return -1;
     if ((uint64_t)owner != id)
         return 0;
+    /* free_slots is shared by every stripe: it grows under the slot lock
+     * (two frees of different stripes once reallocated it at the same time). */
+    cst_mutex_lock(&r->slot_lock);
     if (r->nfree == r->free_cap) {
         size_t ncap = r->free_cap ? r->free_cap * 2 : 64;
         uint64_t *nf = PyMem_RawRealloc(r->free_slots, ncap * sizeof *nf);
         if (nf == NULL) {
+            cst_mutex_unlock(&r->slot_lock);
             PyErr_NoMemory();
             return -1;
         }
@@ -475,7 +479,6 @@ int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj)
     }
     idtab_remove(&r->ids[STRIPE(h)], h, id);
     atomic_fetch_sub_explicit(&r->nids, 1, memory_order_relaxed);
-    cst_mutex_lock(&r->slot_lock);
     count_free(r);
     if ((Py_ssize_t)id < PyList_GET_SIZE(r->objects)) { /* else: cleared by the GC */
         PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
