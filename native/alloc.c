@@ -28,7 +28,8 @@
  * to 512 bytes (CACHE_DEPTH blocks each), in its counter set:
  *  7. Cached blocks are counted as freed (counters above): the live counts
  *     stay exact.  A block is allocated with its class's size, so any request
- *     of that class can reuse it.
+ *     of that class can reuse it; the classes follow malloc's chunk sizes
+ *     (class_of), so that costs no memory beyond what malloc(size) would.
  *  8. A thread's cache is emptied (to free()) when it gives its counter set
  *     up at exit, so a set is always handed over with an empty cache; the
  *     shared fallback set never caches.  Under AddressSanitizer a cached
@@ -79,9 +80,17 @@
 #endif
 
 #ifndef CACHE_CLASSES
-#define CACHE_CLASSES 32 /* 16, 32, ..., 512 bytes */
+#define CACHE_CLASSES 32 /* blocks of 8, 24, 40, ..., 504 bytes (class_bytes) */
 #endif
 #define CACHE_DEPTH 64
+
+/* The cache class of a request, and the size its blocks are allocated with.
+ * glibc's malloc gives a request of r bytes a chunk of (r + 8) rounded up to
+ * 16: so class k (1-based) takes the requests that malloc would give the same
+ * k * 16-byte chunk, and asks malloc for k * 16 - 8 bytes.  Caching a freed
+ * node for reuse by a slightly larger one then costs no memory. */
+static inline size_t class_of(size_t size) { return (size + 23) >> 4; }
+static inline size_t class_bytes(size_t k) { return k * 16 - 8; }
 
 typedef struct cached {
     struct cached *next;
@@ -119,7 +128,7 @@ static void cache_flush(counters *c)
     for (size_t k = 0; k < CACHE_CLASSES; k++) {
         while (c->cache[k] != NULL) {
             cached *b = c->cache[k];
-            UNPOISON(b, (k + 1) * 16);
+            UNPOISON(b, class_bytes(k + 1));
             c->cache[k] = b->next;
             free(b);
         }
@@ -246,17 +255,17 @@ void *cst_alloc(size_t size)
     if (!may_allocate())
         return NULL;
     counters *c = my_counters();
-    size_t k = (size + 15) >> 4; /* class k - 1 holds blocks of k * 16 bytes */
+    size_t k = class_of(size); /* cache[k - 1] holds blocks of class_bytes(k) */
     void *p;
     if (k - 1 < CACHE_CLASSES && c != &fallback) {
         cached *b = c->cache[k - 1];
         if (b != NULL) {
-            UNPOISON(b, k * 16);
+            UNPOISON(b, class_bytes(k));
             c->cache[k - 1] = b->next;
             c->ncache[k - 1]--;
             p = b;
         } else {
-            p = malloc(k * 16);
+            p = malloc(class_bytes(k));
         }
     } else {
         p = malloc(size);
@@ -277,13 +286,13 @@ void cst_dealloc(void *p, size_t size)
     add(c, &c->live_count, -1);
     add(c, &c->live_bytes, -(int64_t)size);
     add(c, &c->total_frees, 1);
-    size_t k = (size + 15) >> 4;
+    size_t k = class_of(size);
     if (k - 1 < CACHE_CLASSES && c != &fallback && c->ncache[k - 1] < CACHE_DEPTH) {
         cached *b = p;
         b->next = c->cache[k - 1];
         c->cache[k - 1] = b;
         c->ncache[k - 1]++;
-        POISON((char *)b + sizeof *b, k * 16 - sizeof *b); /* the link stays visible (LSan) */
+        POISON((char *)b + sizeof *b, class_bytes(k) - sizeof *b); /* the link stays visible (LSan) */
         return;
     }
     free(p);

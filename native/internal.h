@@ -140,13 +140,16 @@ static inline size_t snode_ids_at(uint32_t wlen) { return ((size_t)wlen + 7u) & 
 
 static inline size_t snode_size(uint32_t wlen, uint32_t nsubs)
 {
-    return sizeof(snode) + snode_ids_at(wlen) +
-           (nsubs <= SUBS_INLINE ? (size_t)nsubs * sizeof(uint64_t) : 0);
+    if (nsubs < 2 || nsubs > SUBS_INLINE)
+        return sizeof(snode) + wlen;
+    return sizeof(snode) + snode_ids_at(wlen) + (size_t)nsubs * sizeof(uint64_t);
 }
 
 /* The inline ids (valid when nsubs <= SUBS_INLINE). */
 static inline const uint64_t *snode_ids(const snode *sn)
 {
+    if (sn->nsubs == 1)
+        return &sn->one;
     return (const uint64_t *)(const void *)(sn->word + snode_ids_at(sn->wlen));
 }
 

@@ -155,10 +155,12 @@ typedef struct lnode {
     snode *sn[];
 } lnode;
 
-/* An S-node keeps up to SUBS_INLINE subscriber ids itself, after its word
- * (padded to 8 bytes), so that a lookup finds a small set on the cache line it
- * already read for the word, and an update of a small set allocates one node;
- * a larger set is a CHAMP (subset.c). */
+/* An S-node keeps up to SUBS_INLINE subscriber ids itself, so that a lookup
+ * finds a small set on the cache line it already read for the word, and an
+ * update of a small set allocates one node; a larger set is a CHAMP
+ * (subset.c).  One id (the common case: a filter with one subscriber) sits in
+ * the field a set's pointer would take, and costs no byte; two to
+ * SUBS_INLINE sit after the word, padded to 8 bytes. */
 #define SUBS_INLINE 4
 
 struct snode {
@@ -166,9 +168,12 @@ struct snode {
     uint32_t wlen;
     uint32_t nsubs;            /* size of the subscriber set */
     uint64_t hash;
-    setnode *set;              /* nsubs > SUBS_INLINE: the set; else NULL */
+    union {
+        setnode *set;          /* nsubs > SUBS_INLINE: the set */
+        uint64_t one;          /* nsubs == 1: the id; nsubs 0 or 2..SUBS_INLINE: 0 */
+    };
     inode *child;              /* next topic level, or NULL */
-    char word[];               /* wlen bytes; then, padded, nsubs <= SUBS_INLINE ids */
+    char word[];               /* wlen bytes; then, padded, 2..SUBS_INLINE ids */
 };
 
 #define FAILED_BIT ((uintptr_t)1)

@@ -367,10 +367,13 @@ snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash, uin
     sn->wlen = wlen;
     sn->nsubs = nsubs;
     sn->hash = hash;
-    sn->set = nsubs > SUBS_INLINE ? set : NULL;
+    if (nsubs > SUBS_INLINE)
+        sn->set = set;
+    else
+        sn->one = nsubs == 1 ? ids[0] : 0;
     sn->child = child;
     memcpy(sn->word, p, wlen);
-    if (nsubs <= SUBS_INLINE && nsubs > 0)
+    if (nsubs >= 2 && nsubs <= SUBS_INLINE)
         memcpy(sn->word + snode_ids_at(wlen), ids, (size_t)nsubs * sizeof(uint64_t));
     return sn;
 }

@@ -452,7 +452,7 @@ static int check_sn(chk *k, snode *sn, uint64_t gen)
         if (cnt != sn->nsubs)
             return fail(k, "subscriber count differs from the set's size", sn);
     } else {
-        if (sn->set != NULL)
+        if (sn->nsubs != 1 && sn->one != 0)
             return fail(k, "a small subscriber set is not inline", sn);
         const uint64_t *ids = snode_ids(sn);
         for (uint32_t i = 0; i < sn->nsubs; i++)
