@@ -246,15 +246,16 @@ class LookupLoop(threading.Thread):
 
 
 def _long_lookups() -> LookupLoop:
-    """Lookups of several milliseconds each: "#" ten times then "z", against a
-    500-word key (an unbounded dialect: the memoised walk is O(m * n^2) here).
+    """Lookups of tens of milliseconds each: "#" ten times then "z", against a
+    20,000-word key (an unbounded dialect: the memoised walk visits O(m * n)
+    states here, ~200,000).
 
     They go through the cffi binding, which lets go of the GIL for the engine
     call: ``Trie.lookup`` (the C fast path) keeps the GIL, like any C method,
     so on a GIL build no drop could happen inside one of its calls."""
     t = Trie(UNBOUNDED)
     t.subscribe(".".join(["#"] * 10 + ["z"]), "s")
-    return LookupLoop(t, ".".join(["a"] * 500), through_cffi=True)
+    return LookupLoop(t, ".".join(["a"] * 20_000), through_cffi=True)
 
 
 def _short_lookups() -> LookupLoop:
