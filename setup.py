@@ -7,7 +7,7 @@ from setuptools import Extension, setup
 
 HOTPATH = Extension(
     "cstrie._hotpath",
-    sources=[f"native/hotpath/{name}.c" for name in ("module", "registry", "reader")],
+    sources=[f"native/hotpath/{name}.c" for name in ("module", "registry", "reader", "groups")],
     include_dirs=["native"],
     depends=[
         "native/hotpath/hotpath.h",

@@ -154,10 +154,13 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 class Groups:
     """A ``cst_groups`` output struct with its buffers."""
 
-    __slots__ = ("_ends", "_ids", "_pat", "s")
+    __slots__ = ("_ends", "_ids", "_pat", "_share", "s", "with_share")
 
-    def __init__(self, pat_cap: int, ids_cap: int, groups_cap: int) -> None:
+    def __init__(
+        self, pat_cap: int, ids_cap: int, groups_cap: int, with_share: bool = False
+    ) -> None:
         self.s = ffi.new("cst_groups *")
+        self.with_share = with_share
         self.resize(pat_cap, ids_cap, groups_cap)
 
     def resize(self, pat_cap: int, ids_cap: int, groups_cap: int) -> None:
@@ -175,6 +178,9 @@ class Groups:
         s.pat_end = self._ends[0]
         s.ids_end = self._ends[1]
         s.groups_cap = max(groups_cap, 1)
+        if self.with_share:
+            self._share = ffi.new("uint64_t[]", max(groups_cap, 1))
+            s.share = self._share
 
     def read(self) -> list[tuple[bytes, list[int]]]:
         """The groups in the buffers: (pattern bytes, ids) each."""
@@ -294,7 +300,8 @@ def gather(
 
 
 def iterate(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, list[int]]]:
-    """(pattern bytes, ids) groups of a consistent snapshot of handle.
+    """(pattern bytes, ids) groups of a consistent snapshot of handle: the
+    ordinary pairs only (share-group memberships: :func:`iterate_shared`).
 
     The snapshot and the buffers are taken now (a MemoryError is raised here,
     not during the iteration)."""
@@ -303,6 +310,32 @@ def iterate(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, list[int]]
         raise MemoryError("cstrie engine: out of memory starting an iteration")
     it = ffi.gc(it, lib.cst_iter_free)
     return _iter_groups(it, Groups(chunk * 4, chunk, chunk // 4))
+
+
+def iterate_shared(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, int, list[int]]]:
+    """(pattern bytes, share, ids) of every group of a consistent snapshot:
+    share is 0 for an ordinary pattern's subscribers, else the id of the share
+    group whose members ids are (on that filter)."""
+    it = lib.cst_iter_new(handle)
+    if it == ffi.NULL:
+        raise MemoryError("cstrie engine: out of memory starting an iteration")
+    it = ffi.gc(it, lib.cst_iter_free)
+    return _iter_shared(it, Groups(chunk * 4, chunk, chunk // 4, with_share=True))
+
+
+def _iter_shared(it: Any, g: Groups) -> Iterator[tuple[bytes, int, list[int]]]:
+    while True:
+        r = lib.cst_iter_next(it, g.s)
+        if r == lib.CST_ETRUNC:
+            s = g.s
+            g.resize(max(s.need_pat * 2, s.pat_cap), max(s.need_ids, s.ids_cap), s.groups_cap)
+            continue
+        check(r)
+        if r == 0:
+            return
+        shares = ffi.unpack(g.s.share, r)
+        for (pat, ids), share in zip(g.read(), shares, strict=True):
+            yield pat, share, ids
 
 
 def _iter_groups(it: Any, g: Groups) -> Iterator[tuple[bytes, list[int]]]:
@@ -335,6 +368,8 @@ def stats(handle: Any) -> dict[str, int]:
             "max_depth",
             "lookups",
             "generation",
+            "share_pairs",
+            "share_groups",
         )
     }
 

@@ -104,6 +104,7 @@ class Dialect:
     forbid_nul: bool = False
     forbidden: str = ""
     max_levels: int | None = None
+    share_prefix: str | None = None
 
     def __post_init__(self) -> None:
         for field in ("name", "separator"):
@@ -135,6 +136,12 @@ class Dialect:
             or self.max_levels < 1
         ):
             raise ValueError("Dialect.max_levels must be a positive int or None")
+        if self.share_prefix is not None and (
+            not isinstance(self.share_prefix, str)
+            or not self.share_prefix
+            or self.separator in self.share_prefix
+        ):
+            raise ValueError("Dialect.share_prefix must be a non-empty str without the separator")
         self._check_forbidden()
 
     def _check_forbidden(self) -> None:
@@ -287,8 +294,10 @@ MQTT = Dialect(
     dollar_rule=True,
     max_bytes=65535,
     forbid_nul=True,
+    share_prefix="$share",
 )
-"""MQTT 3.1.1/5 rules: ``+`` one level, ``#`` last level and parent, ``$`` topics."""
+"""MQTT 3.1.1/5 rules: ``+`` one level, ``#`` last level and parent, ``$`` topics,
+and MQTT 5 shared subscriptions (``$share/{ShareName}/{filter}``)."""
 
 NATS = Dialect(
     name="nats",

@@ -45,6 +45,7 @@ from collections.abc import Iterator
 
 from cstrie._hotpath import FREE, MAX_ATTEMPTS, STRIPES, Counts
 from cstrie._hotpath import Registry as _RegistryCore
+from cstrie.groups import GroupTable
 
 __all__ = ["FREE", "MAX_ATTEMPTS", "STRIPES", "Counts", "Registry"]
 
@@ -59,7 +60,12 @@ class Registry(_RegistryCore):
     ('alice', 1, 1)
     """
 
-    __slots__ = ()
+    __slots__ = ("groups",)
+
+    def __init__(self) -> None:
+        #: The family's share groups by name (cstrie.groups); a group's id is
+        #: an id of this registry, like a subscriber's.
+        self.groups = GroupTable()
 
     @contextlib.contextmanager
     def all_locks(self) -> Iterator[None]:

@@ -14,6 +14,8 @@ Complexities (n = subscriptions, w = words in the topic, m = matches):
 ``snapshot``/``copy``  O(1) in the engine (``copy`` also copies the handle's
                        per-subscriber count table, a C-level dict copy)
 ``len``                exact; O(changed paths) after the first call
+``route``              a lookup, plus O(log m) per matching share group of m
+                       members (sticky: O(m)); lock-free
 =====================  =====================================================
 
 Example::
@@ -43,6 +45,7 @@ from typing import Any
 from cstrie import _binding as nb
 from cstrie._hotpath import Reader, Writer
 from cstrie.dialect import Dialect, resolve_dialect
+from cstrie.groups import GroupTable, Shared, check_group, split_shared
 from cstrie.matcher import Matcher
 from cstrie.registry import Counts, Registry
 
@@ -56,6 +59,16 @@ def _pair_counts(ids: Any, kept: Any, n: int, max_id: int) -> Iterable[tuple[int
     per_id = array("I", bytes(4 * (max_id + 1)))
     nb.check(nb.lib.cst_count_ids(ids, kept, n, nb.ffi.from_buffer("uint32_t[]", per_id), max_id))
     return list(zip(compress(range(max_id + 1), per_id), compress(per_id, per_id), strict=True))
+
+
+def _split_any(dialect: Dialect, pattern: object) -> tuple[Any, str | None]:
+    """(filter, group name or None) of a pattern given as a str (in the
+    dialect's share syntax or not) or a Shared."""
+    if isinstance(pattern, Shared):
+        return pattern.pattern, check_group(dialect, pattern.group)
+    if isinstance(pattern, str):
+        return split_shared(dialect, pattern)
+    return pattern, None
 
 
 def _encode(text: object, what: str, dialect: Dialect) -> bytes:
@@ -112,40 +125,131 @@ class _ReadMethods:
         lookup = self._lookup_utf8  # type: ignore[attr-defined]
         return [lookup(_encode(t, "topic", self._dialect), t) for t in topics]
 
-    def subscribers(self, pattern: str) -> list[Any]:
+    def _route_slow(self, topic: object, key: object = None) -> list[Any]:
+        data = _encode(topic, "topic", self._dialect)
+        return self._route_utf8(data, topic, key, False)  # type: ignore[attr-defined, no-any-return]
+
+    def route_by_group(self, topic: str, key: object = None) -> tuple[list[Any], dict[str, Any]]:
+        """``route(topic, key)`` split in two: the ordinary subscribers, and
+        ``{group name: chosen member}``.  Same walk, same picks.
+
+        >>> from cstrie import Trie
+        >>> t = Trie("nats"); t.subscribe("orders.*", "w1", group="billing")
+        True
+        >>> t.route_by_group("orders.new")
+        ([], {'billing': 'w1'})
+        """
+        data = _encode(topic, "topic", self._dialect)
+        out: tuple[list[Any], dict[str, Any]] = self._route_utf8(data, topic, key, True)  # type: ignore[attr-defined]
+        return out
+
+    def route_many(
+        self, topics: Iterable[str], keys: Iterable[object] | None = None
+    ) -> list[list[Any]]:
+        """``[self.route(t, k) for t, k in zip(topics, keys)]`` (``keys`` None: each
+        topic is its own key).  Each row is one route (one walk)."""
+        route = self.route  # type: ignore[attr-defined]
+        if keys is None:
+            return [route(t) for t in topics]
+        return [route(t, k) for t, k in zip(topics, keys, strict=True)]
+
+    def _shared_args(self, pattern: object, group: object) -> tuple[Any, str | None]:
+        """(filter, group name or None) of a subscription written either way;
+        ValueError/TypeError for a bad group or both ways at once."""
+        pattern, named = _split_any(self._dialect, pattern)
+        if named is not None:
+            if group is not None:
+                raise ValueError(
+                    f"pattern names group {named!r} and group={group!r} is given as well"
+                )
+            return pattern, check_group(self._dialect, named)
+        if group is None:
+            return pattern, None
+        return pattern, check_group(self._dialect, group)
+
+    def subscribers(self, pattern: str | Shared, group: str | None = None) -> list[Any]:
         """The subscribers of exactly ``pattern`` (wildcards taken literally as
-        pattern words, not expanded).  O(w + s) for s subscribers."""
-        data = _encode(pattern, "pattern", self._dialect)
+        pattern words, not expanded); with a group (``group=``, a
+        :class:`~cstrie.groups.Shared` or MQTT's ``$share/g/filter``), the
+        group's members on that filter.  O(w + s) for s subscribers."""
+        filt, name = self._shared_args(pattern, group)
+        data = _encode(filt, "pattern", self._dialect)
         objs = self._reg.objects
+        if name is not None:
+            g = self._group_table.find(name)
+            if g is None:
+                return []
+            gid = self._reg.existing_id(g)
+            if gid is None:
+                return []
+
+            def members() -> list[Any]:
+                ids = nb.ids_call(
+                    lambda h, d, n, out, cap: nb.lib.cst_share_members(h, d, n, gid, out, cap),
+                    self._h,
+                    data,
+                )
+                if isinstance(ids, int):
+                    nb.raise_status(ids, self._dialect, "pattern", filt)
+                return list(map(objs.__getitem__, ids))
+
+            got: list[Any] = self._reg.stable(members)
+            return got
 
         def read() -> list[Any]:
             ids = nb.ids_call(nb.lib.cst_subscribers, self._h, data)
             if isinstance(ids, int):
-                nb.raise_status(ids, self._dialect, "pattern", pattern)
+                nb.raise_status(ids, self._dialect, "pattern", filt)
             return list(map(objs.__getitem__, ids))
 
         out: list[Any] = self._reg.stable(read)
         return out
 
+    @property
+    def _group_table(self) -> GroupTable:
+        table: GroupTable = self._reg.groups
+        return table
+
+    def group_policy(self, group: str) -> str:
+        """The selection policy of ``group``: ``"round-robin"`` (the default),
+        ``"random"`` or ``"sticky"``.  Shared by the trie's family."""
+        return self._group_table.policy(check_group(self._dialect, group))
+
+    def set_group_policy(self, group: str, policy: str) -> None:
+        """Choose how ``group`` picks its member for each message (see
+        :mod:`cstrie.groups`, rule 4).  Takes effect for every route that starts
+        after it returns; the setting stays when the group empties."""
+        self._group_table.set_policy(check_group(self._dialect, group), policy)
+
     # ------------------------------------------------------------ whole trie
-    def _groups(self) -> Iterator[tuple[str, list[Any]]]:
+    def _groups(self) -> Iterator[tuple[str | Shared, list[Any]]]:
+        for key, _, subs in self._groups_with_ids():
+            yield key, subs
+
+    def _groups_with_ids(self) -> Iterator[tuple[str | Shared, int, list[Any]]]:
+        """(pattern or Shared(filter, group), group id or 0, subscribers)."""
         token = self._reg.pin()
         try:
             objs = self._reg.objects
-            for pat, ids in nb.iterate(self._h):
-                yield pat.decode(), [objs[i] for i in ids]
+            for pat, share, ids in nb.iterate_shared(self._h):
+                key: str | Shared = pat.decode()
+                if share:
+                    key = Shared(key, objs[share].name)  # type: ignore[arg-type]
+                yield key, share, [objs[i] for i in ids]
         finally:
             self._reg.unpin(token)
 
-    def __iter__(self) -> Iterator[tuple[str, Any]]:
-        """(pattern, subscriber) pairs of a consistent snapshot taken now."""
+    def __iter__(self) -> Iterator[tuple[str | Shared, Any]]:
+        """(pattern, subscriber) pairs of a consistent snapshot taken now; a
+        group membership comes as (:class:`~cstrie.groups.Shared`, member)."""
         for pat, subs in self._groups():
             for s in subs:
                 yield pat, s
 
-    def subscriptions(self) -> dict[str, list[Any]]:
-        """pattern -> subscribers, from one consistent snapshot."""
-        out: dict[str, list[Any]] = {}
+    def subscriptions(self) -> dict[str | Shared, list[Any]]:
+        """pattern -> subscribers, from one consistent snapshot; group
+        memberships under :class:`~cstrie.groups.Shared` (filter, group) keys."""
+        out: dict[str | Shared, list[Any]] = {}
         for pat, subs in self._groups():
             out.setdefault(pat, []).extend(subs)
         return out
@@ -164,7 +268,7 @@ class _ReadMethods:
         return {
             "subscriptions": s["pairs"],
             "patterns": s["patterns"],
-            "subscribers": self._distinct_subscribers(),
+            "subscribers": self._distinct_subscribers(s["share_groups"] > 0),
             "nodes": s["inodes"] + s["cnodes"] + s["snodes"] + s["tnodes"] + s["lnodes"],
             "inodes": s["inodes"],
             "cnodes": s["cnodes"],
@@ -175,11 +279,13 @@ class _ReadMethods:
             "max_depth": s["max_depth"],
             "lookups": s["lookups"],
             "generation": s["generation"],
+            "shared_subscriptions": s["share_pairs"],
+            "shared_filters": s["share_groups"],
             "engine_bytes": int(nb.lib.cst_live_bytes()),
         }
 
-    def _distinct_subscribers(self) -> int:
-        return len({i for _, ids in nb.iterate(self._h) for i in ids})
+    def _distinct_subscribers(self, shares: bool) -> int:
+        return len({i for _, _, ids in nb.iterate_shared(self._h) for i in ids})
 
     # ---------------------------------------------------------------- export
     def export(
@@ -274,11 +380,13 @@ class Snapshot(_ReadMethods, Reader):
 
     def _counts_from_scan(self) -> dict[int, int]:
         counts: dict[int, int] = {}
-        for _, subs in self._groups():
+        for _, share, subs in self._groups_with_ids():
             for s in subs:
                 i = self._reg.existing_id(s)
                 if i is not None:
                     counts[i] = counts.get(i, 0) + 1
+            if share:  # the group's id is counted once per membership
+                counts[share] = counts.get(share, 0) + len(subs)
         return counts
 
     def __repr__(self) -> str:
@@ -323,9 +431,23 @@ class Trie(_ReadMethods, Writer):
         d = resolve_dialect(dialect)
         patterns: list[bytes] = []
         subs: list[Hashable] = []
+        shared: list[tuple[str, str, Hashable]] = []
         for pattern, sub in pairs:
-            patterns.append(_encode(pattern, "pattern", d))
+            filt, name = _split_any(d, pattern)
+            if name is not None:
+                _encode(filt, "pattern", d)
+                hash(sub)
+                shared.append((filt, name, sub))
+                continue
+            patterns.append(_encode(filt, "pattern", d))
             subs.append(sub)
+        if shared:  # memberships join after the bulk build (it knows no groups)
+            plain = cls.from_pairs(
+                [(p.decode(), s) for p, s in zip(patterns, subs, strict=True)], d
+            )
+            for filt, name, sub in shared:
+                plain.subscribe(filt, sub, group=name)
+            return plain
         index: dict[Hashable, int] = {}
         ids = [index.setdefault(s, len(index) + 1) for s in subs]
         offsets = nb.ffi.new("int64_t[]", [0, *accumulate(len(p) for p in patterns)])
@@ -406,13 +528,30 @@ class Trie(_ReadMethods, Writer):
 
     # subscribe() and unsubscribe() are served by the C base (Writer); these are
     # where it sends call forms and text it does not handle itself.
-    def _subscribe_slow(self, pattern: str, subscriber: Hashable) -> bool:
-        data = _encode(pattern, "pattern", self._dialect)
-        return self._subscribe_utf8(data, pattern, subscriber)
+    def _subscribe_slow(
+        self, pattern: str | Shared, subscriber: Hashable, *, group: str | None = None
+    ) -> bool:
+        filt, name = self._shared_args(pattern, group)
+        data = _encode(filt, "pattern", self._dialect)
+        if name is None:
+            return self._subscribe_utf8(data, filt, subscriber)
+        hash(subscriber)  # unhashable: TypeError before a group is made
+        return self._share_utf8(data, filt, subscriber, self._group_table.get(name), True)
 
-    def _unsubscribe_slow(self, pattern: str, subscriber: Hashable) -> bool:
-        data = _encode(pattern, "pattern", self._dialect)
-        return self._unsubscribe_utf8(data, pattern, subscriber)
+    def _unsubscribe_slow(
+        self, pattern: str | Shared, subscriber: Hashable, *, group: str | None = None
+    ) -> bool:
+        filt, name = self._shared_args(pattern, group)
+        data = _encode(filt, "pattern", self._dialect)
+        if name is None:
+            return self._unsubscribe_utf8(data, filt, subscriber)
+        g = self._group_table.find(name)
+        if g is None:
+            status = nb.lib.cst_validate(self._h, data, len(data), 1)
+            nb.check(status, self._dialect, "pattern", filt)
+            hash(subscriber)
+            return False
+        return self._share_utf8(data, filt, subscriber, g, False)
 
     def subscribe_many(self, pairs: Iterable[tuple[str, Hashable]]) -> int:
         """Subscribe many (pattern, subscriber) pairs in one engine call per chunk.
@@ -423,6 +562,28 @@ class Trie(_ReadMethods, Writer):
         holds every subscriber stripe lock); lookups go on.  O(total words).
         """
         items = list(pairs)
+        d = self._dialect
+        shared: list[tuple[str, str, Hashable]] = []
+        if d.share_prefix is not None or any(isinstance(p, Shared) for p, _ in items):
+            plain: list[tuple[str, Hashable]] = []
+            for p, sub in items:
+                filt, name = self._shared_args(p, None)
+                if name is None:
+                    plain.append((filt, sub))
+                else:
+                    data = _encode(filt, "pattern", d)
+                    st = nb.lib.cst_validate(self._h, data, len(data), 1)
+                    if st < 0:
+                        nb.raise_status(st, d, "pattern", filt)
+                    hash(sub)
+                    shared.append((filt, name, sub))
+            items = plain
+        added = self._subscribe_many_plain(items)
+        for filt, name, sub in shared:
+            added += self.subscribe(filt, sub, group=name)
+        return added
+
+    def _subscribe_many_plain(self, items: list[tuple[str, Hashable]]) -> int:
         d = self._dialect
         encoded = [_encode(p, "pattern", d) for p, _ in items]
         validate = nb.lib.cst_validate
@@ -474,12 +635,21 @@ class Trie(_ReadMethods, Writer):
         # Everything that can fail is done before the engine empties the trie.
         while True:
             cleared = nb.snapshot(self._h, True)
-            groups = nb.iterate(cleared)
+            groups = nb.iterate_shared(cleared)
             if nb.check(nb.lib.cst_clear_if(self._h, cleared)):
                 break
-        self._reg.removed_ids(self._counts, (i for _, ids in groups for i in ids))
 
-    def _distinct_subscribers(self) -> int:
+        def ids() -> Iterator[int]:
+            for _, share, members in groups:
+                yield from members
+                if share:  # the group's id was counted once per membership
+                    yield from [share] * len(members)
+
+        self._reg.removed_ids(self._counts, ids())
+
+    def _distinct_subscribers(self, shares: bool) -> int:
+        if shares:  # the counts hold group ids too: count the members' ids
+            return super()._distinct_subscribers(shares)
         return len(self._counts)
 
     def compact(self) -> None:
@@ -518,9 +688,10 @@ def _name_slow_paths(cls: type, names: tuple[str, ...]) -> None:
         )
         copy.__qualname__ = f"{cls.__name__}.{name}"
         copy.__doc__ = fn.__doc__
+        copy.__kwdefaults__ = fn.__kwdefaults__
         setattr(cls, f"_{name}_slow", copy)
 
 
-_READS = ("lookup", "has_subscribers", "match", "lookup_many")
+_READS = ("lookup", "has_subscribers", "match", "lookup_many", "route")
 _name_slow_paths(Snapshot, _READS)
 _name_slow_paths(Trie, (*_READS, "subscribe", "unsubscribe"))

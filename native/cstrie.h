@@ -30,6 +30,7 @@
 #define CST_EINVAL (-17)       /* bad argument (e.g. a dialect) */
 #define CST_EFORBIDDEN (-18)   /* a character the dialect forbids */
 #define CST_ETOODEEP (-19)     /* more words than the dialect allows */
+#define CST_EPICK (-20)        /* a route's pick callback gave up (cst_route) */
 
 typedef struct cst_dialect {
     const char *sep;
@@ -69,6 +70,10 @@ typedef struct cst_groups {
     size_t need_pat;
     size_t need_ids;
     size_t need_groups;
+    /* Iteration only: share[g] is 0 for an ordinary pattern's group, or the
+     * id of the share group whose members group g lists (its pattern is the
+     * group's filter).  With share NULL, iteration skips share groups. */
+    uint64_t *share;
 } cst_groups;
 
 typedef struct cst_stats {
@@ -78,6 +83,8 @@ typedef struct cst_stats {
     int64_t max_depth;         /* topic levels */
     int64_t lookups;           /* lookups served by this handle */
     int64_t generation;
+    int64_t share_pairs;       /* (pattern, group, member) triples, also in pairs */
+    int64_t share_groups;      /* (pattern, group) with members, also in patterns */
 } cst_stats;
 
 cst_trie *cst_new(const cst_dialect *d);
@@ -95,6 +102,45 @@ int cst_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
 int64_t cst_subscribe_batch(cst_trie *t, const char *data, const int64_t *offsets,
                             const uint64_t *ids, int64_t n, uint8_t *results,
                             int64_t *added, int *status);
+
+/*
+ * Share groups (MQTT 5 shared subscriptions, NATS queue groups): subscriber
+ * sub joins / leaves group `share` (a caller-chosen id, never 0) on pattern.
+ * 1 = the membership was new / was there, 0 = not, < 0 = error.  A member is
+ * not an ordinary subscriber of the pattern: lookups never return members;
+ * cst_route returns one member per matching group.
+ */
+int cst_share_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                        uint64_t sub);
+int cst_share_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                          uint64_t sub);
+/* The members of group `share` on exactly this pattern; as cst_subscribers. */
+int64_t cst_share_members(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                          uint64_t *out, size_t cap);
+
+/*
+ * The pick callback of a route: group `share` has n >= 1 candidate members
+ * for this message (the union of its members over every filter that
+ * matched, in an order fixed by the set of candidates).  Return
+ * CST_PICK_INDEX with *k < n the index of the member to deliver to, or
+ * CST_PICK_HASH with *k a 64-bit key hash: the member with the highest
+ * rendezvous score for that key (so a member's leaving moves only its own
+ * keys).  Any other value abandons the route (CST_EPICK).  Called inside
+ * the engine, in the order the groups are listed: it must not call the
+ * engine.
+ */
+typedef int (*cst_pick_fn)(void *arg, uint64_t share, uint64_t n, uint64_t *k);
+#define CST_PICK_INDEX 0
+#define CST_PICK_HASH 1
+/*
+ * Route one message: out[0 .. *nplain) receives the ordinary subscribers of
+ * topic, each once (as cst_lookup), and out[*nplain ..) one member for each
+ * share group with a member on a matching filter, shares[i - *nplain] being
+ * that group's id.  Returns the total; when it is above cap nothing is
+ * picked (call again with room).  One walk: the answer is of one state.
+ */
+int64_t cst_route(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, void *arg,
+                  uint64_t *out, uint64_t *shares, size_t cap, size_t *nplain);
 
 /* Subscriber ids matching topic, each once.  Returns how many there are; only
  * the first min(cap, result) are written. */

@@ -15,6 +15,9 @@ static const cst_hot_api table = {
     .validate = cst_validate,
     .is_readonly = cst_is_readonly,
     .free = cst_free,
+    .share_subscribe = cst_share_subscribe,
+    .share_unsubscribe = cst_share_unsubscribe,
+    .route = cst_route,
 };
 
 const void *cst_hot_api_table(void) { return &table; }

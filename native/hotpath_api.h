@@ -19,7 +19,7 @@
 
 #include "cstrie.h"
 
-#define CST_HOT_API_VERSION 2
+#define CST_HOT_API_VERSION 3
 
 typedef struct cst_hot_api {
     uint32_t size;     /* sizeof(cst_hot_api) of the engine that made it */
@@ -32,6 +32,13 @@ typedef struct cst_hot_api {
     int64_t (*validate)(cst_trie *t, const char *s, size_t len, int is_pattern);
     int (*is_readonly)(const cst_trie *t);
     void (*free)(cst_trie *t);  /* the handle's owner (Reader) frees it */
+    /* version 3: share groups */
+    int (*share_subscribe)(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                           uint64_t sub);
+    int (*share_unsubscribe)(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                             uint64_t sub);
+    int64_t (*route)(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, void *arg,
+                     uint64_t *out, uint64_t *shares, size_t cap, size_t *nplain);
 } cst_hot_api;
 
 #endif

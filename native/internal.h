@@ -64,6 +64,8 @@ typedef struct scratch {
     size_t uniqcap;
     snode **groups;
     size_t gcap;
+    snode **shares;            /* a route's share-group S-nodes (match.c) */
+    size_t shcap;
     snode **path;
     size_t pathcap;
     struct upd_frame *upath;   /* the path of an update (trie.c) */
@@ -105,6 +107,28 @@ snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash, uin
                   const uint64_t *ids, setnode *set, inode *child);
 cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly);
 void ctx_exit(ctx *c);
+
+/* Share groups (nodes.h): a group id is the 8-byte little-endian word below
+ * a share marker. */
+static inline void share_id_write(char *p, uint64_t id)
+{
+    for (int i = 0; i < SHARE_ID_BYTES; i++)
+        p[i] = (char)(uint8_t)(id >> (8 * i));
+}
+
+static inline uint64_t share_id_read(const char *p)
+{
+    uint64_t id = 0;
+    for (int i = SHARE_ID_BYTES; i-- > 0;)
+        id = (id << 8) | (uint8_t)p[i];
+    return id;
+}
+
+/* sc->w = the words of pattern, then the share marker and the word of group
+ * `share` (idbuf holds its bytes while the words are used); the number of
+ * words or a CST_E* code (trie.c). */
+int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                    char idbuf[SHARE_ID_BYTES], scratch *sc);
 
 static inline uint32_t frag(uint64_t h, unsigned lev) { return (uint32_t)(h >> lev) & 31u; }
 /* GCAS_READ of the paper: in's main node, after helping a pending GCAS on it

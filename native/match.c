@@ -37,6 +37,7 @@ static void scratch_free(void *p)
     free(sc->ids);
     free(sc->uniq);
     free(sc->groups);
+    free(sc->shares);
     free(sc->path);
     free(sc->upath);
     free(sc->mstack);
@@ -94,6 +95,8 @@ typedef struct mctx {
     size_t depth;
     cst_groups *out;           /* match(): groups written as found */
     int trunc;
+    int route;                 /* route(): also collect the share groups */
+    size_t nshares;            /* share-group S-nodes found (sc->shares) */
 } mctx;
 
 /* The memo holds two kinds of entry, told apart by the key's low bit (S-nodes
@@ -267,6 +270,62 @@ static snode *find_literal(ctx *c, cnode *cn, const word *w)
     }
 }
 
+/* The next topic level below an S-node holds nothing a topic can match: it
+ * is empty or has only the share slot (the groups of the S-node's pattern,
+ * nodes.h).  A many-level wildcard with such a level below it is a last
+ * word: its pattern matches only by consuming every word left. */
+static int only_shares(ctx *c, inode *in)
+{
+    mainnode *m = gcas_read(c, in);
+    if (m->h.kind != K_CNODE)
+        return 1; /* a tomb at hash level 0: an empty topic level */
+    const cnode *cn = (const cnode *)m;
+    return cn->bitmap == 0 && (cn->m.h.b2 & ~(1u << (W_SHARE - 1))) == 0;
+}
+
+static void share_add(mctx *x, snode *sn)
+{
+    if (sn->nsubs == 0 || sn->wlen != SHARE_ID_BYTES)
+        return;
+    scratch *sc = x->sc;
+    if (x->nshares >= sc->shcap &&
+        scratch_reserve((void **)&sc->shares, &sc->shcap, x->nshares + 1, sizeof(snode *)) < 0) {
+        x->oom = 1;
+        return;
+    }
+    sc->shares[x->nshares++] = sn;
+}
+
+/* Every group S-node of the share level whose main node (at hash level lev)
+ * is m.  Recursion over hash levels only: at most MAX_HASH_LEVEL / 5 + 1
+ * deep, whatever the input. */
+static void shares_below(mctx *x, mainnode *m, unsigned lev)
+{
+    switch (m->h.kind) {
+    case K_CNODE: {
+        cnode *cn = (cnode *)m;
+        for (uint32_t i = (uint32_t)popc(cn->m.h.b2); i < cn->n; i++) {
+            cst_hdr *b = cn->array[i];
+            if (b->kind == K_SNODE)
+                share_add(x, (snode *)b);
+            else if (lev < MAX_HASH_LEVEL)
+                shares_below(x, gcas_read(x->c, (inode *)b), lev + 5);
+        }
+        return;
+    }
+    case K_TNODE:
+        if (((tnode *)m)->sn)
+            share_add(x, ((tnode *)m)->sn);
+        return;
+    case K_LNODE:
+        for (uint32_t i = 0; i < ((lnode *)m)->n; i++)
+            share_add(x, ((lnode *)m)->sn[i]);
+        return;
+    default:
+        return;
+    }
+}
+
 /*
  * A pending state of the walk (the recursion of the paper's lookup, made
  * explicit):
@@ -362,6 +421,12 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, in
         if (e)
             push(x, sp, (mframe){e, 0, 0, depth, multis, F_NODE, (uint8_t)memo_on});
     }
+    if (x->route && i == x->n && !is_top) {
+        /* the S-node above matched the whole topic: its pattern's groups */
+        snode *g = (snode *)spec_get(cn, W_SHARE - 1);
+        if (g != NULL && g->child != NULL)
+            shares_below(x, gcas_read(x->c, g->child), 0);
+    }
 }
 
 /* The walk: states from the trie's top level until none is left. */
@@ -381,7 +446,7 @@ static void match_walk(mctx *x, inode *root)
             snode *sm = f->sn;
             uint8_t memo = (uint8_t)(x->memo && f->multis >= 1);
             mframe node = {sm, f->j, 0, f->depth, f->multis + 1, F_NODE, memo};
-            if (sm->child == NULL) {
+            if (sm->child == NULL || only_shares(x->c, sm->child)) {
                 /* Nothing follows the wildcard: only "consume every word" can
                  * match (memoised as above: an earlier wildcard may reach this
                  * level again). */
@@ -556,14 +621,9 @@ int cst_match(cst_trie *t, const char *topic, size_t len, cst_groups *out)
     return x.trunc ? CST_ETRUNC : (int)out->ngroups;
 }
 
-int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *out, size_t cap)
+/* The subscribers of exactly the n words in sc->w (as cst_subscribers). */
+static int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap)
 {
-    scratch *sc = scratch_get();
-    if (sc == NULL)
-        return CST_ENOMEM;
-    int64_t n = parse_words(t, pattern, len, 1, sc);
-    if (n < 0)
-        return n;
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
@@ -595,6 +655,162 @@ int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *
             sc->groups[0] = sn;
             x.ngroups = 1;
             r = collect_ids(&x, out, cap);
+        }
+    }
+    ctx_exit(&c);
+    return r;
+}
+
+int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *out, size_t cap)
+{
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = parse_words(t, pattern, len, 1, sc);
+    if (n < 0)
+        return n;
+    return words_subscribers(t, sc, n, out, cap);
+}
+
+int64_t cst_share_members(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                          uint64_t *out, size_t cap)
+{
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    char idbuf[SHARE_ID_BYTES];
+    int64_t n = share_words(t, pattern, len, share, idbuf, sc);
+    if (n < 0)
+        return n;
+    return words_subscribers(t, sc, n, out, cap);
+}
+
+/* ------------------------------------------------------------------------
+ * Routing: one member per share group
+ * ---------------------------------------------------------------------- */
+
+static inline uint64_t mix64(uint64_t x)
+{
+    /* splitmix64's finalizer: a bijection, so distinct ids score apart */
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* Rendezvous (highest random weight) hashing: the id of ids[0..n) whose
+ * score for key is highest.  O(n). */
+static uint64_t rendezvous(const uint64_t *ids, size_t n, uint64_t key)
+{
+    uint64_t best = ids[0], top = mix64(key ^ mix64(ids[0]));
+    for (size_t i = 1; i < n; i++) {
+        uint64_t sc = mix64(key ^ mix64(ids[i]));
+        if (sc > top || (sc == top && ids[i] < best)) {
+            top = sc;
+            best = ids[i];
+        }
+    }
+    return best;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t share_of(const snode *sn) { return share_id_read(sn->word); }
+
+static int cmp_share(const void *a, const void *b)
+{
+    uint64_t x = share_of(*(snode *const *)a), y = share_of(*(snode *const *)b);
+    return (x > y) - (x < y);
+}
+
+/* One member of the group whose S-nodes (one per matching filter) are
+ * g[0..k): the candidates are the union of their members.  0, or a CST_E*
+ * code. */
+static int pick_member(mctx *x, snode **g, size_t k, cst_pick_fn pick, void *arg,
+                       uint64_t *member)
+{
+    scratch *sc = x->sc;
+    uint64_t share = share_of(g[0]);
+    const uint64_t *cand;
+    size_t n;
+    if (k == 1 && g[0]->nsubs <= SUBS_INLINE) {
+        cand = snode_ids(g[0]); /* the common case: no copy */
+        n = g[0]->nsubs;
+    } else {
+        size_t total = 0;
+        for (size_t i = 0; i < k; i++)
+            total += g[i]->nsubs;
+        if (scratch_reserve((void **)&sc->uniq, &sc->uniqcap, total, sizeof(uint64_t)) < 0)
+            return CST_ENOMEM;
+        n = 0;
+        for (size_t i = 0; i < k; i++)
+            n += snode_emit(g[i], sc->uniq + n);
+        if (k > 1) {
+            /* the union, in id order: the same candidates give the same order */
+            qsort(sc->uniq, n, sizeof(uint64_t), cmp_u64);
+            size_t u = 0;
+            for (size_t i = 0; i < n; i++)
+                if (u == 0 || sc->uniq[u - 1] != sc->uniq[i])
+                    sc->uniq[u++] = sc->uniq[i];
+            n = u;
+        }
+        cand = sc->uniq;
+    }
+    uint64_t v = 0;
+    int how = pick(arg, share, n, &v);
+    if (how == CST_PICK_INDEX) {
+        *member = cand[v < n ? v : v % n];
+        return 0;
+    }
+    if (how == CST_PICK_HASH) {
+        *member = rendezvous(cand, n, v);
+        return 0;
+    }
+    return CST_EPICK;
+}
+
+int64_t cst_route(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, void *arg,
+                  uint64_t *out, uint64_t *shares, size_t cap, size_t *nplain)
+{
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    mctx x = {0};
+    x.route = 1;
+    *nplain = 0;
+    int64_t r = walk_topic(&x, &c, topic, len);
+    if (r == 0)
+        r = collect_ids(&x, out, cap);
+    if (r >= 0) {
+        size_t np = (size_t)r, ns = x.nshares;
+        snode **g = x.sc->shares;
+        if (ns > 1)
+            qsort(g, ns, sizeof(snode *), cmp_share);
+        size_t ngroups = 0;
+        for (size_t i = 0; i < ns; i++)
+            ngroups += i == 0 || share_of(g[i]) != share_of(g[i - 1]);
+        *nplain = np;
+        r = (int64_t)(np + ngroups);
+        if ((size_t)r <= cap) {
+            size_t k = np;
+            for (size_t i = 0; i < ns && r >= 0;) {
+                size_t j = i + 1;
+                while (j < ns && share_of(g[j]) == share_of(g[i]))
+                    j++;
+                int st = pick_member(&x, g + i, j - i, pick, arg, &out[k]);
+                if (st < 0)
+                    r = st;
+                else
+                    shares[k++ - np] = share_of(g[i]);
+                i = j;
+            }
+            if (r >= 0)
+                count_lookup(&c);
         }
     }
     ctx_exit(&c);

@@ -9,7 +9,7 @@
  *   +--------+
  *   | root --+--> I-node -----> C-node (hash level 0)
  *   +--------+    | gen  |      | prev (GCAS) | gen | bitmap | specmask |
- *                 | main-+--+   | array: [branch ...][spec: * # root-word]|
+ *                 | main-+--+   | array: [spec: * # root-word share][branch ...]|
  *                 +------+  |   +-----+-----------------+-----------------+
  *                           |         |                 |
  *            (GCAS target)  |         v                 v
@@ -31,6 +31,20 @@
  * in "spec" slots after its hashed branches, so a lookup reaches them in O(1).
  * The top C-node of a trie also keeps the S-node of the zero-word pattern
  * (the AMQP empty routing key) in a spec slot.
+ *
+ * Shared subscriptions (share groups, queue groups): the members of group g
+ * on pattern P hang below P's S-node, in the spec slot W_SHARE of the next
+ * topic level, as one more level of 8-byte literal words, one per group id:
+ *
+ *   S-node "P's last word" --child--> C-node [spec W_SHARE] --> S-node (share
+ *     marker, no word, no subscribers) --child--> C-node (hashed) --> S-node
+ *     "gid" (8 bytes, little-endian) | subscribers = the group's members |
+ *
+ * A lookup never reads the W_SHARE slot (so P's matches and every cost of a
+ * lookup stay as they were); a route (match.c) reads it at each S-node that
+ * matched the whole topic.  Updates, snapshots, cleanup and reclamation treat
+ * the two extra words like any other, so groups are as lock-free, as
+ * persistent and as cheap to snapshot as ordinary subscriptions.
  *
  * Every node starts with cst_hdr: an atomic reference count and the kind.
  * References are owned by: a trie handle's root, an I-node's main, a C-node's
@@ -74,8 +88,9 @@ enum node_kind {
 };
 
 /* Word kinds of an S-node. */
-enum word_kind { W_LITERAL = 0, W_SINGLE = 1, W_MULTI = 2, W_EMPTY_PATTERN = 3 };
-#define SPEC_SLOTS 3 /* spec slot s holds the S-node of word kind s+1 */
+enum word_kind { W_LITERAL = 0, W_SINGLE = 1, W_MULTI = 2, W_EMPTY_PATTERN = 3, W_SHARE = 4 };
+#define SPEC_SLOTS 4 /* spec slot s holds the S-node of word kind s+1 */
+#define SHARE_ID_BYTES 8 /* a group id's word below a share marker */
 
 typedef struct cst_hdr {
     _Atomic uint32_t rc;

@@ -1231,16 +1231,9 @@ static int update_walk(upd *u, inode *root, scratch *sc)
     return r;
 }
 
-static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
+/* The update of the n words in sc->w (parsed and validated). */
+static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert)
 {
-    if (t->readonly)
-        return CST_EREADONLY;
-    scratch *sc = scratch_get();
-    if (sc == NULL)
-        return CST_ENOMEM;
-    int64_t n = parse_words(t, pattern, len, 1, sc);
-    if (n < 0)
-        return (int)n;
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
@@ -1269,6 +1262,19 @@ static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, in
     return r;
 }
 
+static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
+{
+    if (t->readonly)
+        return CST_EREADONLY;
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = parse_words(t, pattern, len, 1, sc);
+    if (n < 0)
+        return (int)n;
+    return update_words(t, sc, n, sub, insert);
+}
+
 int cst_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
 {
     return update(t, pattern, len, sub, 1);
@@ -1277,6 +1283,54 @@ int cst_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
 int cst_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
 {
     return update(t, pattern, len, sub, 0);
+}
+
+int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                    char idbuf[SHARE_ID_BYTES], scratch *sc)
+{
+    if (share == 0)
+        return CST_EINVAL;
+    int64_t n = parse_words(t, pattern, len, 1, sc);
+    if (n < 0)
+        return n;
+    if (scratch_reserve((void **)&sc->w, &sc->wcap, (size_t)n + 2, sizeof(word)) < 0)
+        return CST_ENOMEM;
+    share_id_write(idbuf, share);
+    sc->w[n] = (word){.p = idbuf, .len = 0, .kind = W_SHARE, .hash = 0};
+    sc->w[n + 1] = (word){.p = idbuf,
+                          .len = SHARE_ID_BYTES,
+                          .kind = W_LITERAL,
+                          .hash = word_hash(idbuf, SHARE_ID_BYTES)};
+    return n + 2;
+}
+
+/* Join (insert) or leave group `share` on pattern as subscriber sub: the
+ * pair (pattern + marker + group word, sub), one ordinary update. */
+static int share_update(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                        uint64_t sub, int insert)
+{
+    if (t->readonly)
+        return CST_EREADONLY;
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    char idbuf[SHARE_ID_BYTES];
+    int64_t n = share_words(t, pattern, len, share, idbuf, sc);
+    if (n < 0)
+        return (int)n;
+    return update_words(t, sc, n, sub, insert);
+}
+
+int cst_share_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                        uint64_t sub)
+{
+    return share_update(t, pattern, len, share, sub, 1);
+}
+
+int cst_share_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                          uint64_t sub)
+{
+    return share_update(t, pattern, len, share, sub, 0);
 }
 
 int64_t cst_subscribe_batch(cst_trie *t, const char *data, const int64_t *offsets,

@@ -27,6 +27,7 @@ typedef struct wframe {
     uint32_t i;                /* next entry of m */
     int64_t acc;               /* count: the pairs below m so far */
     int64_t depth;             /* stats: topic depth of m's words */
+    int share;                 /* stats: m is in a share level (nodes.h) */
 } wframe;
 
 static int wpush(wframe **st, size_t *n, size_t *cap, wframe f)
@@ -47,7 +48,7 @@ static int64_t count_main(ctx *c, mainnode *m)
     wframe *st = NULL;
     size_t n = 0, cap = 0;
     int64_t total = 0;
-    if (wpush(&st, &n, &cap, (wframe){m, 0, 0, 0}) < 0)
+    if (wpush(&st, &n, &cap, (wframe){m, 0, 0, 0, 0}) < 0)
         return CST_ENOMEM;
     while (n > 0) {
         wframe *f = &st[n - 1];
@@ -68,7 +69,7 @@ static int64_t count_main(ctx *c, mainnode *m)
                                  : -1;
             if (cached >= 0)
                 f->acc += cached;
-            else if (wpush(&st, &n, &cap, (wframe){cm, 0, 0, 0}) < 0) {
+            else if (wpush(&st, &n, &cap, (wframe){cm, 0, 0, 0, 0}) < 0) {
                 free(st);
                 return CST_ENOMEM;
             }
@@ -111,7 +112,7 @@ static int stats_walk(ctx *c, mainnode *root_main, cst_stats *s)
 {
     wframe *st = NULL;
     size_t n = 0, cap = 0;
-    if (wpush(&st, &n, &cap, (wframe){root_main, 0, 0, 1}) < 0)
+    if (wpush(&st, &n, &cap, (wframe){root_main, 0, 0, 1, 0}) < 0)
         return CST_ENOMEM;
     while (n > 0) {
         wframe f = st[--n];
@@ -125,7 +126,8 @@ static int stats_walk(ctx *c, mainnode *root_main, cst_stats *s)
             cst_hdr *b = entry_at(f.m, i);
             if (b->kind == K_INODE) {
                 s->inodes++;
-                if (wpush(&st, &n, &cap, (wframe){gcas_read(c, (inode *)b), 0, 0, f.depth}) < 0)
+                if (wpush(&st, &n, &cap,
+                          (wframe){gcas_read(c, (inode *)b), 0, 0, f.depth, f.share}) < 0)
                     goto oom;
                 continue;
             }
@@ -134,8 +136,12 @@ static int stats_walk(ctx *c, mainnode *root_main, cst_stats *s)
             s->pairs += sn->nsubs;
             if (sn->nsubs > 0)
                 s->patterns++;
-            if (f.depth > s->max_depth)
+            if (f.share) {
+                s->share_pairs += sn->nsubs;
+                s->share_groups += sn->nsubs > 0;
+            } else if (f.depth > s->max_depth && sn->h.b1 != W_SHARE) {
                 s->max_depth = f.depth;
+            }
             if (sn->nsubs > SUBS_INLINE) {
                 uint64_t cnt = 0;
                 int64_t nodes = set_check(sn->set, 0, &cnt);
@@ -145,7 +151,8 @@ static int stats_walk(ctx *c, mainnode *root_main, cst_stats *s)
             if (sn->child) {
                 s->inodes++;
                 if (wpush(&st, &n, &cap,
-                          (wframe){gcas_read(c, sn->child), 0, 0, f.depth + 1}) < 0)
+                          (wframe){gcas_read(c, sn->child), 0, 0, f.depth + 1,
+                                   sn->h.b1 == W_SHARE}) < 0)
                     goto oom;
             }
         }
@@ -271,24 +278,46 @@ static cst_hdr *entry_at(const mainnode *m, uint32_t i)
     }
 }
 
-/* Length of the pattern of it->cur (path + cur). */
+/* it->cur is a group of a share level: the path ends in a share marker. */
+static int at_share(const cst_iter *it)
+{
+    return it->depth > 0 && it->path[it->depth - 1]->h.b1 == W_SHARE;
+}
+
+/* The words of it->cur's pattern: the path and cur, or for a share group
+ * the path up to its marker (the group's filter). */
+static size_t pattern_words(const cst_iter *it, const snode **last)
+{
+    if (at_share(it)) {
+        *last = it->path[it->depth - 2];
+        return it->depth - 2;
+    }
+    *last = it->cur;
+    return it->depth;
+}
+
+/* Length of the pattern of it->cur. */
 static size_t pattern_len(const cst_iter *it, const cst_dialect *d)
 {
-    size_t len = it->cur->wlen + it->depth * d->sep_len;
-    for (size_t i = 0; i < it->depth; i++)
+    const snode *last;
+    size_t k = pattern_words(it, &last);
+    size_t len = last->wlen + k * d->sep_len;
+    for (size_t i = 0; i < k; i++)
         len += it->path[i]->wlen;
     return len;
 }
 
 static void pattern_write(const cst_iter *it, const cst_dialect *d, char *p)
 {
-    for (size_t i = 0; i < it->depth; i++) {
+    const snode *last;
+    size_t k = pattern_words(it, &last);
+    for (size_t i = 0; i < k; i++) {
         memcpy(p, it->path[i]->word, it->path[i]->wlen);
         p += it->path[i]->wlen;
         memcpy(p, d->sep, d->sep_len);
         p += d->sep_len;
     }
-    memcpy(p, it->cur->word, it->cur->wlen);
+    memcpy(p, last->word, last->wlen);
 }
 
 int cst_iter_next(cst_iter *it, cst_groups *out)
@@ -323,6 +352,8 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
             }
             pattern_write(it, d, out->pat + pat);
             pat += plen;
+            if (out->share)
+                out->share[out->ngroups] = at_share(it) ? share_id_read(it->cur->word) : 0;
             size_t got;
             int finished;
             if (it->cur->nsubs <= SUBS_INLINE) {
@@ -386,7 +417,7 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
             continue;
         }
         it->cur = (snode *)b;
-        if (it->cur->nsubs > 0) {
+        if (it->cur->nsubs > 0 && (out->share != NULL || !at_share(it))) {
             it->stage = STAGE_GROUP;
             it->done = 0;
             if (it->cur->nsubs > SUBS_INLINE)
@@ -411,6 +442,7 @@ typedef struct cframe {
     int level_top;             /* hash level 0 of a topic level */
     int trie_root;             /* the trie's top C-node */
     uint64_t igen;             /* the generation of the I-node holding it */
+    int share;                 /* it is in a share level (group ids) */
 } cframe;
 
 typedef struct chk {
@@ -439,7 +471,7 @@ static int check_later(chk *k, cframe f)
     return 0;
 }
 
-static int check_sn(chk *k, snode *sn, uint64_t gen)
+static int check_sn(chk *k, snode *sn, uint64_t gen, int share)
 {
     if (sn->h.kind != K_SNODE)
         return fail(k, "expected an S-node", sn);
@@ -462,6 +494,14 @@ static int check_sn(chk *k, snode *sn, uint64_t gen)
     }
     if (sn->h.b1 == W_LITERAL && sn->hash != word_hash(sn->word, sn->wlen))
         return fail(k, "S-node hash does not match its word", sn);
+    if (share) {
+        if (sn->h.b1 != W_LITERAL || sn->wlen != SHARE_ID_BYTES || share_id_read(sn->word) == 0)
+            return fail(k, "a share level holds something other than a group id", sn);
+        if (sn->child != NULL)
+            return fail(k, "a share group has a next topic level", sn);
+    }
+    if (sn->h.b1 == W_SHARE && (sn->nsubs != 0 || sn->wlen != 0))
+        return fail(k, "a share marker has subscribers or a word", sn);
     if (sn->child == NULL) {
         if (k->strict && sn->nsubs == 0)
             return fail(k, "S-node with no subscribers and no child was not pruned", sn);
@@ -474,7 +514,7 @@ static int check_sn(chk *k, snode *sn, uint64_t gen)
     mainnode *cm = gcas_read(k->c, sn->child);
     if (k->strict && cm->h.kind == K_TNODE)
         return fail(k, "entombed topic level left in a quiescent trie", cm);
-    return check_later(k, (cframe){cm, 0, 1, 0, sn->child->gen});
+    return check_later(k, (cframe){cm, 0, 1, 0, sn->child->gen, sn->h.b1 == W_SHARE});
 }
 
 /* Check one main node; its children are queued (check_later), not recursed. */
@@ -500,6 +540,10 @@ static int check_main(chk *k, cframe fr)
             return fail(k, "wildcard slots below hash level 0", cn);
         if ((spec & (1u << (W_EMPTY_PATTERN - 1))) && !fr.trie_root)
             return fail(k, "zero-word pattern outside the trie's top C-node", cn);
+        if ((spec & (1u << (W_SHARE - 1))) && fr.trie_root)
+            return fail(k, "share groups in the trie's top C-node (no pattern above)", cn);
+        if (spec && fr.share)
+            return fail(k, "wildcard or share slot in a share level", cn);
         if (cn_tail(cn)->gen > fr.igen)
             return fail(k, "C-node of a newer generation than its I-node", cn);
         if (k->strict) {
@@ -527,7 +571,7 @@ static int check_main(chk *k, cframe fr)
                     return fail(k, "tomb left in a quiescent trie", sm);
                 if (sm->h.kind == K_LNODE && lev + 5 <= MAX_HASH_LEVEL)
                     return fail(k, "L-node above the last hash level", sm);
-                if (check_later(k, (cframe){sm, lev + 5, 0, 0, in->gen}) < 0)
+                if (check_later(k, (cframe){sm, lev + 5, 0, 0, in->gen, fr.share}) < 0)
                     return -1;
             } else if (b->kind == K_SNODE) {
                 snode *sn = (snode *)b;
@@ -535,7 +579,7 @@ static int check_main(chk *k, cframe fr)
                     return fail(k, "wildcard S-node in a hashed slot", sn);
                 if (frag(sn->hash, lev) != f)
                     return fail(k, "S-node in the wrong hash slot", sn);
-                if (check_sn(k, sn, cn_tail(cn)->gen) < 0)
+                if (check_sn(k, sn, cn_tail(cn)->gen, fr.share) < 0)
                     return -1;
             } else {
                 return fail(k, "C-node branch is neither I-node nor S-node", b);
@@ -547,7 +591,7 @@ static int check_main(chk *k, cframe fr)
                 continue;
             if (sn->h.kind != K_SNODE || sn->h.b1 != s + 1)
                 return fail(k, "wrong S-node in a wildcard slot", sn);
-            if (check_sn(k, sn, cn_tail(cn)->gen) < 0)
+            if (check_sn(k, sn, cn_tail(cn)->gen, 0) < 0)
                 return -1;
         }
         return 0;
@@ -556,7 +600,7 @@ static int check_main(chk *k, cframe fr)
         tnode *tn = (tnode *)m;
         if (k->strict)
             return fail(k, "tomb left in a quiescent trie", tn);
-        return tn->sn ? check_sn(k, tn->sn, fr.igen) : 0;
+        return tn->sn ? check_sn(k, tn->sn, fr.igen, fr.share) : 0;
     }
     case K_LNODE: {
         lnode *ln = (lnode *)m;
@@ -569,7 +613,7 @@ static int check_main(chk *k, cframe fr)
                 if (ln->sn[i]->wlen == ln->sn[j]->wlen &&
                     memcmp(ln->sn[i]->word, ln->sn[j]->word, ln->sn[i]->wlen) == 0)
                     return fail(k, "L-node holds a word twice", ln);
-            if (check_sn(k, ln->sn[i], fr.igen) < 0)
+            if (check_sn(k, ln->sn[i], fr.igen, fr.share) < 0)
                 return -1;
         }
         return 0;
@@ -588,7 +632,7 @@ int cst_check(cst_trie *t, int strict, char *msg, size_t msg_cap)
         return CST_ENOMEM;
     chk k = {&c, strict, msg, msg_cap, 0, NULL, 0, 0};
     inode *root = root_read(&c);
-    int r = check_later(&k, (cframe){gcas_read(&c, root), 0, 1, 1, root->gen});
+    int r = check_later(&k, (cframe){gcas_read(&c, root), 0, 1, 1, root->gen, 0});
     while (r == 0 && k.n > 0)
         r = check_main(&k, k.st[--k.n]);
     free(k.st);
@@ -605,6 +649,7 @@ typedef struct ditem {
     const void *p;
     int kind;                  /* 0 main node, 1 S-node, 2 I-node line */
     int indent;
+    int share;                 /* in a share level: S-nodes are group ids */
 } ditem;
 
 typedef struct dumper {
@@ -639,30 +684,33 @@ static void put(dumper *d, int indent, const char *fmt, ...)
     d->len += l + 1;
 }
 
-static void dump_later(dumper *d, const void *p, int kind, int indent)
+static void dump_later(dumper *d, const void *p, int kind, int indent, int share)
 {
     if (scratch_reserve((void **)&d->st, &d->stcap, d->n + 1, sizeof(ditem)) < 0) {
         d->oom = 1;
         return;
     }
-    d->st[d->n++] = (ditem){p, kind, indent};
+    d->st[d->n++] = (ditem){p, kind, indent, share};
 }
 
-static void dump_sn(dumper *d, const snode *sn, int indent)
+static void dump_sn(dumper *d, const snode *sn, int indent, int share)
 {
-    static const char *kinds[] = {"word", "one-level", "many-level", "zero-word"};
+    static const char *kinds[] = {"word", "one-level", "many-level", "zero-word", "share"};
     char ids[128] = "";
     if (sn->nsubs == 1)
         snprintf(ids, sizeof ids, " id=%" PRIu64, snode_ids(sn)[0]);
-    put(d, indent, "S %s '%.*s' subs=%u%s", kinds[sn->h.b1 & 3],
-        (int)(sn->wlen > 200 ? 200 : sn->wlen), sn->word, sn->nsubs, ids);
+    if (share && sn->wlen == SHARE_ID_BYTES)
+        put(d, indent, "S group %" PRIu64 " subs=%u%s", share_id_read(sn->word), sn->nsubs, ids);
+    else
+        put(d, indent, "S %s '%.*s' subs=%u%s", kinds[sn->h.b1 <= W_SHARE ? sn->h.b1 : 0],
+            (int)(sn->wlen > 200 ? 200 : sn->wlen), sn->word, sn->nsubs, ids);
     if (sn->child)
-        dump_later(d, sn->child, 2, indent + 2);
+        dump_later(d, sn->child, 2, indent + 2, sn->h.b1 == W_SHARE);
 }
 
 /* Print one main node; its branches are queued in reverse, so that they come
  * out in order (pre-order, as a recursive dump would print them). */
-static void dump_main(dumper *d, const mainnode *m, int indent)
+static void dump_main(dumper *d, const mainnode *m, int indent, int share)
 {
     switch (m->h.kind) {
     case K_CNODE: {
@@ -671,19 +719,19 @@ static void dump_main(dumper *d, const mainnode *m, int indent)
             cn->bitmap, cn->m.h.b2, cn->n);
         for (uint32_t i = cn->n; i-- > 0;) {
             const cst_hdr *b = cn->array[i];
-            dump_later(d, b, b->kind == K_INODE ? 2 : 1, indent + 2);
+            dump_later(d, b, b->kind == K_INODE ? 2 : 1, indent + 2, share);
         }
         break;
     }
     case K_TNODE:
         put(d, indent, "T%s", ((const tnode *)m)->sn ? "" : " (empty level)");
         if (((const tnode *)m)->sn)
-            dump_later(d, ((const tnode *)m)->sn, 1, indent + 2);
+            dump_later(d, ((const tnode *)m)->sn, 1, indent + 2, share);
         break;
     case K_LNODE:
         put(d, indent, "L n=%u", ((const lnode *)m)->n);
         for (uint32_t i = ((const lnode *)m)->n; i-- > 0;)
-            dump_later(d, ((const lnode *)m)->sn[i], 1, indent + 2);
+            dump_later(d, ((const lnode *)m)->sn[i], 1, indent + 2, share);
         break;
     default:
         put(d, indent, "?");
@@ -700,17 +748,17 @@ size_t cst_dump(cst_trie *t, char *buf, size_t cap)
     dumper d = {&c, buf, buf ? cap : 0, 0, NULL, 0, 0, 0};
     inode *root = root_read(&c);
     put(&d, 0, "I gen=%" PRIu64 "%s (root)", root->gen, t->readonly ? " read-only" : "");
-    dump_later(&d, gcas_read(&c, root), 0, 2);
+    dump_later(&d, gcas_read(&c, root), 0, 2, 0);
     while (d.n > 0 && !d.oom) {
         ditem it = d.st[--d.n];
         if (it.kind == 0) {
-            dump_main(&d, it.p, it.indent);
+            dump_main(&d, it.p, it.indent, it.share);
         } else if (it.kind == 1) {
-            dump_sn(&d, it.p, it.indent);
+            dump_sn(&d, it.p, it.indent, it.share);
         } else {
             inode *in = (inode *)it.p;
             put(&d, it.indent, "I gen=%" PRIu64, in->gen);
-            dump_later(&d, gcas_read(&c, in), 0, it.indent + 2);
+            dump_later(&d, gcas_read(&c, in), 0, it.indent + 2, it.share);
         }
     }
     if (d.oom)

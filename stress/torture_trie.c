@@ -363,7 +363,7 @@ static int64_t own_pairs_by_iteration(worker *me, cst_trie *t, int d, unsigned c
     static _Thread_local char pat[4096];
     static _Thread_local uint64_t ids[97];
     static _Thread_local int64_t pe[7], ie[7];
-    cst_groups g = {pat, sizeof pat, ids, 97, pe, ie, 7, 0, 0, 0, 0};
+    cst_groups g = {pat, sizeof pat, ids, 97, pe, ie, 7, 0, 0, 0, 0, NULL};
     int64_t total = 0;
     for (;;) {
         int r = cst_iter_next(it, &g);
@@ -508,7 +508,7 @@ static void op_lookup(worker *me, int d, int tt, int kind)
         static _Thread_local char pat[8192];
         static _Thread_local uint64_t ids[4096];
         static _Thread_local int64_t pe[512], ie[512];
-        cst_groups g = {pat, sizeof pat, ids, 4096, pe, ie, 512, 0, 0, 0, 0};
+        cst_groups g = {pat, sizeof pat, ids, 4096, pe, ie, 512, 0, 0, 0, 0, NULL};
         int r = cst_match(t, topic, strlen(topic), &g);
         if (r < 0) {
             FAIL("match('%s') = %d", topic, r);
@@ -930,7 +930,7 @@ int main(int argc, char **argv)
         char pat[4096];
         uint64_t ids[1024];
         int64_t pe[64], ie[64];
-        cst_groups g = {pat, sizeof pat, ids, 1024, pe, ie, 64, 0, 0, 0, 0};
+        cst_groups g = {pat, sizeof pat, ids, 1024, pe, ie, 64, 0, 0, 0, 0, NULL};
         int64_t npairs = 0;
         int r;
         while (it && (r = cst_iter_next(it, &g)) > 0) {

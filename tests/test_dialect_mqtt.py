@@ -14,10 +14,13 @@ those differences.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from cstrie.dialect import MQTT
 
 Matcher = Callable[..., bool]  # the ``matcher`` fixture: (dialect, pattern, topic) -> bool
 
@@ -336,10 +339,12 @@ def test_disallowed_code_points_are_accepted(matcher: Matcher, ch: str) -> None:
     assert not matcher("mqtt", f"a/{ch}", "a/")
 
 
-def test_shared_subscription_prefix_is_not_interpreted(matcher: Matcher) -> None:
-    """4.8.2 shared subscriptions ("$share/{ShareName}/{filter}") are a Server feature:
-    cstrie matches topic filters, so "$share/g/a/+" is a filter whose first level is
-    "$share" (strip the prefix before subscribing; a deliberate difference)."""
-    assert not matcher("mqtt", "$share/g/a/+", "a/b")
-    assert matcher("mqtt", "a/+", "a/b")
-    assert matcher("mqtt", "$share/g/a/+", "$share/g/a/b")
+def test_shared_subscription_prefix_without_share_syntax(matcher: Matcher) -> None:
+    """4.8.2 shared subscriptions ("$share/{ShareName}/{filter}") are parsed by the
+    MQTT dialect (tests/test_groups_rules.py).  A dialect without that syntax
+    (share_prefix None: an MQTT 3.1.1 server) keeps "$share/g/a/+" a filter whose
+    first level is "$share"."""
+    mqtt311 = dataclasses.replace(MQTT, name="mqtt311", share_prefix=None)
+    assert not matcher(mqtt311, "$share/g/a/+", "a/b")
+    assert matcher(mqtt311, "a/+", "a/b")
+    assert matcher(mqtt311, "$share/g/a/+", "$share/g/a/b")

@@ -217,6 +217,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "forbid_nul": (bool,),
     "forbidden": (str,),
     "max_levels": (int, type(None)),
+    "share_prefix": (str, type(None)),
 }
 assert set(_FIELD_TYPES) == set(_DIALECT_FIELDS), "update _FIELD_TYPES with Dialect"
 #: Fields added after files were first written.  A file without one was written

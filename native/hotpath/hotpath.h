@@ -53,6 +53,7 @@ typedef struct idmap {
 int64_t idmap_get(const idmap *m, uint64_t id);          /* 0 when absent */
 int idmap_add(idmap *m, uint64_t id, int64_t delta);     /* -1: no memory */
 int idmap_reserve(idmap *m);                             /* room for one more id */
+int idmap_reserve_for(idmap *m, size_t more);            /* room for `more` more ids */
 void idmap_clear(idmap *m);
 
 /* The ids of one stripe's subscribers: open addressing over (hash, the
@@ -149,10 +150,50 @@ typedef struct Reader {
     int64_t pin;               /* a snapshot's pin token (registry rule 3), else 0 */
     PyObject *race_hook;       /* tests: runs after each engine answer */
     PyObject *weakreflist;
+    int dollar_slow;           /* the dialect has a share syntax ($share/...) */
 } Reader;
 
 extern PyTypeObject Reader_Type, Writer_Type;
 int reader_module_init(PyObject *m);
+
+/* ---------------------------------------------------------------- groups */
+/* Selection policies of a share group (groups.c). */
+enum { POLICY_ROUND_ROBIN = 0, POLICY_RANDOM = 1, POLICY_STICKY = 2, POLICY_COUNT = 3 };
+
+typedef struct Group {
+    PyObject_HEAD
+    PyObject *name;            /* str */
+    _Atomic int policy;
+    _Atomic uint64_t counter;  /* round-robin: picks made so far */
+    PyObject *weakreflist;     /* cstrie.groups.GroupTable holds groups weakly */
+} Group;
+
+extern PyTypeObject Group_Type;
+
+/* The pick callback's argument (cst_pick_fn, cstrie.h). */
+typedef struct pick_arg {
+    PyObject *objects;         /* the registry's id -> object list */
+    uint64_t key;              /* the sticky key's hash */
+    int torn;                  /* a group id did not name a group: route again */
+    /* The groups read during the walk, released after it (pick_release):
+     * a last reference dropped inside the engine call could run Python
+     * code (weakref callbacks) there. */
+    PyObject *held_local[8];
+    PyObject **held;
+    size_t nheld, heldcap;
+} pick_arg;
+
+void pick_init(pick_arg *a, PyObject *objects, uint64_t key);
+void pick_release(pick_arg *a);
+
+int pick_member_index(void *arg, uint64_t share, uint64_t n, uint64_t *k);
+/* A key's stable 64-bit hash (str, bytes, int); -1 with TypeError/ValueError. */
+int key_hash(PyObject *key, uint64_t *out);
+uint64_t key_hash_bytes(const char *p, size_t n);
+/* Join (insert 1) or leave group `group` on the encoded pattern as member. */
+PyObject *share_update_encoded(Reader *self, PyObject *pattern, const char *s, Py_ssize_t len,
+                               PyObject *member, PyObject *group, int insert);
+int groups_module_init(PyObject *m);
 
 /* module.c: the Python side of errors and slow paths. */
 PyObject *raise_status(Reader *self, int64_t status, const char *what, PyObject *text);

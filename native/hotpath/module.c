@@ -106,7 +106,7 @@ static int module_exec(PyObject *m)
     if (PyModule_AddIntConstant(m, "MAX_ATTEMPTS", MAX_ATTEMPTS) < 0 ||
         PyModule_AddIntConstant(m, "STRIPES", STRIPES) < 0)
         return -1;
-    if (registry_module_init(m) < 0 || reader_module_init(m) < 0)
+    if (registry_module_init(m) < 0 || reader_module_init(m) < 0 || groups_module_init(m) < 0)
         return -1;
     return 0;
 }

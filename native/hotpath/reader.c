@@ -22,7 +22,7 @@
 #define LOCAL_IDS 256          /* ids that fit the stack buffer */
 
 static PyObject *s_lookup_slow, *s_has_slow, *s_match_slow, *s_many_slow, *s_subscribe_slow,
-    *s_unsubscribe_slow;
+    *s_unsubscribe_slow, *s_route_slow;
 
 static PyObject *slow1(Reader *self, PyObject *name, PyObject *arg)
 {
@@ -425,6 +425,165 @@ static PyObject *reader_match_utf8(Reader *self, PyObject *const *args, Py_ssize
 }
 
 /* ------------------------------------------------------------------------
+ * route (share groups: one member per matching group)
+ * ---------------------------------------------------------------------- */
+
+/* The deliveries of the encoded topic: the ordinary subscribers (each once,
+ * as lookup) then one member per matching group, picked by the group's
+ * policy (groups.c); by_group: (that list's ordinary part, {group name:
+ * member}).  key (NULL or None: the topic) is hashed for sticky groups. */
+static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_ssize_t len,
+                               PyObject *key, int by_group)
+{
+    uint64_t local[LOCAL_IDS], slocal[LOCAL_IDS];
+    uint64_t *ids = local, *shares = slocal;
+    size_t cap = LOCAL_IDS;
+    Registry *reg = self->reg;
+    uint64_t kh;
+    if (key == NULL || key == Py_None)
+        kh = key_hash_bytes(s, (size_t)len);
+    else if (key_hash(key, &kh) < 0)
+        return NULL;
+    pick_arg a;
+    pick_init(&a, reg->objects, kh);
+    PyObject *out = NULL;
+    int locked = 0;
+    for (int attempt = 0;; attempt++) {
+        if (attempt >= MAX_ATTEMPTS && !locked) {
+            cst_mutex_lock(&reg->slot_lock); /* no id can be freed while held */
+            locked = 1;
+        }
+        int64_t seen = reg_freed(reg);
+        size_t nplain = 0;
+        a.torn = 0;
+        int64_t n = cst_engine->route(self->h, s, (size_t)len, pick_member_index, &a, ids, shares,
+                                      cap, &nplain);
+        pick_release(&a);
+        if (n == CST_EPICK && a.torn == 2) {
+            out = PyErr_NoMemory();
+            break;
+        }
+        if (n == CST_EPICK && a.torn == 1 && !locked)
+            continue; /* a group id was freed under the walk: a later read */
+        if (n < 0) {
+            if (locked)
+                cst_mutex_unlock(&reg->slot_lock);
+            locked = 0;
+            out = raise_status(self, n, "topic", topic);
+            break;
+        }
+        if ((size_t)n > cap) {
+            uint64_t *bigger = PyMem_Malloc(2 * (size_t)n * sizeof *bigger);
+            if (bigger == NULL) {
+                out = PyErr_NoMemory();
+                break;
+            }
+            if (ids != local)
+                PyMem_Free(ids);
+            ids = bigger;
+            shares = bigger + n;
+            cap = (size_t)n;
+            attempt--; /* not a race: ask again with room */
+            continue;
+        }
+        if (race(self, attempt) < 0)
+            break;
+        int torn = 0;
+        Py_ssize_t nl = by_group ? (Py_ssize_t)nplain : (Py_ssize_t)n;
+        PyObject *list = PyList_New(nl);
+        PyObject *groups = by_group ? PyDict_New() : NULL;
+        if (list == NULL || (by_group && groups == NULL)) {
+            Py_XDECREF(list);
+            Py_XDECREF(groups);
+            break;
+        }
+        for (Py_ssize_t i = 0; i < nl; i++) {
+            PyObject *o = object_of(reg->objects, ids[i]);
+            torn |= o == cst_FREE;
+            PyList_SET_ITEM(list, i, o);
+        }
+        int failed = 0;
+        for (size_t i = nplain; by_group && i < (size_t)n && !failed; i++) {
+            PyObject *g = object_of(reg->objects, shares[i - nplain]);
+            PyObject *o = object_of(reg->objects, ids[i]);
+            if (!Py_IS_TYPE(g, &Group_Type) || o == cst_FREE)
+                torn = 1;
+            else
+                failed = PyDict_SetItem(groups, ((Group *)g)->name, o) < 0;
+            Py_DECREF(g);
+            Py_DECREF(o);
+        }
+        if (failed) {
+            Py_DECREF(list);
+            Py_DECREF(groups);
+            break;
+        }
+        out = list;
+        if (by_group) {
+            out = PyTuple_Pack(2, list, groups);
+            Py_DECREF(list);
+            Py_DECREF(groups);
+            if (out == NULL)
+                break;
+        }
+        if (locked || (!torn && still(reg, seen)))
+            break;
+        Py_CLEAR(out); /* an id was freed meanwhile: a fresh, later read */
+    }
+    if (locked)
+        cst_mutex_unlock(&reg->slot_lock);
+    if (ids != local)
+        PyMem_Free(ids);
+    return out;
+}
+
+PyDoc_STRVAR(route_doc,
+"route(topic, key=None) -> list\n--\n\n"
+"The deliveries of one message: every ordinary subscriber whose pattern\n"
+"matches ``topic`` (each once, as lookup()), then one member of each share\n"
+"group with a member on a matching filter, picked by the group's policy\n"
+"(round-robin, random, or sticky by ``key``: a str, bytes or int; the topic\n"
+"when None).  A group on several matching filters delivers once.  One walk\n"
+"of the trie: every member returned was a member at that moment.\n"
+"Lock-free.  O(lookup + g log m) for g groups of m members (sticky: O(m)).");
+
+static PyObject *reader_route(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    const char *s;
+    Py_ssize_t len;
+    PyObject *keep;
+    if (nargs < 1 || nargs > 2 || (kwnames && PyTuple_GET_SIZE(kwnames)) ||
+        !PyUnicode_CheckExact(args[0]))
+        return slow_call(self, s_route_slow, args, nargs, kwnames);
+    if (unbound(self))
+        return NULL;
+    if (topic_utf8(args[0], &s, &len, &keep) < 0) {
+        PyErr_Clear();
+        return slow_call(self, s_route_slow, args, nargs, kwnames);
+    }
+    PyObject *out = route_encoded(self, args[0], s, len, nargs == 2 ? args[1] : NULL, 0);
+    Py_XDECREF(keep);
+    return out;
+}
+
+/* _route_utf8(data, topic, key, by_group): the slow paths' engine call. */
+static PyObject *reader_route_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (unbound(self))
+        return NULL;
+    if (nargs != 4 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_route_utf8(data: bytes, topic, key, by_group)");
+        return NULL;
+    }
+    int by_group = PyObject_IsTrue(args[3]);
+    if (by_group < 0)
+        return NULL;
+    return route_encoded(self, args[1], PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]),
+                         args[2], by_group);
+}
+
+/* ------------------------------------------------------------------------
  * lookup_many
  * ---------------------------------------------------------------------- */
 
@@ -496,14 +655,18 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
  * ---------------------------------------------------------------------- */
 
 /* The encoded pattern of args[0] for the fast path, or -1: use the slow one. */
-static int fast_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char **s,
-                     Py_ssize_t *len, PyObject **keep)
+static int fast_args(Reader *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                     const char **s, Py_ssize_t *len, PyObject **keep)
 {
     if (nargs != 2 || (kwnames && PyTuple_GET_SIZE(kwnames)) || !PyUnicode_CheckExact(args[0]))
         return -1;
     if (topic_utf8(args[0], s, len, keep) < 0) {
         PyErr_Clear();
         return -1;
+    }
+    if (self->dollar_slow && *len > 0 && (*s)[0] == '$') {
+        Py_XDECREF(*keep);
+        return -1; /* perhaps a share group ($share/...): the Python layer */
     }
     return 0;
 }
@@ -570,7 +733,7 @@ static PyObject *writer_subscribe(Reader *self, PyObject *const *args, Py_ssize_
     const char *s;
     Py_ssize_t len;
     PyObject *keep;
-    if (fast_args(args, nargs, kwnames, &s, &len, &keep) < 0)
+    if (fast_args(self, args, nargs, kwnames, &s, &len, &keep) < 0)
         return slow_call(self, s_subscribe_slow, args, nargs, kwnames);
     if (unbound(self)) {
         Py_XDECREF(keep);
@@ -636,7 +799,7 @@ static PyObject *writer_unsubscribe(Reader *self, PyObject *const *args, Py_ssiz
     const char *s;
     Py_ssize_t len;
     PyObject *keep;
-    if (fast_args(args, nargs, kwnames, &s, &len, &keep) < 0)
+    if (fast_args(self, args, nargs, kwnames, &s, &len, &keep) < 0)
         return slow_call(self, s_unsubscribe_slow, args, nargs, kwnames);
     if (unbound(self)) {
         Py_XDECREF(keep);
@@ -657,6 +820,24 @@ static PyObject *writer_unsubscribe_utf8(Reader *self, PyObject *const *args, Py
     }
     return unsubscribe_encoded(self, args[1], PyBytes_AS_STRING(args[0]),
                                PyBytes_GET_SIZE(args[0]), args[2]);
+}
+
+/* _share_utf8(data, pattern, member, group, insert): join or leave a share
+ * group (groups.c); the Python layer has parsed the group syntax. */
+static PyObject *writer_share_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (unbound(self))
+        return NULL;
+    if (nargs != 5 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_share_utf8(data: bytes, pattern, member, group, insert)");
+        return NULL;
+    }
+    int insert = PyObject_IsTrue(args[4]);
+    if (insert < 0)
+        return NULL;
+    return share_update_encoded(self, args[1], PyBytes_AS_STRING(args[0]),
+                                PyBytes_GET_SIZE(args[0]), args[2], args[3], insert);
 }
 
 /* ------------------------------------------------------------------------
@@ -702,6 +883,13 @@ static PyObject *reader_bind(Reader *self, PyObject *const *args, Py_ssize_t nar
     int64_t pin = PyLong_AsLongLong(args[5]);
     if (pin == -1 && PyErr_Occurred())
         return NULL;
+    /* A dialect with a share-group syntax (MQTT's $share/): patterns that
+     * start with '$' go to the Python layer, which parses it. */
+    PyObject *prefix = PyObject_GetAttrString(args[2], "share_prefix");
+    if (prefix == NULL)
+        PyErr_Clear();
+    self->dollar_slow = prefix != NULL && prefix != Py_None;
+    Py_XDECREF(prefix);
     self->handle = Py_NewRef(args[0]);
     self->dialect = Py_NewRef(args[2]);
     self->reg = (Registry *)Py_NewRef(args[3]);
@@ -786,6 +974,9 @@ static PyMethodDef reader_methods[] = {
     {"_lookup_utf8", (PyCFunction)(void (*)(void))reader_lookup_utf8, METH_FASTCALL, NULL},
     {"_has_utf8", (PyCFunction)(void (*)(void))reader_has_utf8, METH_FASTCALL, NULL},
     {"_match_utf8", (PyCFunction)(void (*)(void))reader_match_utf8, METH_FASTCALL, NULL},
+    {"route", (PyCFunction)(void (*)(void))reader_route, METH_FASTCALL | METH_KEYWORDS,
+     route_doc},
+    {"_route_utf8", (PyCFunction)(void (*)(void))reader_route_utf8, METH_FASTCALL, NULL},
     {"_bind", (PyCFunction)(void (*)(void))reader_bind, METH_FASTCALL, NULL},
     {"_set_race_hook", (PyCFunction)reader_set_race_hook, METH_O,
      "Tests: hook(attempt) runs after each engine answer of a read, before its ids are "
@@ -818,6 +1009,7 @@ static PyMethodDef writer_methods[] = {
     {"_subscribe_utf8", (PyCFunction)(void (*)(void))writer_subscribe_utf8, METH_FASTCALL, NULL},
     {"_unsubscribe_utf8", (PyCFunction)(void (*)(void))writer_unsubscribe_utf8, METH_FASTCALL,
      NULL},
+    {"_share_utf8", (PyCFunction)(void (*)(void))writer_share_utf8, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -851,6 +1043,7 @@ int reader_module_init(PyObject *m)
     INTERN(s_many_slow, "_lookup_many_slow");
     INTERN(s_subscribe_slow, "_subscribe_slow");
     INTERN(s_unsubscribe_slow, "_unsubscribe_slow");
+    INTERN(s_route_slow, "_route_slow");
 #undef INTERN
     return 0;
 }

@@ -106,6 +106,14 @@ int idmap_reserve(idmap *m)
     return 0;
 }
 
+int idmap_reserve_for(idmap *m, size_t more)
+{
+    while ((m->used + more) * 4 > m->cap * 3)
+        if (idmap_grow(m) < 0)
+            return -1;
+    return 0;
+}
+
 int idmap_add(idmap *m, uint64_t id, int64_t delta)
 {
     if (idmap_reserve(m) < 0)
