@@ -738,7 +738,26 @@ static int pick_member(mctx *x, snode **g, size_t k, cst_pick_fn pick, void *arg
     uint64_t share = share_of(g[0]);
     const uint64_t *cand;
     size_t n;
-    if (k == 1 && g[0]->nsubs <= SUBS_INLINE) {
+    if (k == 1 && g[0]->nsubs > SUBS_INLINE) {
+        /* one filter, a large set: an index costs O(log32 n), not a copy
+         * (rendezvous scores every member: sticky stays O(n)) */
+        const setnode *set = g[0]->set;
+        n = g[0]->nsubs;
+        uint64_t v = 0;
+        int how = pick(arg, share, n, &v);
+        if (how == CST_PICK_INDEX) {
+            *member = set_nth(set, v < n ? v : v % n);
+            return 0;
+        }
+        if (how != CST_PICK_HASH)
+            return CST_EPICK;
+        if (scratch_reserve((void **)&sc->uniq, &sc->uniqcap, n, sizeof(uint64_t)) < 0)
+            return CST_ENOMEM;
+        set_emit(set, sc->uniq);
+        *member = rendezvous(sc->uniq, n, v);
+        return 0;
+    }
+    if (k == 1) {
         cand = snode_ids(g[0]); /* the common case: no copy */
         n = g[0]->nsubs;
     } else {

@@ -31,6 +31,16 @@ static inline setnode *child_at(const setnode *n, int i)
     return (setnode *)(uintptr_t)n->slot[pc(n->datamap) + i];
 }
 
+/* A node's size, once its slots are filled (its children are finished). */
+static setnode *finish(setnode *m)
+{
+    uint32_t size = (uint32_t)pc(m->datamap);
+    for (int i = 0; i < pc(m->nodemap); i++)
+        size += child_at(m, i)->size;
+    m->size = size;
+    return m;
+}
+
 static setnode *node_new(uint32_t dm, uint32_t nm)
 {
     setnode *n = cst_alloc(node_size(dm, nm));
@@ -87,7 +97,7 @@ static setnode *merge(uint64_t a, uint64_t ha, uint64_t b, uint64_t hb, int shif
             return NULL;
         n->slot[0] = fa < fb ? a : b;
         n->slot[1] = fa < fb ? b : a;
-        return n;
+        return finish(n);
     }
     setnode *sub = merge(a, ha, b, hb, shift + 5);
     if (sub == NULL)
@@ -98,7 +108,7 @@ static setnode *merge(uint64_t a, uint64_t ha, uint64_t b, uint64_t hb, int shif
         return NULL;
     }
     n->slot[0] = (uint64_t)(uintptr_t)sub;
-    return n;
+    return finish(n);
 }
 
 setnode *set_pair(uint64_t a, uint64_t b) { return merge(a, mix(a), b, mix(b), 0); }
@@ -115,7 +125,7 @@ static setnode *with_child(const setnode *n, int i, setnode *c)
         if (j != i)
             set_retain(child_at(n, j));
     m->slot[nd + i] = (uint64_t)(uintptr_t)c;
-    return m;
+    return finish(m);
 }
 
 static int ins(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **out)
@@ -146,7 +156,7 @@ static int ins(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **o
         memcpy(mc + ni + 1, oc + ni, sizeof(uint64_t) * (size_t)(nn - ni));
         for (int j = 0; j < nn; j++)
             set_retain(child_at(n, j));
-        *out = m;
+        *out = finish(m);
         return 1;
     }
     if (n->nodemap & bit) {
@@ -172,7 +182,7 @@ static int ins(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **o
     memcpy(m->slot + di + 1, n->slot + di, sizeof(uint64_t) * (size_t)(nd - di + nn));
     for (int j = 0; j < nn; j++)
         set_retain(child_at(n, j));
-    *out = m;
+    *out = finish(m);
     return 1;
 }
 
@@ -204,7 +214,7 @@ static int rm(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **ou
         memcpy(m->slot + di, n->slot + di + 1, sizeof(uint64_t) * (size_t)(nd - di - 1 + nn));
         for (int j = 0; j < nn; j++)
             set_retain(child_at(n, j));
-        *out = m;
+        *out = finish(m);
         return 1;
     }
     if (!(n->nodemap & bit))
@@ -247,7 +257,7 @@ static int rm(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **ou
     for (int j = 0; j < nn; j++)
         if (j != ni)
             set_retain(child_at(n, j));
-    *out = m;
+    *out = finish(m);
     return 1;
 }
 
@@ -256,6 +266,20 @@ int set_remove(setnode *s, uint64_t id, setnode **out, uint64_t *left, uint32_t 
     (void)count;
     *left = 0;
     return rm(s, id, mix(id), 0, out, left);
+}
+
+uint64_t set_nth(const setnode *s, uint64_t k)
+{
+    for (;;) {
+        uint32_t nd = (uint32_t)pc(s->datamap);
+        if (k < nd)
+            return s->slot[k];
+        k -= nd;
+        int nn = pc(s->nodemap), i = 0;
+        for (; i < nn - 1 && k >= child_at(s, i)->size; i++)
+            k -= child_at(s, i)->size;
+        s = child_at(s, i);
+    }
 }
 
 size_t set_emit(const setnode *s, uint64_t *out)
@@ -279,6 +303,7 @@ int64_t set_check(const setnode *s, int depth, uint64_t *count)
     if (depth > 0 && pc(s->datamap) == 1 && s->nodemap == 0)
         return -1; /* CHAMP canonical form: such a node is inlined */
     int64_t nodes = 1;
+    uint64_t before = *count;
     *count += (uint64_t)pc(s->datamap);
     for (int i = 0; i < pc(s->nodemap); i++) {
         int64_t r = set_check(child_at(s, i), depth + 1, count);
@@ -286,6 +311,8 @@ int64_t set_check(const setnode *s, int depth, uint64_t *count)
             return -1;
         nodes += r;
     }
+    if (*count - before != s->size)
+        return -1; /* a node's size differs from the ids below it */
     return nodes;
 }
 
@@ -370,7 +397,7 @@ static setnode *build_rec(keyed *k, size_t n, int shift)
             node->slot[nd + ni++] = (uint64_t)(uintptr_t)child;
         }
     }
-    return node;
+    return finish(node);
 }
 
 setnode *set_build(const uint64_t *ids, size_t n)

@@ -545,7 +545,8 @@ PyDoc_STRVAR(route_doc,
 "(round-robin, random, or sticky by ``key``: a str, bytes or int; the topic\n"
 "when None).  A group on several matching filters delivers once.  One walk\n"
 "of the trie: every member returned was a member at that moment.\n"
-"Lock-free.  O(lookup + g log m) for g groups of m members (sticky: O(m)).");
+"Lock-free.  O(lookup + g log m) for g groups of m members (sticky, or a\n"
+"group on several matching filters: O(m) to O(m log m)).");
 
 static PyObject *reader_route(Reader *self, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
