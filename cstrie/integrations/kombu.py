@@ -101,7 +101,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without kombu
         "cstrie.integrations.kombu needs kombu 5.3 or newer: pip install 'cstrie[kombu]'"
     ) from exc
 
-from cstrie.dialect import AMQP
+from cstrie.dialect import AMQP, shown
 from cstrie.trie import Trie
 
 __all__ = [
@@ -135,6 +135,8 @@ type_of = type
 def _key(entry: Any) -> _Key:
     """``(routing_key, queue)`` of a routing-table entry ``(routing_key, regex, queue)``."""
     try:
+        if isinstance(entry, (str, bytes)):
+            raise TypeError
         rkey, _regex, queue = entry
     except (TypeError, ValueError):
         raise TypeError(
@@ -145,7 +147,8 @@ def _key(entry: Any) -> _Key:
 
 
 def _binding_error(exc: Exception, rkey: object, queue: object) -> Exception:
-    return type(exc)(f"cannot route binding key {rkey!r} of queue {queue!r} with cstrie: {exc}")
+    key = shown(rkey) if isinstance(rkey, str) else repr(rkey)
+    return type(exc)(f"cannot route binding key {key} of queue {queue!r} with cstrie: {exc}")
 
 
 def _routing_key_error(exc: Exception, exchange: object) -> Exception:
@@ -530,33 +533,33 @@ class CstrieChannelMixin(_virtual.Channel):
         return None
 
 
-def make_channel(base: type[Any]) -> type[Any]:
-    """A subclass of the virtual channel class ``base`` with the integration.
+def make_channel(base: type[Any], name: str | None = None) -> type[Any]:
+    """A subclass of the virtual channel class ``base`` with the integration,
+    called ``name`` (default ``"Cstrie" + base.__name__``).
 
     ``base.exchange_types`` is kept but for ``"topic"``.  A class that already
     has the integration is returned as it is.  ``TypeError`` for anything that
     is not a kombu virtual channel class.  O(1).
     """
     if not (isinstance(base, type) and issubclass(base, _virtual.Channel)):
-        raise TypeError(
-            f"make_channel() needs a kombu virtual Channel class, not {base!r}"
-        )
+        raise TypeError(f"make_channel() needs a kombu virtual Channel class, not {base!r}")
     if issubclass(base, CstrieChannelMixin):
         return base
     return type_of(
-        f"Cstrie{base.__name__}",
+        name or f"Cstrie{base.__name__}",
         (CstrieChannelMixin, base),
         {
-            "__module__": base.__module__,
+            "__module__": __name__,
             "__doc__": f"{base.__module__}.{base.__qualname__} with cstrie topic routing.",
             "exchange_types": {**base.exchange_types, "topic": CstrieTopicExchange},
         },
     )
 
 
-def make_transport(base: type[Any]) -> type[Any]:
+def make_transport(base: type[Any], name: str | None = None) -> type[Any]:
     """A subclass of the virtual transport class ``base`` whose channels route
-    topic exchanges with cstrie (``Channel = make_channel(base.Channel)``).
+    topic exchanges with cstrie (``Channel = make_channel(base.Channel)``),
+    called ``name`` (default ``"Cstrie" + base.__name__``).
 
     Only kombu's virtual transports route in Python; ``pyamqp`` and other
     transports to a real broker let the broker route, so they raise
@@ -569,13 +572,16 @@ def make_transport(base: type[Any]) -> type[Any]:
         )
     if issubclass(base.Channel, CstrieChannelMixin):
         return base
+    channel_name = (
+        f"{name[: -len('Transport')]}Channel" if name and name.endswith("Transport") else None
+    )
     return type_of(
-        f"Cstrie{base.__name__}",
+        name or f"Cstrie{base.__name__}",
         (base,),
         {
-            "__module__": base.__module__,
+            "__module__": __name__,
             "__doc__": f"{base.__module__}.{base.__qualname__} with cstrie topic routing.",
-            "Channel": make_channel(base.Channel),
+            "Channel": make_channel(base.Channel, channel_name),
         },
     )
 
@@ -602,7 +608,7 @@ def __getattr__(name: str) -> Any:
     if name in ("RedisTransport", "RedisChannel"):
         from kombu.transport import redis as _redis
 
-        transport = make_transport(_redis.Transport)
+        transport = make_transport(_redis.Transport, "RedisTransport")
         globals().update(RedisTransport=transport, RedisChannel=transport.Channel)
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
