@@ -57,20 +57,37 @@ def model_match(pattern: str, topic: str, rules: str) -> bool:
     return m(0, 0)
 
 
-class Kombu53TopicExchange(TopicExchange):  # type: ignore[misc]
-    """kombu 5.3-5.6's topic exchange: its ``*`` regex, with a cache of its own."""
+class Kombu57TopicExchange(TopicExchange):  # type: ignore[misc]
+    """kombu 5.7's topic exchange (whatever kombu is installed): its regex table."""
 
-    wildcards = {"*": r".*?[^\.]", "#": r".*?"}  # noqa: RUF012 - kombu's own attribute
+    wildcards = {"*": r"[^\.]+", "#": r".*?"}  # noqa: RUF012 - kombu's own attribute
+    _compiled: dict[str, Any] = {}  # noqa: RUF012
+
+
+class Kombu53TopicExchange(TopicExchange):  # type: ignore[misc]
+    """kombu 5.3-5.6's topic exchange: its regex table."""
+
+    wildcards = {"*": r".*?[^\.]", "#": r".*?"}  # noqa: RUF012
     _compiled: dict[str, Any] = {}  # noqa: RUF012
 
 
 #: The stock rules of the installed kombu (None: a regex table nobody documented).
-INSTALLED_RULES = {r"[^\.]+": "kombu5.7", r".*?[^\.]": "kombu5.3"}.get(TopicExchange.wildcards["*"])
+INSTALLED_RULES = {
+    v.wildcards["*"]: k
+    for k, v in (("kombu5.7", Kombu57TopicExchange), ("kombu5.3", Kombu53TopicExchange))
+}.get(TopicExchange.wildcards["*"])
+if TopicExchange.wildcards["#"] != r".*?":
+    INSTALLED_RULES = None
 
 
 def stock_matches(pattern: str, topic: str, rules: str) -> bool:
-    """kombu's own regex lookup for one binding (installed code; 5.3 via its table)."""
-    cls = Kombu53TopicExchange if rules == "kombu5.3" else TopicExchange
+    """kombu's regex lookup for one binding: the installed ``TopicExchange`` code
+    with the regex table of ``rules`` ("kombu5.7", "kombu5.3" or "installed")."""
+    cls = {
+        "kombu5.7": Kombu57TopicExchange,
+        "kombu5.3": Kombu53TopicExchange,
+        "installed": TopicExchange,
+    }[rules]
     e = cls(None)
     table = [(pattern, e.key_to_pattern(pattern), "q")]
     return bool(e.lookup(table, "x", topic, None))

@@ -109,6 +109,7 @@ def test_rule_stock_differences_are_the_documented_ones(
     """Stock kombu's answer for each case is the one docs/brokers.md documents."""
     assert kh.stock_matches(binding, key, "kombu5.7") is s57
     assert kh.stock_matches(binding, key, "kombu5.3") is s53
+    assert kh.stock_matches(binding, key, "installed") is (s57 if RULES == "kombu5.7" else s53)
     # the documentation's models say the same (where they apply: no newline, no
     # wildcard character inside a word)
     if "\n" not in key and not any(
@@ -185,6 +186,8 @@ def test_differential_stock_and_integrated_follow_their_models(pattern: str, top
     assert ours is kh.model_match(pattern, topic, "amqp")
     for rules in ("kombu5.7", "kombu5.3"):
         assert kh.stock_matches(pattern, topic, rules) is kh.model_match(pattern, topic, rules)
+    assert RULES is not None
+    assert kh.stock_matches(pattern, topic, "installed") is kh.model_match(pattern, topic, RULES)
 
 
 def test_amqp_model_agrees_with_the_independent_oracle() -> None:
