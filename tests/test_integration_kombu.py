@@ -771,3 +771,20 @@ def test_redis_session_stock_vs_integrated(fake_redis: Any) -> None:
     a_hash = [i for i, k in enumerate(SAFE_KEYS) if k.startswith("a")]
     assert ours[-1] == a_hash  # "a.#" matches "a" itself
     assert stock[-1] == [i for i in a_hash if SAFE_KEYS[i] != "a"]
+
+
+def test_redis_unbind_leaves_the_store_as_stock_does(fake_redis: Any) -> None:
+    """kombu's queue_unbind on Redis rebuilds only the list it read: the binding stays
+    in the store, on stock and integrated kombu alike (docs/brokers.md)."""
+    for transport in fake_redis:
+        c, ch, p = _redis_session(transport)
+        try:
+            ex = Exchange("unbind-rx", type="topic")
+            q = Queue("u1", ex, routing_key="a.*")
+            q(ch).declare()
+            q(ch).unbind_from(ex, routing_key="a.*")
+            assert [(k, name) for k, _, name in ch.get_table("unbind-rx")] == [("a.*", "u1")]
+            p.publish({"i": 0}, exchange=ex, routing_key="a.b")
+            assert _get_all(ch, ["u1"]) == {"u1": [0]}
+        finally:
+            c.release()

@@ -10,7 +10,7 @@ branches tried per level, m matches).
 
 Enabling it
 -----------
-* ``Connection("memory://", transport=MemoryTransport)``, or
+* ``Connection(transport=MemoryTransport)``, or
   :func:`register` once and then ``Connection("cstrie-memory://")``: the in-memory
   transport (the same process-wide broker state as ``memory://``).
 * ``Connection("redis://...", transport=RedisTransport)``, or ``cstrie-redis://``
