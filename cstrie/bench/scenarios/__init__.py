@@ -28,6 +28,8 @@ REGISTRY: dict[str, str] = {
     "suite-throughput": "cstrie.bench.scenarios.suite_throughput",
     "suite-threads": "cstrie.bench.scenarios.suite_threads",
     "suite-scale": "cstrie.bench.scenarios.suite_scale",
+    # cstrie inside kombu (Celery's messaging layer): real clients, memory transport
+    "kombu": "cstrie.bench.scenarios.kombu",
 }
 
 #: names that stand for several scenarios on the command line
