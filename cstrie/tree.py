@@ -4,9 +4,12 @@
 pattern prefix (word by word)::
 
     {
-        "count": 5,           # subscriptions in this subtree (this node and below)
-        "here": 1,            # subscriptions whose pattern ends exactly here
+        "count": 5,           # subscriptions in this subtree (this node and below),
+                              # share-group memberships included
+        "here": 1,            # ordinary subscriptions whose pattern ends exactly here
         "subscribers": [...], # their subscribers (only with subscribers=True)
+        "groups": {name: n},  # share groups with n members on this node's filter
+        "members": {name: [...]},  # their members (only with subscribers=True)
         "children": {word: node, ...},
         "cut": 0,             # subscriptions below max_depth, not shown as children
     }
@@ -31,6 +34,21 @@ SVG through the ``dot`` program of Graphviz, when installed).
 │   ├── b  2  (2 here)
 │   └── +  1  (1 here)
 └── c  1  (1 here)
+
+Share-group memberships (:mod:`cstrie.groups`) show under their filter: a
+``[group name]`` line in the text, a green hexagon in DOT:
+
+>>> _ = t.subscribe("$share/workers/a/+", "w1"), t.subscribe("$share/workers/a/+", "w2")
+>>> print(render_text(tree(t), show_subscribers=3))
+(root)  6
+├── a  5
+│   ├── +  3  (1 here, 2 grouped)
+│   │       = 2
+│   │       [group workers]  2 members: 'w1', 'w2'
+│   └── b  2  (2 here)
+│           = 1, 3
+└── c  1  (1 here)
+        = 4
 """
 
 from __future__ import annotations
@@ -44,17 +62,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["dot_available", "render_dot", "render_image", "render_text", "tree"]
+from cstrie.groups import Shared
+
+__all__ = ["dot_available", "grouped", "render_dot", "render_image", "render_text", "tree"]
 
 Node = dict[str, Any]
 
 
 def _node(subscribers: bool) -> Node:
     """A new, empty node."""
-    node: Node = {"count": 0, "here": 0, "children": {}, "cut": 0}
+    node: Node = {"count": 0, "here": 0, "groups": {}, "children": {}, "cut": 0}
     if subscribers:
         node["subscribers"] = []
+        node["members"] = {}
     return node
+
+
+def grouped(node: Node) -> int:
+    """The share-group memberships whose filter ends at ``node``."""
+    return sum(node["groups"].values())
 
 
 def tree(reader: Any, max_depth: int | None = None, *, subscribers: bool = True) -> Node:
@@ -72,8 +98,12 @@ def tree(reader: Any, max_depth: int | None = None, *, subscribers: bool = True)
     root = _node(subscribers)
     root["dialect"] = snap.dialect.name
     root["wildcards"] = [snap.dialect.single, snap.dialect.multi]
-    for pattern, subs in snap._groups():
+    for key, subs in snap._groups():
         n = len(subs)
+        if isinstance(key, Shared):
+            pattern, group = key.pattern, key.group
+        else:
+            pattern, group = key, None
         words = pattern.split(sep) if pattern else []
         node = root
         node["count"] += n
@@ -90,6 +120,12 @@ def tree(reader: Any, max_depth: int | None = None, *, subscribers: bool = True)
             node = child
             depth += 1
         else:
+            if group is not None:
+                groups = node["groups"]
+                groups[group] = groups.get(group, 0) + n
+                if subscribers:
+                    node["members"].setdefault(group, []).extend(subs)
+                continue
             node["here"] += n
             if subscribers:
                 node["subscribers"].extend(subs)
@@ -120,10 +156,14 @@ def render_text(
     that many levels (a node with hidden levels says ``+N below``);
     ``max_children`` shows only the largest children of each node and sums up
     the rest in a ``… N more`` line; ``show_subscribers`` lists up to that
-    many subscribers of the patterns ending at each node.
+    many subscribers of the patterns ending at each node.  Share groups with
+    members on a node's filter get a ``[group name]  N members`` line each
+    under it (largest first, at most ``max_children``), listing up to
+    ``show_subscribers`` members.
     """
     lines = [f"(root)  {root['count']:,}{_suffix(root, 0, max_depth)}"]
     lines.extend(_subscriber_lines(root, "", show_subscribers))
+    lines.extend(_group_lines(root, "", show_subscribers, max_children))
     lines.extend(_text_children(root, "", 1, max_depth, max_children, show_subscribers))
     return "\n".join(lines)
 
@@ -132,9 +172,12 @@ def _suffix(node: Node, depth: int, max_depth: int | None) -> str:
     parts = []
     if node["here"]:
         parts.append(f"{node['here']:,} here")
+    members = grouped(node)
+    if members:
+        parts.append(f"{members:,} grouped")
     hidden = node["cut"]
     if max_depth is not None and depth >= max_depth:
-        hidden = node["count"] - node["here"]
+        hidden = node["count"] - node["here"] - members
     if hidden:
         parts.append(f"+{hidden:,} below")
     return f"  ({', '.join(parts)})" if parts else ""
@@ -147,6 +190,30 @@ def _subscriber_lines(node: Node, prefix: str, limit: int) -> Iterator[str]:
     shown = ", ".join(repr(s) for s in subs[:limit])
     more = f", … {len(subs) - limit:,} more" if len(subs) > limit else ""
     yield f"{prefix}    = {shown}{more}"
+
+
+def _ranked_groups(node: Node) -> list[tuple[str, int]]:
+    return sorted(node["groups"].items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _group_lines(node: Node, prefix: str, limit: int, max_groups: int | None) -> Iterator[str]:
+    """A ``[group name]  N members`` line per share group on the node's filter."""
+    ranked = _ranked_groups(node)
+    if not ranked:
+        return
+    members = node.get("members") or {}
+    shown = ranked if max_groups is None else ranked[:max_groups]
+    for name, n in shown:
+        line = f"{prefix}    [group {_label(name)}]  {n:,} member{'' if n == 1 else 's'}"
+        subs = members.get(name) or []
+        if limit and subs:
+            more = f", … {len(subs) - limit:,} more" if len(subs) > limit else ""
+            line += ": " + ", ".join(repr(s) for s in subs[:limit]) + more
+        yield line
+    rest = ranked[len(shown) :]
+    if rest:
+        total = sum(n for _, n in rest)
+        yield f"{prefix}    … {len(rest):,} more groups  ({total:,} members)"
 
 
 #: levels drawn with full indentation; deeper lines keep the prefix of this
@@ -203,6 +270,7 @@ def _text_children(
         yield f"{f.prefix}{branch}{_label(word)}  {child['count']:,}{info}"
         inner = f.prefix + cont if f.depth < INDENT_LEVELS else _deep_prefix(f.prefix, f.depth + 1)
         yield from _subscriber_lines(child, inner, show)
+        yield from _group_lines(child, inner, show, max_children)
         below = frame(child, inner, f.depth + 1)
         if below is not None:
             stack.append(below)
@@ -217,6 +285,7 @@ def _deep_prefix(prefix: str, depth: int) -> str:
 
 # -------------------------------------------------------------------- DOT
 _WILDCARD_COLOURS = ("#f4a261", "#e76f51")  # one-level, many-level
+_GROUP_COLOUR = "#b7e4c7"  # share groups
 
 
 def _dot_id(k: int) -> str:
@@ -248,7 +317,10 @@ def render_dot(
     with the count (area roughly proportional), edges get thicker with it.  At
     most ``max_children`` children per node are drawn, the rest summed up in
     a dashed ``… N more`` node.  Wildcard words (the root's ``"wildcards"``,
-    or ``wildcards`` = (one-level, many-level)) are drawn in orange/red.
+    or ``wildcards`` = (one-level, many-level)) are drawn in orange/red.  Each
+    share group with members on a drawn node's filter is a green hexagon
+    ``[group name]`` with its member count, on a dotted edge from the node (at
+    most ``max_children`` per node, the rest summed in one more hexagon).
     Sizes are relative to the largest node below the root.
     """
     if wildcards is None:
@@ -272,8 +344,11 @@ def render_dot(
         counter += 1
         frac = math.sqrt(min(node["count"] / top, 1.0))
         label = f"{'(root)' if word is None else _label(word)}\n{node['count']:,}"
-        if node["here"]:
-            label += f" ({node['here']:,} here)"
+        parts = [f"{node['here']:,} here"] if node["here"] else []
+        if node["groups"]:
+            parts.append(f"{grouped(node):,} grouped")
+        if parts:
+            label += f" ({', '.join(parts)})"
         fill = _blue(frac)
         if word is not None and word == wildcards[0]:
             fill = _WILDCARD_COLOURS[0]
@@ -285,7 +360,28 @@ def render_dot(
             f"fontcolor={font}, fontsize={10 + 18 * frac:.1f}, "
             f"width={0.6 + 2.4 * frac:.2f}, height={0.35 + 1.2 * frac:.2f}];"
         )
+        group_nodes(ident, node)
         return ident
+
+    def group_nodes(ident: str, node: Node) -> None:
+        """A green hexagon per share group on the node's filter, on a dotted edge."""
+        nonlocal counter
+        ranked = _ranked_groups(node)
+        shown = ranked[: max(max_children, 0)]
+        rest = ranked[len(shown) :]
+        items = [(f"[group {_label(name)}]", n) for name, n in shown]
+        if rest:
+            items.append((f"… {len(rest):,} more groups", sum(n for _, n in rest)))
+        for text, n in items:
+            gid = _dot_id(counter)
+            counter += 1
+            label = f"{text}\n{n:,} member{'' if n == 1 else 's'}"
+            out.append(
+                f"  {gid} [label={_dot_str(label)}, shape=hexagon, "
+                f'style="filled", fillcolor={_dot_str(_GROUP_COLOUR)}, fontsize=10];'
+            )
+            width = 1 + 7 * min(n / top, 1.0)
+            out.append(f"  {ident} -> {gid} [penwidth={width:.2f}, style=dotted];")
 
     @dataclass
     class Frame:

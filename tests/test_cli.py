@@ -91,7 +91,7 @@ def test_export_then_load_between_formats(
     assert main(["load", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["pairs"] == 5 and summary["patterns"] == 4 and summary["subscribers"] == 4
-    assert summary["dialect"] == "amqp" and summary["version"] == 1
+    assert summary["dialect"] == "amqp" and summary["version"] == 2
     # convert to every other format and back to text
     for other in (".jsonl", ".cstrie") + ((".parquet",) if _have_pyarrow() else ()):
         conv = tmp_path / f"c{other}"
@@ -328,3 +328,34 @@ def test_console_script_in_a_subprocess(tsv: Path, tmp_path: Path) -> None:
 def test_match_needs_one_of_its_inputs_from_a_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["match", "-"]) == 2
     assert "both be stdin" in capsys.readouterr().err
+
+
+def test_files_with_share_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Memberships pass through every command: MQTT's text form is $share/g/f
+    (so text round-trips), a dialect without a share syntax refuses text output
+    before making a file, stats and the JSON tree count them."""
+    t = Trie("mqtt")
+    t.subscribe("a/+", "x")
+    t.subscribe("$share/g/a/#", "w")
+    src = tmp_path / "g.jsonl"
+    export(t, src)
+    text = tmp_path / "g.tsv"
+    assert main(["load", str(src), "-o", str(text), "-q"]) == 0
+    assert sorted(text.read_text().splitlines()) == ["$share/g/a/#\tw", "a/+\tx"]
+    back = tmp_path / "back.cstrie"
+    assert main(["export", str(text), str(back), "--dialect", "mqtt", "-q"]) == 0
+    assert sorted(map(repr, load(back))) == sorted(map(repr, t))
+    capsys.readouterr()
+    assert main(["stats", str(back), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["subscriptions"] == 2 and stats["shared_subscriptions"] == 1
+    assert main(["tree", str(back), "--format", "json", "--subscribers", "3"]) == 0
+    node = json.loads(capsys.readouterr().out)["children"]["a"]["children"]["#"]
+    assert node["groups"] == {"g": 1} and node["members"] == {"g": ["w"]}
+    nats = Trie("nats")
+    nats.subscribe("a.*", "w", group="q")
+    src2 = tmp_path / "n.cstrie"
+    export(nats, src2)
+    assert main(["load", str(src2), "-o", str(tmp_path / "n.tsv"), "-q"]) == 2
+    assert "no PATTERN<TAB>SUBSCRIBER text form" in capsys.readouterr().err
+    assert not (tmp_path / "n.tsv").exists()

@@ -24,6 +24,7 @@ import json
 import random
 import re
 import struct
+import tempfile
 import threading
 import tracemalloc
 import zlib
@@ -37,6 +38,8 @@ import pytest
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
 from cstrie.export import FormatError, detect_format, export, keep_encoded, load, read_header
 from cstrie.export import binary as binary_format
+from cstrie.export.meta import VERSION
+from cstrie.groups import Shared
 from cstrie.trie import Trie
 
 CUSTOM = Dialect(
@@ -390,7 +393,7 @@ def test_binary_checks_that_survive_a_valid_checksum() -> None:
     raw = exported("binary")
     body = bytearray(raw[:-4])
     newer = bytearray(body)
-    newer[8:10] = struct.pack("<H", 2)
+    newer[8:10] = struct.pack("<H", VERSION + 1)
     with pytest.raises(FormatError, match="newer"):
         load(io.BytesIO(_with_crc(bytes(newer))))
     flags = bytearray(body)
@@ -987,3 +990,430 @@ def test_engine_reader_repeats_next_to_each_other() -> None:
     _, refs, values = got
     assert values == ["aa", "b", "ccc", -7, "dddd"]
     assert refs == [1, 1, 2, 1, 3, 4, 2, 3, 4, 5, 5]
+
+
+# ------------------------------------------------ share-group memberships
+# Rules (docs/export.md "Format versions", cstrie/export/meta.py): every format
+# (version 2) stores each membership as (filter, member, group name) and each
+# group's policy; loading recreates them exactly, beside the ordinary pairs.
+GROUP_NAMES = ["g", "grüppe", "日本", "workers-1"]
+
+
+def record_key(item: tuple[Any, Any]) -> tuple[str, str, str, str]:
+    """Sort/compare key of an iteration item: (pattern, group or "", subscriber
+    type, repr); group names are never empty, so "" means an ordinary pair."""
+    p, s = item
+    if isinstance(p, Shared):
+        return (p.pattern, p.group, type(s).__name__, repr(s))
+    return (p, "", type(s).__name__, repr(s))
+
+
+def records(trie: Iterable[tuple[Any, Any]]) -> list[tuple[str, str, str, str]]:
+    return sorted(map(record_key, trie))
+
+
+def grouped_trie(d: Dialect, seed: object, n: int = 300) -> Trie:
+    """Random ordinary pairs and memberships, with the edge cases every dialect
+    has: a member that is also an ordinary subscriber of the same filter,
+    memberships on the many-level wildcard alone, non-ASCII group names, one
+    member in several groups on one filter; and in AMQP the zero-word pattern."""
+    rng = random.Random(f"groups-{seed}")
+    trie = Trie.from_pairs(random_pairs(d, rng, n), d)
+    members: list[Hashable] = ["w1", "w2", 3, b"\x00m", "ü-member", "alice", 1]
+    filters = [oracle.random_pattern(rng, d, WORDS, 4) for _ in range(25)]
+    filters += [d.multi] if d.multi is not None else []
+    filters += [""] if d is AMQP else []
+    for f in filters:
+        assert oracle.valid_pattern(d, f), f
+        for g in rng.sample(GROUP_NAMES, rng.randint(1, 3)):
+            for m in rng.sample(members, rng.randint(1, 3)):
+                trie.subscribe(f, m, group=g)
+    both = filters[0]
+    trie.subscribe(both, "alice")  # ordinary subscriber and member, one filter
+    trie.subscribe(both, "alice", group="g")
+    trie.subscribe(both, "alice", group="grüppe")
+    assert trie.stats()["shared_subscriptions"] > len(filters)
+    return trie
+
+
+def same_routes(a: Trie, b: Trie, d: Dialect, rng: random.Random) -> None:
+    """Both tries deliver the same: the same ordinary subscribers, a member
+    for the same groups, each chosen among that group's members on a matching
+    filter (the candidates are read from ``a``'s memberships)."""
+    shared = [(p, s) for p, s in a if isinstance(p, Shared)]
+    for _ in range(40):
+        topic = oracle.random_topic(rng, d, WORDS, 4)
+        plain_a, picks_a = a.route_by_group(topic)
+        plain_b, picks_b = b.route_by_group(topic)
+        assert sorted(map(repr, plain_a)) == sorted(map(repr, plain_b)), topic
+        assert picks_a.keys() == picks_b.keys(), topic
+        for g, member in picks_b.items():
+            candidates = {
+                repr(s) for p, s in shared if p.group == g and oracle.matches(d, p.pattern, topic)
+            }
+            assert repr(member) in candidates, (topic, g)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("dname", sorted(DIALECTS))
+def test_groups_round_trip_every_format_and_dialect(fmt: str, dname: str, tmp_path: Path) -> None:
+    d = DIALECTS[dname]
+    trie = grouped_trie(d, f"{fmt}-{dname}")
+    trie.set_group_policy("grüppe", "sticky")
+    trie.set_group_policy("日本", "random")
+    path = tmp_path / f"g{SUFFIX[fmt]}"
+    assert export(trie.snapshot(), path) == len(trie)
+    assert read_header(path)["version"] == VERSION == 2
+    loaded = load(path)
+    assert loaded.dialect == d
+    assert records(loaded) == records(trie)
+    assert len(loaded) == len(trie)
+    assert loaded.stats()["shared_subscriptions"] == trie.stats()["shared_subscriptions"]
+    assert {g: loaded.group_policy(g) for g in GROUP_NAMES} == {
+        "g": "round-robin",
+        "grüppe": "sticky",
+        "日本": "random",
+        "workers-1": "round-robin",
+    }
+    same_routes(trie, loaded, d, random.Random(dname))
+    loaded.check_invariants()
+    # memberships are ordinary, writable memberships of the new trie
+    p, s = next((p, s) for p, s in trie if isinstance(p, Shared))
+    assert loaded.unsubscribe(p, s) is True
+    assert loaded.unsubscribe(p, s) is False
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_group_edge_cases_round_trip(fmt: str) -> None:
+    """The zero-word AMQP pattern, '#', non-ASCII names, a member that is also
+    an ordinary subscriber, a trie of memberships only, and one of ordinary
+    pairs only next to an emptied group."""
+    t = Trie("amqp")
+    t.subscribe("", "m", group="日本")
+    t.subscribe("", "m")
+    t.subscribe("#", "m", group="grüppe")
+    t.subscribe("#", b"\xff", group="grüppe")
+    t.subscribe("a.*", 10**30, group="g")
+    loaded = load(io.BytesIO(_export_bytes(t, fmt)), format=fmt)
+    assert (
+        records(loaded)
+        == records(t)
+        == [
+            ("", "", "str", "'m'"),
+            ("", "日本", "str", "'m'"),
+            ("#", "grüppe", "bytes", "b'\\xff'"),
+            ("#", "grüppe", "str", "'m'"),
+            ("a.*", "g", "int", repr(10**30)),
+        ]
+    )
+    # "" matches "" and "#": the ordinary delivery, and one per group
+    plain, picks = loaded.route_by_group("")
+    assert plain == ["m"] and picks.keys() == {"日本", "grüppe"} and picks["日本"] == "m"
+    assert picks["grüppe"] in ("m", b"\xff")
+    assert loaded.lookup("") == ["m"]
+    only = Trie("mqtt")
+    only.subscribe("$share/g/sensors/#", "w")
+    back = load(io.BytesIO(_export_bytes(only, fmt)), format=fmt)
+    assert list(back) == [(Shared("sensors/#", "g"), "w")] and back.lookup("sensors/x") == []
+    assert back.route("sensors/x") == ["w"]
+    emptied = Trie("nats")
+    emptied.subscribe("a.>", "w", group="q")
+    emptied.subscribe("a.b", "plain")
+    emptied.unsubscribe("a.>", "w", group="q")
+    assert list(load(io.BytesIO(_export_bytes(emptied, fmt)), format=fmt)) == [("a.b", "plain")]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_groups_with_encode_and_progress(fmt: str, tmp_path: Path) -> None:
+    """A member that is no ordinary subscriber goes through ``encode`` too (the
+    export's subscriber check covers members), and progress counts memberships."""
+    t = Trie("mqtt")
+    t.subscribe("a/+", Client("plain", 1))
+    t.subscribe("a/+", Client("only-member", 2), group="g")
+    t.subscribe("b/#", Client("plain", 1), group="g")
+    seen: list[tuple[int, int]] = []
+    path = tmp_path / f"e{SUFFIX[fmt]}"
+    n = export(t, path, encode=enc, progress=lambda d, total: seen.append((d, total)))
+    assert n == 3 and seen[-1] == (3, 3)
+    loaded = load(path, decode=dec)
+    assert sorted(map(repr, loaded)) == sorted(map(repr, t))
+    bad = Trie("mqtt")
+    bad.subscribe("x", object(), group="g")
+    with pytest.raises(TypeError, match="object"):
+        export(bad, tmp_path / f"bad{SUFFIX[fmt]}")
+    assert not (tmp_path / f"bad{SUFFIX[fmt]}").exists()
+
+
+@pytest.mark.skipif(not _have_pyarrow(), reason="needs pyarrow")
+def test_parquet_group_column() -> None:
+    """Membership rows carry their group, ordinary rows null; a trie family
+    without share groups writes no group column at all."""
+    import pyarrow.parquet as pq
+
+    plain = Trie.from_pairs([("a/b", "x")], MQTT)
+    assert pq.read_table(io.BytesIO(_export_bytes(plain, "parquet"))).column_names == [
+        "pattern",
+        "subscriber",
+    ]
+    t = Trie.from_pairs([("a/b", "x")], MQTT)
+    t.subscribe("a/+", "x", group="日本")
+    rows = pq.read_table(io.BytesIO(_export_bytes(t, "parquet"))).to_pylist()
+    assert sorted(rows, key=lambda r: r["pattern"]) == [
+        {"pattern": "a/+", "subscriber": "x", "group": "日本"},
+        {"pattern": "a/b", "subscriber": "x", "group": None},
+    ]
+
+
+def test_jsonl_membership_lines() -> None:
+    """Memberships are lines with a "group", after the ordinary pairs; the
+    footer counts them and names each group's policy."""
+    t = Trie.from_pairs([("a.b", "x")], NATS)
+    t.subscribe("a.*", "w1", group="billing")
+    t.set_group_policy("billing", "sticky")
+    lines = _export_bytes(t, "jsonl").decode().splitlines()
+    assert json.loads(lines[0])["version"] == 2
+    assert [json.loads(x) for x in lines[1:-1]] == [
+        {"pattern": "a.b", "subscriber": "x"},
+        {"pattern": "a.*", "subscriber": "w1", "group": "billing"},
+    ]
+    end = json.loads(lines[-1])["end"]
+    assert {k: v for k, v in end.items() if k != "crc32"} == {
+        "pairs": 2,
+        "memberships": 1,
+        "policies": {"billing": "sticky"},
+    }
+
+
+def test_jsonl_hand_edited_memberships() -> None:
+    """Any line order, "group": null for an ordinary pair, and a footer without
+    the membership count or the policies (then every group is round-robin)."""
+    h = jsonl_header(version=2, dialect=dataclasses.asdict(NATS))
+    lines = [
+        '{"group": "q", "subscriber": "w1", "pattern": "a.*"}',
+        '{"pattern": "a.b", "subscriber": "x", "group": null}',
+        '{"pattern": ">", "subscriber": 2, "group": "日本"}',
+        '{"pattern": "a.b", "subscriber": 2}',
+    ]
+    t = load(io.BytesIO(_jsonl_with(h, lines, crc=False)))
+    assert records(t) == [
+        (">", "日本", "int", "2"),
+        ("a.*", "q", "str", "'w1'"),
+        ("a.b", "", "int", "2"),
+        ("a.b", "", "str", "'x'"),
+    ]
+    assert t.group_policy("q") == "round-robin"
+    cases = {
+        "version 1": _jsonl_with(
+            jsonl_header(), ['{"pattern": "a", "subscriber": 1, "group": "g"}']
+        ),
+        "group is not a string": _jsonl_with(h, ['{"pattern": "a", "subscriber": 1, "group": 7}']),
+        "says 3 memberships but the file has 2": _jsonl_with(h, lines).replace(
+            b'"pairs": 4', b'"pairs": 4, "memberships": 3'
+        ),
+        "invalid membership count": _jsonl_with(h, lines).replace(
+            b'"pairs": 4', b'"pairs": 4, "memberships": 5'
+        ),
+        "group membership 0": _jsonl_with(  # NATS queue names have no whitespace
+            h, ['{"pattern": "a", "subscriber": 1, "group": "two words"}']
+        ),
+        "invalid group policies": _jsonl_with(h, lines[:1]).replace(
+            b'"pairs": 1', b'"pairs": 1, "policies": {"q": "fastest"}'
+        ),
+        "policies name the groups": _jsonl_with(h, lines[:1]).replace(
+            b'"pairs": 1', b'"pairs": 1, "policies": {"other": "sticky"}'
+        ),
+    }
+    for message, raw in cases.items():
+        raw = re.sub(rb', "crc32": \d+', b"", raw)  # hand-edited: no checksum
+        with pytest.raises(FormatError, match=message):
+            load(io.BytesIO(raw), format="jsonl")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "binary"])
+def test_every_truncation_and_flip_of_a_file_with_groups_is_detected(fmt: str) -> None:
+    t = Trie("amqp")
+    t.subscribe("a.*", "x")
+    t.subscribe("", "m", group="日本")
+    t.subscribe("#", 5, group="g")
+    t.set_group_policy("g", "sticky")
+    raw = _export_bytes(t, fmt)
+    assert records(load(io.BytesIO(raw))) == records(t)
+    for cut in range(len(raw)):
+        must_fail(raw[:cut], fmt)
+    for pos in range(len(raw)):
+        for mask in (0x01, 0x80):
+            bad = bytearray(raw)
+            bad[pos] ^= mask
+            must_fail(bytes(bad), fmt)
+
+
+def test_binary_membership_checks_behind_a_valid_checksum() -> None:
+    """Crafted version 2 files: references outside the tables, bad names."""
+    t = Trie("nats")
+    t.subscribe("a.*", "w", group="q")
+    raw = _export_bytes(t, "binary")
+    body = raw[:-4]
+    shar = body.index(b"SHAR")
+    n, d = struct.unpack_from("<QQ", body, shar + 4)
+    assert (n, d) == (1, 3)
+    refs_at = shar + 20 + 8  # after the section header and one end offset
+    name_at = len(body) - 24 - 1  # the group table's blob ends before the trailer
+    assert body[name_at : name_at + 1] == b"q"
+    grps = body.rindex(b"GRPS")
+    cases = {
+        "outside 1..1": body[:refs_at] + struct.pack("<Q", 9) + body[refs_at + 8 :],
+        "group outside": body[: refs_at + 8] + struct.pack("<Q", 2) + body[refs_at + 16 :],
+        # a NATS queue name has no whitespace
+        "group membership 0": body[:name_at] + b" " + body[name_at + 1 :],
+        "policy code": body[: grps + 20] + b"\x07" + body[grps + 21 :],
+    }
+    for message, crafted in cases.items():
+        assert crafted != body, message
+        with pytest.raises(FormatError, match=message):
+            load(io.BytesIO(_with_crc(crafted)), format="binary")
+
+
+# ------------------------------------------------------- format versions
+#: The last commit whose exporters wrote format version 1 (the reader and the
+#: writer before share groups were stored).
+V1_COMMIT = "9d64d1c"
+
+
+@pytest.fixture(scope="module")
+def v1() -> Any:
+    """The version 1 ``cstrie.export`` package, taken from git history and
+    imported as ``cstrie_v1_export`` (its own imports redirected to it), over
+    today's engine and ``Trie``."""
+    import importlib
+    import shutil
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+
+    def show(*args: str) -> str:
+        proc = subprocess.run(
+            [git, "-C", str(repo), *args], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            pytest.skip(f"no git history here ({proc.stderr.strip()})")
+        return proc.stdout
+
+    names = show("ls-tree", "--name-only", V1_COMMIT, "cstrie/export/").split()
+    assert "cstrie/export/meta.py" in names
+    root = Path(tempfile.mkdtemp(prefix="cstrie-v1-"))
+    pkg = root / "cstrie_v1_export"
+    pkg.mkdir()
+    for name in names:
+        text = show("show", f"{V1_COMMIT}:{name}").replace("cstrie.export", "cstrie_v1_export")
+        (pkg / Path(name).name).write_text(text, encoding="utf-8")
+    sys.path.insert(0, str(root))
+    try:
+        mod = importlib.import_module("cstrie_v1_export")
+    finally:
+        sys.path.remove(str(root))
+    assert importlib.import_module("cstrie_v1_export.meta").VERSION == 1
+    yield mod
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_old_reader_refuses_new_files(v1: Any, fmt: str, tmp_path: Path) -> None:
+    """A cstrie that reads version 1 meets a version 2 file (with groups or
+    without): its loader and read_header raise its FormatError saying to upgrade,
+    for every format; so it never loads a file and silently drops memberships."""
+    old_error = importlib_attr("cstrie_v1_export.errors", "FormatError")
+    plain = Trie.from_pairs([("a/+", "x")], MQTT)
+    grouped = Trie.from_pairs([("a/+", "x")], MQTT)
+    grouped.subscribe("$share/g/a/#", "w")
+    for trie in (plain, grouped):
+        path = tmp_path / f"new{SUFFIX[fmt]}"
+        export(trie, path)
+        with pytest.raises(old_error, match="version 2 is newer than this cstrie reads"):
+            v1.load(path)
+        with pytest.raises(old_error, match="upgrade cstrie"):
+            v1.read_header(path)
+        # the old reader works: the same trie, written by the old writer, loads
+        old_path = tmp_path / f"old{SUFFIX[fmt]}"
+        v1.export(trie, old_path)
+        assert records(v1.load(old_path)) == records(plain)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("dname", sorted(DIALECTS))
+def test_version_1_files_still_load(v1: Any, fmt: str, dname: str, tmp_path: Path) -> None:
+    """Files the version 1 writer wrote load as they did: same dialect and pairs,
+    no memberships."""
+    d = DIALECTS[dname]
+    trie = Trie.from_pairs(random_pairs(d, random.Random(dname), 300), d)
+    path = tmp_path / f"v1{SUFFIX[fmt]}"
+    v1.export(trie, path)
+    assert read_header(path)["version"] == 1
+    loaded = load(path)
+    assert loaded.dialect == d and records(loaded) == records(trie)
+    assert loaded.stats()["shared_subscriptions"] == 0
+
+
+def importlib_attr(module: str, name: str) -> Any:
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def test_version_1_check_refuses_version_2() -> None:
+    """Without git history: the version 1 readers' check, as it was (meta.py
+    check_meta and the binary header's u16 test at 9d64d1c), refuses what
+    this cstrie writes in every format."""
+
+    def v1_check(meta: dict[str, Any], u16: int | None) -> None:
+        if u16 is not None and u16 > 1:
+            raise FormatError(f"binary format version {u16} is newer than this cstrie reads")
+        version = meta.get("version")
+        if type(version) is not int or version < 1:
+            raise FormatError(f"invalid format version {version!r}")
+        if version > 1:
+            raise FormatError(f"format version {version} is newer than this cstrie reads")
+
+    raw = _export_bytes(Trie(), "binary")
+    (u16,) = struct.unpack_from("<H", raw, 8)
+    (meta_len,) = struct.unpack_from("<I", raw, 12)
+    with pytest.raises(FormatError, match="version 2 is newer"):
+        v1_check(json.loads(raw[16 : 16 + meta_len]), u16)
+    with pytest.raises(FormatError, match="version 2 is newer"):
+        v1_check(json.loads(raw[16 : 16 + meta_len]), None)
+    with pytest.raises(FormatError, match="version 2 is newer"):
+        v1_check(json.loads(_export_bytes(Trie(), "jsonl").splitlines()[0]), None)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "binary"])
+def test_file_from_before_share_prefix_loads_without_it(fmt: str) -> None:
+    """A file written before Dialect.share_prefix existed has no such field: it
+    loads with share_prefix None, so its "$share/g/x" filters stay the ordinary
+    filters they were (not memberships)."""
+    old_rules = dataclasses.replace(MQTT, share_prefix=None)
+    old = Trie.from_pairs([("$share/g/x", "a"), ("x", "b")], old_rules)
+    raw = _export_bytes(old, fmt)
+    if fmt == "jsonl":
+        lines = raw.decode().splitlines()
+        header = json.loads(lines[0])
+        header["version"] = 1
+        del header["dialect"]["share_prefix"]
+        raw = _jsonl_with(header, lines[1:-1])
+    else:
+        (meta_len,) = struct.unpack_from("<I", raw, 12)
+        meta = json.loads(raw[16 : 16 + meta_len])
+        meta["version"] = 1
+        del meta["dialect"]["share_prefix"]
+        new_meta = json.dumps(meta).encode()
+        grps = raw.rindex(b"GRPS")
+        body = raw[:8] + struct.pack("<HHI", 1, 0, len(new_meta)) + new_meta
+        body += raw[16 + meta_len : grps] + raw[grps + 20 : -4]  # no (empty) GRPS table
+        raw = _with_crc(body)
+    assert b"share_prefix" not in raw
+    loaded = load(io.BytesIO(raw))
+    assert loaded.dialect == old_rules and loaded.dialect.share_prefix is None
+    assert sorted(loaded) == [("$share/g/x", "a"), ("x", "b")]
+    assert loaded.lookup("$share/g/x") == ["a"]

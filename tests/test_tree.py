@@ -212,3 +212,132 @@ def test_deepest_filters_render_in_bounded_lines() -> None:
     nodes = [ln for ln in dot.splitlines() if "[label=" in ln]
     edges = [ln for ln in dot.splitlines() if " -> " in ln]
     assert len(nodes) == 1 + 32767 + 65535 and len(edges) == len(nodes) - 1
+
+
+# ------------------------------------------------ share-group memberships
+# Rules (cstrie/tree.py): a membership counts in ``count`` of every node on its
+# filter's path like an ordinary subscription, and at the filter's node it is in
+# ``groups`` ({name: members there}) and ``members`` ({name: [member, ...]}),
+# not in ``here``/``subscribers``; so count = here + grouped + cut + children.
+GROUPS = ["g", "grüppe", "日本"]
+
+
+def grouped_trie(
+    d: Dialect, seed: int
+) -> tuple[Trie, list[tuple[str, int]], list[tuple[str, str, str]]]:
+    trie, pairs = random_trie(d, seed, 200)
+    rng = random.Random(seed)
+    members = set()
+    for _ in range(60):
+        f = oracle.random_pattern(rng, d, WORDS, 4)
+        members.add((f, rng.choice(GROUPS), rng.choice(["w1", "w2", "w3", "7"])))
+    if d.multi is not None:
+        members.add((d.multi, "g", "w1"))
+    if d is AMQP:
+        members.add(("", "日本", "w2"))
+    for f, g, m in members:
+        trie.subscribe(f, m, group=g)
+    return trie, pairs, sorted(members)
+
+
+@pytest.mark.parametrize("d", [AMQP, MQTT, NATS], ids=lambda d: d.name)
+def test_groups_match_brute_force(d: Dialect) -> None:
+    trie, pairs, members = grouped_trie(d, 11)
+    words = [(tuple(oracle.words_of(d, p)), s) for p, s in pairs]
+    mwords = [(tuple(oracle.words_of(d, f)), g, m) for f, g, m in members]
+    nodes = dict(walk(tree(trie)))
+    assert nodes[()]["count"] == len(trie) == len(pairs) + len(members)
+    for prefix, node in nodes.items():
+        k = len(prefix)
+        below = [1 for w, _ in words if w[:k] == prefix] + [
+            1 for w, _, _ in mwords if w[:k] == prefix
+        ]
+        here = {}
+        for w, g, m in mwords:
+            if w == prefix:
+                here.setdefault(g, []).append(m)
+        assert node["count"] == len(below), prefix
+        assert node["groups"] == {g: len(ms) for g, ms in here.items()}, prefix
+        assert {g: sorted(ms) for g, ms in node["members"].items()} == {
+            g: sorted(ms) for g, ms in here.items()
+        }, prefix
+        assert node["here"] == sum(1 for w, _ in words if w == prefix), prefix
+        assert node["count"] == node["here"] + sum(node["groups"].values()) + sum(
+            c["count"] for c in node["children"].values()
+        )
+    # every filter's node exists (memberships make nodes like patterns do)
+    assert {w[:k] for w, _, _ in mwords for k in range(len(w) + 1)} <= set(nodes)
+
+
+def test_groups_below_max_depth_are_cut() -> None:
+    trie, _, _ = grouped_trie(MQTT, 12)
+    full = dict(walk(tree(trie)))
+    cut = dict(walk(tree(trie, 1, subscribers=False)))
+    for prefix, node in cut.items():
+        assert node["count"] == full[prefix]["count"]
+        assert node["groups"] == full[prefix]["groups"] and "members" not in node
+        kids = sum(c["count"] for c in node["children"].values())
+        assert node["count"] == node["here"] + sum(node["groups"].values()) + node["cut"] + kids
+
+
+def test_render_text_shows_groups_under_their_filter() -> None:
+    t = Trie("amqp")
+    t.subscribe("a.b", "x")
+    t.subscribe("a.*", "x")
+    for m in ("w1", "w2", "w3"):
+        t.subscribe("a.*", m, group="workers")
+    t.subscribe("a.*", "x", group="日本")
+    t.subscribe("", "root-member", group="g")
+    t.subscribe("#", "audit", group="g")
+    root = tree(t)
+    assert render_text(root).splitlines() == [
+        "(root)  8  (1 grouped)",
+        "    [group g]  1 member",
+        "├── a  6",
+        "│   ├── *  5  (1 here, 4 grouped)",
+        "│   │       [group workers]  3 members",
+        "│   │       [group 日本]  1 member",
+        "│   └── b  1  (1 here)",
+        "└── #  1  (1 grouped)",
+        "        [group g]  1 member",
+    ]
+    shown = render_text(root, 1, max_children=1, show_subscribers=2).splitlines()
+    assert shown == [
+        "(root)  8  (1 grouped)",
+        "    [group g]  1 member: 'root-member'",
+        "├── a  6  (+6 below)",
+        "└── … 1 more  (1)",
+    ]
+    deep = render_text(root, max_children=1, show_subscribers=2).splitlines()
+    assert "│   │       [group workers]  3 members: 'w1', 'w2', … 1 more" in deep
+    assert "│   │       … 1 more groups  (1 members)" in deep
+    assert not any("日本" in line for line in deep)
+    # without groups nothing changes
+    assert "group" not in render_text(tree(random_trie(NATS, 3)[0]), show_subscribers=3)
+
+
+def test_render_dot_draws_groups_as_hexagons() -> None:
+    trie, _, members = grouped_trie(AMQP, 13)
+    root = tree(trie, subscribers=False)
+    dot = render_dot(root, None, max_children=100)
+    hexagons = [ln for ln in dot.splitlines() if "shape=hexagon" in ln]
+    assert len(hexagons) == len({(f, g) for f, g, _ in members})
+    assert all("[group " in ln and "#b7e4c7" in ln for ln in hexagons)
+    dotted = [ln for ln in dot.splitlines() if "style=dotted" in ln]
+    assert len(dotted) == len(hexagons)
+    ident = {ln.split()[0] for ln in hexagons}
+    assert {ln.split()[2] for ln in dotted} == ident  # each hexagon hangs on one edge
+    few = render_dot(root, None, max_children=1)
+    assert "more groups" in few
+    plain = render_dot(tree(random_trie(AMQP, 4)[0]), 3)
+    assert "hexagon" not in plain
+
+
+@needs_dot
+def test_dot_with_groups_is_accepted_by_graphviz() -> None:
+    trie, _, _ = grouped_trie(MQTT, 14)
+    dot = render_dot(tree(trie), 3)
+    proc = subprocess.run(
+        [shutil.which("dot") or "dot", "-Tsvg"], input=dot.encode(), capture_output=True
+    )
+    assert proc.returncode == 0, proc.stderr

@@ -148,12 +148,35 @@ def _read_tsv(stream: IO[bytes], dialect: Dialect, name: str) -> Any:
     return Trie.from_pairs(pairs, dialect)
 
 
+def check_tsv(trie: Any) -> None:
+    """``ValueError`` when ``trie`` has share-group memberships and its dialect
+    no share syntax to write them as text (see :func:`write_tsv`)."""
+    d = trie.dialect
+    if d.share_prefix is None and trie.stats()["shared_subscriptions"]:
+        raise ValueError(
+            f"share-group memberships have no PATTERN<TAB>SUBSCRIBER text form in the "
+            f"{d.name} dialect; write an export (.jsonl, .parquet, .cstrie) instead"
+        )
+
+
 def write_tsv(trie: Any, out: IO[str]) -> int:
-    """Write ``PATTERN<TAB>SUBSCRIBER`` lines; returns the number of pairs."""
+    """Write ``PATTERN<TAB>SUBSCRIBER`` lines; returns the number of pairs.
+
+    A share-group membership is written in the dialect's share syntax (MQTT's
+    ``$share/{group}/{filter}``, which reading the text turns back into the
+    membership); a dialect without one has no text form for memberships:
+    ``ValueError`` before anything is written."""
+    from cstrie.groups import Shared
+
+    d = trie.dialect
+    snap = trie.snapshot()
+    check_tsv(snap)
     n = 0
-    for pattern, subs in trie.snapshot()._groups():
+    for key, subs in snap._groups():
+        if isinstance(key, Shared):
+            key = f"{d.share_prefix}{d.separator}{key.group}{d.separator}{key.pattern}"
         for s in subs:
-            out.write(f"{pattern}\t{s}\n")
+            out.write(f"{key}\t{s}\n")
             n += 1
     return n
 

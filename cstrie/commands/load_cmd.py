@@ -18,7 +18,13 @@ import json
 import sys
 from typing import Any
 
-from cstrie.commands import TEXT_SUFFIXES, add_common, read_subscriptions, write_tsv
+from cstrie.commands import (
+    TEXT_SUFFIXES,
+    add_common,
+    check_tsv,
+    read_subscriptions,
+    write_tsv,
+)
 from cstrie.commands._progress import Bar, enabled
 
 
@@ -54,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
                 write_tsv(trie, sys.stdout)
                 sys.stdout.flush()
             else:
+                check_tsv(trie)  # before the file is made
                 with open(out, "w", encoding="utf-8", newline="\n") as f:
                     write_tsv(trie, f)
         else:

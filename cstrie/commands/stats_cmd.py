@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 from cstrie.commands import add_common, read_subscriptions
+from cstrie.groups import Shared
 
 
 def collect(trie: Any, top: int) -> dict[str, Any]:
@@ -29,7 +30,9 @@ def collect(trie: Any, top: int) -> dict[str, Any]:
     wild = 0
     biggest: list[tuple[int, str]] = []
     sep, tokens = d.separator, {d.single, d.multi} - {None}
-    for pattern, subs in trie.snapshot()._groups():
+    for key, subs in trie.snapshot()._groups():
+        # a share-group membership counts for its filter (as in trie.stats())
+        pattern = key.pattern if isinstance(key, Shared) else key
         per_sub.update(subs)
         words = pattern.split(sep) if pattern else []
         lengths[len(words)] += len(subs)

@@ -24,11 +24,14 @@ FORMATS = ("text", "json", "dot", "png", "svg")
 def _jsonable(node: Any) -> Any:
     from cstrie.export.codec import json_value
 
+    def value(s: Any) -> Any:
+        return json_value(s) if type(s) in (str, int, bytes) else repr(s)
+
     out = dict(node)
     if "subscribers" in out:
-        out["subscribers"] = [
-            json_value(s) if type(s) in (str, int, bytes) else repr(s) for s in out["subscribers"]
-        ]
+        out["subscribers"] = [value(s) for s in out["subscribers"]]
+    if "members" in out:  # share-group members, by group
+        out["members"] = {g: [value(s) for s in subs] for g, subs in out["members"].items()}
     out["children"] = {w: _jsonable(c) for w, c in node["children"].items()}
     return out
 

@@ -20,6 +20,12 @@ parquet   ``.parquet`` ``.pq``              analytics (pandas, Spark, DuckDB); n
 binary    ``.cstrie`` ``.cst`` ``.bin``     shipping a matcher to other processes
 ========  ================================  =====================================
 
+Share-group memberships (:mod:`cstrie.groups`) are records of their own in
+every format (format version 2: the group's name beside the filter and the
+member), with each group's policy; a version 1 file has none.  A group's
+round-robin counter and a policy set for a group without members are not
+stored.
+
 Every format records the dialect (all fields) and a format version, and is
 checked on load (CRC-32s, counts, structure): a truncated or corrupt file
 raises :class:`FormatError` and builds nothing.  The export reads one O(1)
@@ -118,8 +124,8 @@ def export(
     str|int|bytes, applied to every subscriber) is given; a subscriber that
     cannot be stored raises ``TypeError`` before anything is written (and no
     file is created).  ``progress(done, total)`` is called after each chunk.
-    Returns the number of pairs written.  O(n) time, memory O(subscribers +
-    one chunk).
+    Returns the number of pairs written, share-group memberships included (as
+    ``len(reader)``).  O(n) time, memory O(subscribers + one chunk).
     """
     if format is None:
         name = dest if _is_path(dest) else getattr(dest, "name", None)
@@ -175,7 +181,8 @@ def load(
     format: str | None = None,
     decode: Decode | None = None,
 ) -> Any:
-    """Load an export into a new :class:`cstrie.Trie` (same dialect and pairs).
+    """Load an export into a new :class:`cstrie.Trie` (same dialect, pairs,
+    share-group memberships and group policies).
 
     ``src`` is a path or a readable binary file.  ``format`` defaults from the
     suffix, then from the file's first bytes.  ``decode`` is applied to every

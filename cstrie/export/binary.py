@@ -5,10 +5,11 @@ buffers :meth:`cstrie.Trie.from_buffers` takes.  All integers little-endian::
 
     offset  size  field
     0       8     magic  b"\\x89CSTRIE\\n" (a text-mode transfer breaks it)
-    8       2     u16 format version (1)
+    8       2     u16 format version (2; version 1 files have no SHAR and GRPS
+                  sections)
     10      2     u16 flags (0; any other value is refused)
     12      4     u32 meta_len
-    16      m     meta: UTF-8 JSON {"format": "cstrie-binary", "version": 1,
+    16      m     meta: UTF-8 JSON {"format": "cstrie-binary", "version": 2,
                   "dialect": {every Dialect field}, "subscriber_codec": "native"
                   or "user", "writer": "cstrie X.Y.Z"}
     pair sections, each (one per engine chunk, at most 65,536 pairs)
@@ -21,8 +22,17 @@ buffers :meth:`cstrie.Trie.from_buffers` takes.  All integers little-endian::
                   with a leading 0)
             8*n   u64 subscriber of each pair: a 1-based index into the table
             d     the patterns, UTF-8, back to back
-    subscriber table (after the pairs: the writer numbers subscribers as it
-    meets them, in one pass)
+    membership sections (version 2; none when there is no share group), each
+            4     b"SHAR"
+            8     u64 n memberships
+            8     u64 d data bytes
+            8*n   i64 end offset of each membership's filter, counted from the
+                  start of the filter data of all SHAR sections
+            8*n   u64 the member: a 1-based index into the subscriber table
+            8*n   u64 the group: a 1-based index into the group table
+            d     the filters, UTF-8, back to back
+    subscriber table (after the pairs and memberships: the writer numbers
+    subscribers as it meets them, in one pass)
             4     b"SUBS"
             8     u64 count S
             8     u64 blob_len B
@@ -31,10 +41,17 @@ buffers :meth:`cstrie.Trie.from_buffers` takes.  All integers little-endian::
                   length), 2 bytes (as is)
             8*S   i64 end offset of each subscriber's bytes in the blob
             B     blob
+    group table (version 2, always there, G may be 0)
+            4     b"GRPS"
+            8     u64 count G
+            8     u64 blob_len B
+            G     u8 policy per group: 0 round-robin, 1 random, 2 sticky
+            8*G   i64 end offset of each group's name in the blob
+            B     the names, UTF-8, back to back
     trailer
             4     b"END\\0"
-            8     u64 total pairs
-            8     u64 total pattern bytes
+            8     u64 total pairs (ordinary pairs: PAIR sections)
+            8     u64 total pattern bytes (PAIR sections)
             4     u32 number of pair sections
             4     u32 CRC-32 (zlib) of every byte before it
 
@@ -56,7 +73,7 @@ from typing import Any, BinaryIO
 from cstrie.export import meta as m
 from cstrie.export.codec import BYTES, INT, STR, Decode, Plan
 from cstrie.export.errors import FormatError
-from cstrie.export.source import Numbering, chunks
+from cstrie.export.source import GroupNames, Numbering, chunks, membership_chunks
 
 __all__ = ["MAGIC", "read", "write"]
 
@@ -66,6 +83,8 @@ _SECTION = struct.Struct("<4sQQ")
 _KIND_OF = {str: STR, int: INT, bytes: BYTES}
 _TABLE_SLICE = 1 << 16
 _TRAILER = struct.Struct("<4sQQII")
+#: group policy names <-> their u8 code in the group table
+_POLICY_CODES = ("round-robin", "random", "sticky")
 
 
 def _value_bytes(v: str | int | bytes) -> bytes:
@@ -103,6 +122,23 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
         sections += 1
         if progress is not None:
             progress(pairs, total)
+    ordinary, pattern_bytes = pairs, base
+    groups = GroupNames(snap._reg.objects)
+    if plan.shared:
+        base = 0
+        for c in membership_chunks(snap):
+            assert c.share is not None
+            data, ends = c.pair_patterns(base)
+            refs = index.number(c.ids)
+            put(_SECTION.pack(b"SHAR", len(refs), len(data)))
+            put(array("q", ends).tobytes())
+            put(refs.tobytes())
+            put(array("Q", groups.numbers(c.share)).tobytes())
+            put(data)
+            base += len(data)
+            pairs += len(refs)
+            if progress is not None:
+                progress(pairs, total)
     # The table, a slice of subscribers at a time: each value is looked up and
     # encoded once; a slice's bytes are kept joined (O(subscribers) bytes, no
     # object per subscriber) until the section header with their total is out.
@@ -123,7 +159,12 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
     put(array("q", accumulate(lengths)).tobytes())
     for blob in blobs:
         put(blob)
-    put(_TRAILER.pack(b"END\0", pairs, base, sections, 0)[:-4])
+    names = [n.encode() for n in groups.names]
+    put(_SECTION.pack(b"GRPS", len(names), sum(map(len, names))))
+    put(bytes(map(_POLICY_CODES.index, groups.policies)))
+    put(array("q", accumulate(map(len, names))).tobytes())
+    put(b"".join(names))
+    put(_TRAILER.pack(b"END\0", ordinary, pattern_bytes, sections, 0)[:-4])
     f.write(struct.pack("<I", crc))
 
 
@@ -198,6 +239,10 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:
         raise FormatError(f"the binary header is not valid JSON: {exc}") from None
     dialect, codec = m.check_meta(meta, "binary")
+    if m.version_of(meta) != version:
+        raise FormatError(
+            f"the binary header says version {version} and its meta {m.version_of(meta)}"
+        )
 
     def section(tag: bytes) -> tuple[int, int]:
         nonlocal pos
@@ -227,17 +272,29 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
         ends_parts.append(take(8 * n))
         ref_parts.append(take(8 * n))
         data_parts.append(take(d))
-    count, blob_len = section(b"SUBS")
-    kinds = take(count).tobytes()
-    sub_ends = array("q")
-    sub_ends.frombytes(take(8 * count))
-    blob = take(blob_len).tobytes()
-    if count and (
-        sub_ends[-1] != blob_len
-        or sub_ends[0] < 0
-        or not all(map(operator.le, sub_ends, islice(sub_ends, 1, None)))
-    ):
-        raise FormatError("corrupt subscriber table offsets")
+    member_parts: list[list[memoryview]] = [[], [], [], []]  # ends, refs, groups, data
+    while version >= m.GROUPS_SINCE and raw[pos : pos + 4] == b"SHAR":
+        n, d = section(b"SHAR")
+        for part, size in zip(member_parts, (8 * n, 8 * n, 8 * n, d), strict=True):
+            part.append(take(size))
+
+    def table(tag: bytes) -> tuple[bytes, array[int], bytes]:
+        """A (u8 per item, end offsets, blob) table section."""
+        count, blob_len = section(tag)
+        kinds = take(count).tobytes()
+        ends = array("q")
+        ends.frombytes(take(8 * count))
+        blob = take(blob_len).tobytes()
+        if count and (
+            ends[-1] != blob_len
+            or ends[0] < 0
+            or not all(map(operator.le, ends, islice(ends, 1, None)))
+        ):
+            raise FormatError(f"corrupt {tag.decode()} table offsets")
+        return kinds, ends, blob
+
+    kinds, sub_ends, blob = table(b"SUBS")
+    group_table = table(b"GRPS") if version >= m.GROUPS_SINCE else None
     if pos != end_of_body:
         raise FormatError(f"unexpected bytes at {pos} before the trailer")
     tag, total, total_bytes, sections, _crc = _TRAILER.unpack_from(raw, end_of_body)
@@ -256,5 +313,47 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     m.check_utf8(data, offsets)
     values = _values(kinds, sub_ends, blob)
     m.check_distinct(values)  # a table in the file: it may repeat one
+    memberships, policies = (
+        _memberships(member_parts, group_table) if group_table is not None else ([], None)
+    )
     values = m.decode_values(values, codec, decode)
-    return m.build_trie(data, offsets, refs, values, dialect)
+    return m.build_trie(data, offsets, refs, values, dialect, memberships, policies)
+
+
+def _memberships(
+    parts: list[list[memoryview]], group_table: tuple[bytes, array[int], bytes]
+) -> tuple[list[m.Membership], dict[str, str] | None]:
+    """The SHAR sections' memberships and the GRPS table's policies (checked:
+    offsets, UTF-8, group references; member references are checked when the
+    memberships join)."""
+    codes, name_ends, name_blob = group_table
+    try:
+        names = [
+            name_blob[a:b].decode("utf-8")
+            for a, b in zip(chain((0,), name_ends), name_ends, strict=False)
+        ]
+    except UnicodeDecodeError:
+        raise FormatError("a group name is not valid UTF-8") from None
+    if len(set(names)) != len(names):
+        raise FormatError("the group table lists a group twice (corrupt file)")
+    if any(c >= len(_POLICY_CODES) for c in codes):
+        raise FormatError("unknown group policy code in the group table")
+    policies = {name: _POLICY_CODES[c] for name, c in zip(names, codes, strict=True)}
+    ends = array("q", [0])
+    ends.frombytes(b"".join(parts[0]))
+    refs = array("Q")
+    refs.frombytes(b"".join(parts[1]))
+    groups = array("Q")
+    groups.frombytes(b"".join(parts[2]))
+    data = b"".join(parts[3])
+    if not (len(ends) - 1 == len(refs) == len(groups)):
+        raise FormatError("corrupt membership sections")
+    m.check_offsets(ends, len(data))
+    if not all(map(operator.le, ends, islice(ends, 1, None))):
+        raise FormatError("membership filter offsets decrease")
+    m.check_utf8(data, ends)
+    if any(not 1 <= g <= len(names) for g in groups):
+        raise FormatError(f"a membership refers to a group outside 1..{len(names)}")
+    filters = [data[a:b].decode("utf-8") for a, b in zip(ends, islice(ends, 1, None), strict=False)]
+    memberships = [(f, r, names[g - 1]) for f, r, g in zip(filters, refs, groups, strict=True)]
+    return memberships, policies

@@ -25,6 +25,7 @@ from typing import Any
 
 from cstrie.dialect import Dialect
 from cstrie.export.errors import FormatError
+from cstrie.groups import Group
 
 __all__ = [
     "BYTES",
@@ -148,13 +149,16 @@ class Plan:
 
     ``values`` maps every engine id of the snapshot (maybe more) to the value to
     store (the registry's id -> object list itself, or a dict); ``members`` are
-    those values (each once) and ``kinds`` the kinds among them."""
+    those values (each once) and ``kinds`` the kinds among them.  ``shared`` is
+    False when the snapshot certainly holds no share-group membership (then
+    the exporters skip the walk that collects them)."""
 
     values: Sequence[Any] | dict[int, str | int | bytes]
     members: list[Any]
     kinds: set[int]
     codec: str
     total: int | None = None
+    shared: bool = True
 
 
 #: ints longer than this many bits are refused up front: str() and JSON cannot
@@ -162,9 +166,11 @@ class Plan:
 _MAX_INT_BITS = 14000
 
 
-def _native_types(values: Any) -> set[type] | None:
-    """The types among ``values`` if all can be stored as they are, else None."""
-    types = set(map(type, values))
+def _native_types(values: Any, types: set[type] | None = None) -> set[type] | None:
+    """The types among ``values`` (``types``, when known) if all can be stored
+    as they are, else None."""
+    if types is None:
+        types = set(map(type, values))
     if not types <= _KINDS.keys():
         return None
     if int in types and any(v.bit_length() > _MAX_INT_BITS for v in values if type(v) is int):
@@ -184,11 +190,18 @@ def plan(snap: Any, encode: Encode | None) -> Plan:
 
     if encode is None:
         # The live registry list serves the lookups: the snapshot pins its ids.
+        # Share groups have registry ids too (their Group objects): they are no
+        # subscribers, and there are none when no membership exists.
         live = snap._reg.live_objects()
-        types = _native_types(live)
+        present = set(map(type, live))
+        shared = Group in present
+        if shared:
+            live = [o for o in live if type(o) is not Group]
+            present.discard(Group)
+        types = _native_types(live, present)
         if types is not None:
-            return Plan(snap._reg.objects, live, {_KINDS[t] for t in types}, "native")
-    ids, total = distinct_ids(snap)
+            return Plan(snap._reg.objects, live, {_KINDS[t] for t in types}, "native", None, shared)
+    ids, total, memberships = distinct_ids(snap)
     table = prepare_table(ids, snap._reg.objects, encode)
     return Plan(
         dict(zip(table.ids, table.values, strict=True)),
@@ -196,6 +209,7 @@ def plan(snap: Any, encode: Encode | None) -> Plan:
         table.kind_set,
         table.codec,
         total,
+        memberships > 0,
     )
 
 
@@ -226,7 +240,9 @@ assert set(_FIELD_TYPES) == set(_DIALECT_FIELDS), "update _FIELD_TYPES with Dial
 #: built-in dialect whose current value differs: an old "amqp" file loads
 #: without AMQP's 256-word limit and an old "nats" file without its whitespace
 #: rule, so every pattern it holds still loads and every topic matches as before.
-_ADDED_FIELDS = ("forbidden", "max_levels")
+#: An "mqtt" file from before share groups loads without ``share_prefix``: its
+#: patterns were ordinary filters (``$share/g/x`` included) and stay so.
+_ADDED_FIELDS = ("forbidden", "max_levels", "share_prefix")
 assert all(_DIALECT_FIELDS[f].default is not dataclasses.MISSING for f in _ADDED_FIELDS)
 
 

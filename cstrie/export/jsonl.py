@@ -2,11 +2,12 @@
 
 Layout (UTF-8, ``\\n`` line ends)::
 
-    {"format": "cstrie-jsonl", "version": 1, "dialect": {...}, "subscriber_codec": "native", ...}
+    {"format": "cstrie-jsonl", "version": 2, "dialect": {...}, "subscriber_codec": "native", ...}
     {"pattern": "stock.*.nyse", "subscriber": "alice"}
     {"pattern": "stock.#", "subscriber": 42}
     {"pattern": "stock.#", "subscriber": {"bytes": "AAE="}}
-    {"end": {"pairs": 3, "crc32": 2882390462}}
+    {"pattern": "orders.*", "subscriber": "w1", "group": "billing"}
+    {"end": {"pairs": 4, "memberships": 1, "policies": {"billing": "sticky"}, "crc32": 123}}
 
 The first line is the header (see :func:`cstrie.export.meta.make_meta`); then
 one line per (pattern, subscriber) pair, subscribers as JSON strings,
@@ -30,7 +31,7 @@ import re
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, chain
+from itertools import accumulate, chain, repeat
 from operator import itemgetter
 from typing import Any, BinaryIO
 
@@ -38,7 +39,7 @@ from cstrie import _binding as nb
 from cstrie.export import meta as m
 from cstrie.export.codec import Decode, Plan, surrogate_text_b64, value_from_json
 from cstrie.export.errors import FormatError
-from cstrie.export.source import ByteTable, Numbering, chunks
+from cstrie.export.source import ByteTable, GroupNames, Numbering, chunks, membership_chunks
 
 __all__ = ["loads", "read", "write"]
 
@@ -117,7 +118,8 @@ def _texts(vals: list[str | int | bytes]) -> tuple[list[str], str]:
 
 
 def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None) -> None:
-    """Write ``snap`` to ``f`` as JSON Lines, one chunk at a time."""
+    """Write ``snap`` to ``f`` as JSON Lines, one chunk at a time: the ordinary
+    pairs, then the share-group memberships."""
     crc = 0
 
     def put(b: bytes | memoryview) -> None:
@@ -145,21 +147,74 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
         pairs += n
         if progress is not None:
             progress(pairs, total)
-    f.write((json.dumps({"end": {"pairs": pairs, "crc32": crc}}) + "\n").encode())
+    end: dict[str, Any] = {"pairs": pairs}
+    if plan.shared:
+        groups = GroupNames(snap._reg.objects)
+        members = _write_memberships(snap, plan, groups, put, pairs, total, progress)
+        if members:
+            end = {"pairs": pairs + members, "memberships": members}
+            end["policies"] = groups.policy_map()
+    end["crc32"] = crc
+    f.write((json.dumps({"end": end}) + "\n").encode())
 
 
-def _line_error(body_lines: list[bytes], first_line: int) -> FormatError:
+def _write_memberships(
+    snap: Any,
+    plan: Plan,
+    groups: GroupNames,
+    put: Callable[[bytes], None],
+    done: int,
+    total: int,
+    progress: m.Progress | None,
+) -> int:
+    """Write one line per share-group membership (a Python step per line: a
+    membership is joined by a Python call, so there are not millions); returns
+    how many."""
+    texts: dict[int, str] = {}  # engine id -> the member's JSON text
+    names: dict[int, str] = {}  # group number -> the name's JSON text
+    values = plan.values
+    count = 0
+    for c in membership_chunks(snap):
+        assert c.share is not None
+        lines = []
+        for p, i, share in zip(c.group_patterns(), c.ids, c.share, strict=True):
+            sub = texts.get(i)
+            if sub is None:
+                sub = texts[i] = _json_text(values[i])
+            g = groups.number(share)
+            name = names.get(g)
+            if name is None:
+                name = names[g] = _enc_str(groups.names[g - 1])
+            lines.append(
+                f'{{"pattern":{_enc_str(p.decode())},"subscriber":{sub},"group":{name}}}\n'
+            )
+        put("".join(lines).encode("utf-8"))
+        count += len(lines)
+        if progress is not None:
+            progress(done + count, total)
+    return count
+
+
+def _line_error(body_lines: list[bytes], first_line: int, groups: bool = True) -> FormatError:
     """Find the first bad pair line (slow path, for the message)."""
+    keys = ({"pattern", "subscriber"}, {"pattern", "subscriber", "group"})
     for k, line in enumerate(body_lines):
         where = f"line {first_line + k}"
         try:
             obj = json.loads(line)
         except ValueError as exc:
             return FormatError(f"{where}: not valid JSON ({exc})")
-        if not isinstance(obj, dict) or set(obj) != {"pattern", "subscriber"}:
+        if not isinstance(obj, dict) or set(obj) not in keys:
             return FormatError(f'{where}: expected {{"pattern": ..., "subscriber": ...}}')
+        if "group" in obj and not groups:
+            return FormatError(
+                f"{where}: a share-group membership in a version 1 file (groups need "
+                f"version {m.GROUPS_SINCE})"
+            )
         if type(obj["pattern"]) is not str:
             return FormatError(f"{where}: the pattern is not a string")
+        if type(obj.get("group")) not in (str, type(None)):
+            return FormatError(f"{where}: the group is not a string (nor null)")
         try:
             value_from_json(obj["subscriber"])
         except FormatError as exc:
@@ -272,6 +327,51 @@ def _arrow_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[A
     return data, offsets, rbuf, values
 
 
+def _tail_memberships(
+    raw: bytes, head_end: int, foot_start: int, count: int
+) -> tuple[int, list[tuple[str, Any, str]]] | None:
+    """Where the writer puts them: the last ``count`` lines before the footer
+    as (pattern, stored subscriber, group) and the offset of the first, if they
+    all are memberships; else None (the general reader decides)."""
+    pos = foot_start
+    for _ in range(count):
+        if pos <= head_end + 1:
+            return None
+        pos = raw.rfind(b"\n", head_end, pos - 1) + 1
+    try:
+        objs = json.loads(b"[" + raw[pos : foot_start - 1].replace(b"\n", b",") + b"]")
+        if len(objs) != count:
+            return None
+        out = []
+        for o in objs:
+            if type(o) is not dict or len(o) != 3:
+                return None
+            p, g, v = o["pattern"], o["group"], o["subscriber"]
+            if type(p) is not str or type(g) is not str:
+                return None
+            out.append((p, v if type(v) is not dict else value_from_json(v), g))
+    except (ValueError, KeyError, TypeError):
+        return None
+    return pos, out
+
+
+def _with_members(
+    values: list[Any], members: list[tuple[str, Any, str]]
+) -> tuple[list[Any], list[m.Membership]]:
+    """The subscriber values extended by the members not among them, and the
+    memberships with 1-based references into that list."""
+    index = dict(zip(values, range(1, len(values) + 1), strict=True))
+    values = list(values)
+    out: list[m.Membership] = []
+    for pattern, v, group in members:
+        ref = index.get(v)
+        if ref is None:
+            values.append(v)
+            ref = index[v] = len(values)
+        out.append((pattern, ref, group))
+    return values, out
+
+
 def loads(raw: bytes, decode: Decode | None = None) -> Any:
     if not raw:
         raise FormatError("empty file: not a cstrie JSON Lines export")
@@ -283,6 +383,7 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     except ValueError:
         raise FormatError("not a cstrie JSON Lines export (the first line is not JSON)") from None
     dialect, codec = m.check_meta(header, "jsonl")
+    groups = m.version_of(header) >= m.GROUPS_SINCE
     if not raw.endswith(b"\n"):
         raise FormatError("truncated JSON Lines export (the last line is incomplete)")
     foot_start = raw.rfind(b"\n", 0, len(raw) - 1) + 1
@@ -293,50 +394,114 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     except ValueError:
         footer = None
     end = footer.get("end") if isinstance(footer, dict) and len(footer) == 1 else None
-    if not isinstance(end, dict) or not set(end) <= {"pairs", "crc32"} or "pairs" not in end:
+    keys = {"pairs", "crc32"} | ({"memberships", "policies"} if groups else set())
+    if not isinstance(end, dict) or not set(end) <= keys or "pairs" not in end:
         raise FormatError("truncated JSON Lines export (the last line is not the footer)")
     if "crc32" in end and end["crc32"] != zlib.crc32(memoryview(raw)[:foot_start]):
         raise FormatError("checksum mismatch: the file is truncated or corrupt")
     pairs = end["pairs"]
     if type(pairs) is not int or pairs < 0:
         raise FormatError(f"invalid pair count {pairs!r} in the footer")
-    # The engine's reader takes exactly `pairs` lines and every byte up to the
-    # footer, so when it succeeds the count is checked too (no separate count).
-    fast = _native_columns(memoryview(raw)[head_end + 1 : foot_start], pairs)
-    body = memoryview(raw)[head_end + 1 : foot_start - 1]  # without the last newline
-    if fast is None:
-        nlines = raw.count(b"\n", head_end + 1, foot_start)
-        if pairs != nlines:
-            raise FormatError(
-                f"the footer says {pairs!r} pairs but the file has {nlines} pair lines"
+    # Both optional, for hand-edited files: without "memberships" the lines
+    # are not counted by kind, without "policies" every group is round-robin.
+    nmem = end.get("memberships")
+    if nmem is not None and (type(nmem) is not int or not 0 <= nmem <= pairs):
+        raise FormatError(f"invalid membership count {nmem!r} in the footer")
+    policies = m.check_policies(end.get("policies"))
+    # The writer's layout: the ordinary pairs, then the memberships (the last
+    # nmem lines).  Anything else goes to the general reader below.
+    split = foot_start
+    members: list[tuple[str, Any, str]] = []
+    tail = _tail_memberships(raw, head_end, foot_start, nmem) if nmem else None
+    if tail is not None:
+        split, members = tail
+    if not nmem or tail is not None:
+        plain = pairs - (nmem or 0)
+        # The engine's reader takes exactly `plain` lines and every byte up to
+        # the memberships, so when it succeeds the count is checked too.
+        fast = _native_columns(memoryview(raw)[head_end + 1 : split], plain)
+        if fast is None:
+            nlines = raw.count(b"\n", head_end + 1, split)
+            if plain != nlines:
+                raise FormatError(
+                    f"the footer says {pairs!r} pairs but the file has "
+                    f"{nlines + (nmem or 0)} pair lines"
+                )
+            if nlines == 0:
+                fast = (b"", array("q", (0,)), array("Q"), [])
+            else:
+                fast = _arrow_columns(memoryview(raw)[head_end + 1 : split - 1], nlines)
+        if fast is not None:
+            data_buf, offsets_buf, refs_buf, values = fast
+            values, memberships = _with_members(values, members)
+            values = m.decode_values(values, codec, decode)
+            return m.build_trie(
+                data_buf, offsets_buf, refs_buf, values, dialect, memberships, policies
             )
-        fast = _arrow_columns(body, nlines)
-    if fast is not None:
-        data_buf, offsets_buf, refs_buf, values = fast
-        values = m.decode_values(values, codec, decode)
-        return m.build_trie(data_buf, offsets_buf, refs_buf, values, dialect)
+    return _general(
+        raw, head_end, foot_start, pairs, nmem, groups, codec, decode, dialect, policies
+    )
+
+
+def _general(
+    raw: bytes,
+    head_end: int,
+    foot_start: int,
+    pairs: int,
+    nmem: int | None,
+    groups: bool,
+    codec: str,
+    decode: Decode | None,
+    dialect: Any,
+    policies: dict[str, str] | None,
+) -> Any:
+    """The pure-Python reader: any JSON spacing, key order and line order."""
+    nlines = raw.count(b"\n", head_end + 1, foot_start)
+    if pairs != nlines:
+        raise FormatError(f"the footer says {pairs!r} pairs but the file has {nlines} pair lines")
+    body = memoryview(raw)[head_end + 1 : foot_start - 1]  # without the last newline
+
+    def error() -> FormatError:
+        return _line_error(raw[head_end + 1 : foot_start].split(b"\n")[:-1], 2, groups)
+
     try:
         objs = json.loads(b"".join((b"[", body, b"]")).replace(b"\n", b",")) if nlines else []
         pats = list(map(itemgetter("pattern"), objs))
         subs = list(map(itemgetter("subscriber"), objs))
+        sizes = set(map(len, objs))
         ok = (
             len(objs) == nlines
-            and set(map(len, objs)) <= {2}
+            and sizes <= ({2, 3} if groups else {2})
             and set(map(type, pats)) <= {str}
             and set(map(type, subs)) <= {str, int, dict}
         )
+        names: list[Any] = list(map(dict.get, objs, repeat("group"))) if 3 in sizes else []
+        if names and ok:
+            ok = sum(1 for o in objs if len(o) == 3 and "group" in o) == sum(
+                1 for o in objs if len(o) == 3
+            ) and set(map(type, names)) <= {str, type(None)}
     except (ValueError, KeyError, TypeError):
         ok = False
     if not ok:
-        raise _line_error(raw[head_end + 1 : foot_start].split(b"\n")[:-1], 2)
+        raise error()
     del objs, body
     if dict in set(map(type, subs)):
         try:
             subs = [value_from_json(s) if type(s) is dict else s for s in subs]
         except FormatError:
-            raise _line_error(raw[head_end + 1 : foot_start].split(b"\n")[:-1], 2) from None
+            raise error() from None
     values = list(dict.fromkeys(subs))
     index = dict(zip(values, range(1, len(values) + 1), strict=True))
+    memberships: list[m.Membership] = []
+    if any(g is not None for g in names):
+        memberships = [
+            (p, index[s], g) for p, s, g in zip(pats, subs, names, strict=True) if g is not None
+        ]
+        plain = [k for k, g in enumerate(names) if g is None]
+        pats = [pats[k] for k in plain]
+        subs = [subs[k] for k in plain]
+    if nmem is not None and len(memberships) != nmem:
+        raise FormatError(f"the footer says {nmem} memberships but the file has {len(memberships)}")
     refs = array("Q", map(index.__getitem__, subs))
     del subs, index
     try:
@@ -348,4 +513,4 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     data = b"".join(pb)
     del pb
     values = m.decode_values(values, codec, decode)
-    return m.build_trie(data, offsets, refs, values, dialect)
+    return m.build_trie(data, offsets, refs, values, dialect, memberships, policies)

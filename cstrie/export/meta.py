@@ -11,11 +11,30 @@ from cstrie.dialect import Dialect
 from cstrie.export.codec import Decode, dialect_from_json, dialect_to_json
 from cstrie.export.errors import FormatError
 
-__all__ = ["VERSION", "build_trie", "check_meta", "make_meta"]
+__all__ = [
+    "GROUPS_SINCE",
+    "VERSION",
+    "Membership",
+    "build_trie",
+    "check_meta",
+    "check_policies",
+    "make_meta",
+]
 
 #: The version written by this cstrie into every format's header.  Loaders read
-#: every version up to it and refuse newer ones with a FormatError.
-VERSION = 1
+#: every version up to it and refuse newer ones with a FormatError (version 1
+#: readers, cstrie before share groups, refuse version 2 files that way).
+#:
+#: 1. (pattern, subscriber) pairs.
+#: 2. also share-group memberships (filter, member, group name) and the policy
+#:    of each group that has one; a version 1 file has none.
+VERSION = 2
+#: The first version whose files may hold share-group memberships.
+GROUPS_SINCE = 2
+
+#: A membership read from a file: (filter, 1-based index into the file's
+#: subscriber values, group name).
+Membership = tuple[str, int, str]
 
 Progress = Callable[[int, int], None]
 
@@ -51,6 +70,28 @@ def check_meta(meta: object, fmt: str) -> tuple[Dialect, str]:
     if codec not in ("native", "user"):
         raise FormatError(f"invalid subscriber_codec {codec!r}")
     return dialect_from_json(meta.get("dialect")), codec
+
+
+def version_of(meta: dict[str, Any]) -> int:
+    """The format version of a header that :func:`check_meta` accepted."""
+    version: int = meta["version"]
+    return version
+
+
+def check_policies(obj: object) -> dict[str, str] | None:
+    """The ``{group name: policy name}`` record of a file (strict), None when
+    the file has none."""
+    from cstrie.groups import POLICIES
+
+    if obj is None:
+        return None
+    if not isinstance(obj, dict) or not all(
+        type(k) is str and v in POLICIES for k, v in obj.items()
+    ):
+        raise FormatError(
+            f"invalid group policies {obj!r}: expected {{group name: one of {sorted(POLICIES)}}}"
+        )
+    return obj
 
 
 def check_distinct(values: list[Any]) -> None:
@@ -102,13 +143,47 @@ def build_trie(
     refs: Any,
     subscribers: list[Any],
     dialect: Dialect,
+    memberships: list[Membership] | None = None,
+    policies: dict[str, str] | None = None,
 ) -> Any:
-    """``Trie.from_buffers`` with the file's errors reported as FormatError."""
+    """``Trie.from_buffers`` with the file's errors reported as FormatError,
+    then the share-group memberships (each member ``subscribers[ref - 1]``,
+    joined one by one: the bulk build knows no groups) and the groups'
+    policies (when given, exactly the groups of the memberships)."""
+    from cstrie.groups import Shared
     from cstrie.trie import Trie
 
     try:
-        return Trie.from_buffers(data, offsets, refs, subscribers, dialect)
+        trie = Trie.from_buffers(data, offsets, refs, subscribers, dialect)
     except ValueError as exc:
         if "appears twice" in str(exc):
             raise ValueError(f"decode made two subscribers equal: {exc}") from None
         raise FormatError(f"the file's subscriptions are invalid: {exc}") from None
+    if memberships:
+        n = len(subscribers)
+        subscribe = trie.subscribe
+        for k, (filt, ref, group) in enumerate(memberships):
+            if not 1 <= ref <= n:
+                raise FormatError(
+                    f"membership {k} refers to subscriber #{ref}, outside 1..{n} (corrupt file)"
+                )
+            try:
+                subscribe(Shared(filt, group), subscribers[ref - 1])
+            except (ValueError, TypeError) as exc:
+                raise FormatError(
+                    f"the file's group membership {k} ({filt!r} in group {group!r}) is "
+                    f"invalid: {exc}"
+                ) from None
+    if policies is not None:
+        named = {group for _, _, group in memberships or ()}
+        if set(policies) != named:
+            raise FormatError(
+                f"the file's group policies name the groups {sorted(policies)}, its "
+                f"memberships {sorted(named)}"
+            )
+    for name, policy in (policies or {}).items():
+        try:
+            trie.set_group_policy(name, policy)
+        except (ValueError, TypeError) as exc:
+            raise FormatError(f"invalid group policy for {name!r}: {exc}") from None
+    return trie

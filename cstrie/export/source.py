@@ -16,8 +16,20 @@ from operator import sub
 from typing import Any
 
 from cstrie import _binding as nb
+from cstrie.groups import POLICIES
 
-__all__ = ["CHUNK_PAIRS", "ByteTable", "Chunk", "Numbering", "chunks", "distinct_ids"]
+__all__ = [
+    "CHUNK_PAIRS",
+    "ByteTable",
+    "Chunk",
+    "GroupNames",
+    "Numbering",
+    "chunks",
+    "distinct_ids",
+    "membership_chunks",
+]
+
+_POLICY_NAMES = {code: name for name, code in POLICIES.items()}
 
 #: Pairs per engine chunk (the unit of streaming, a Parquet row group, ...).
 CHUNK_PAIRS = 1 << 14
@@ -34,6 +46,9 @@ class Chunk:
     ids: array[int]
     ids_end: array[int]
     _simple: bool | None = None
+    #: with ``shared``: per group, 0 for an ordinary pattern's subscribers, else
+    #: the engine id of the share group whose members the group's ids are
+    share: array[int] | None = None
 
     @property
     def npairs(self) -> int:
@@ -124,17 +139,22 @@ def _copy(buf: Any, typecode: str, n: int) -> array[int]:
     return out
 
 
-def chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False) -> Iterator[Chunk]:
+def chunks(
+    reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False, shared: bool = False
+) -> Iterator[Chunk]:
     """The chunks of ``reader``'s engine handle (a Snapshot: it is immutable, so
     every walk over it gives the same pairs).  With ``per_pair`` every group is
     one pair (the engine repeats a pattern once per subscriber), so every chunk
-    is :attr:`Chunk.simple`: what the row-per-pair formats want."""
+    is :attr:`Chunk.simple`: what the row-per-pair formats want.  Without
+    ``shared`` the walk gives the ordinary pairs only (share-group memberships
+    are skipped in the engine); with it, memberships too, told apart by
+    :attr:`Chunk.share`."""
     lib, ffi = nb.lib, nb.ffi
     it = (lib.cst_iter_new_pairs if per_pair else lib.cst_iter_new)(reader._h)
     if it == ffi.NULL:
         raise MemoryError("cstrie engine: out of memory starting an iteration")
     it = ffi.gc(it, lib.cst_iter_free)
-    g = nb.Groups(chunk_pairs * 16, chunk_pairs, chunk_pairs)
+    g = nb.Groups(chunk_pairs * 16, chunk_pairs, chunk_pairs, with_share=shared)
     while True:
         r = lib.cst_iter_next(it, g.s)
         if r == lib.CST_ETRUNC:
@@ -154,15 +174,78 @@ def chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False) 
         ids_end = _copy(s.ids_end, "q", n)
         pat = bytes(ffi.buffer(s.pat, pat_end[-1])) if n else b""
         ids = _copy(s.ids, "Q", ids_end[-1] if n else 0)
-        yield Chunk(pat, pat_end, ids, ids_end, True if per_pair else None)
+        share = _copy(s.share, "Q", n) if shared else None
+        yield Chunk(pat, pat_end, ids, ids_end, True if per_pair else None, share)
 
 
-def distinct_ids(reader: Any) -> tuple[list[int], int]:
-    """The snapshot's distinct subscriber ids (ascending: registry order) and its
-    number of pairs."""
+def membership_chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS) -> Iterator[Chunk]:
+    """The share-group memberships of ``reader`` only, one row per membership
+    (each chunk :attr:`Chunk.simple`, its :attr:`Chunk.share` never 0): the
+    group's filter as the pattern, the member as the id.  A second walk of the
+    snapshot; chunks without a membership cost one C-speed test each."""
+    for c in chunks(reader, chunk_pairs, per_pair=True, shared=True):
+        share = c.share
+        assert share is not None
+        raw = share.tobytes()
+        if not raw.strip(b"\0"):
+            continue  # ordinary pairs only
+        if 0 not in share:
+            yield c
+            continue
+        keep = [k for k, s in enumerate(share) if s]
+        pats = c.group_patterns()
+        picked = [pats[k] for k in keep]
+        yield Chunk(
+            b"".join(picked),
+            array("q", accumulate(map(len, picked))),
+            array("Q", [c.ids[k] for k in keep]),
+            array("q", range(1, len(keep) + 1)),
+            True,
+            array("Q", [share[k] for k in keep]),
+        )
+
+
+class GroupNames:
+    """Share-group engine ids -> 1, 2, 3, ... in order of first appearance,
+    with each group's name and its policy name (read from the live group
+    object: policies belong to the trie family, not to a snapshot)."""
+
+    def __init__(self, objects: Any) -> None:
+        self._objects = objects
+        self._index: dict[int, int] = {}
+        self.names: list[str] = []
+        self.policies: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def number(self, share: int) -> int:
+        k = self._index.get(share)
+        if k is None:
+            g = self._objects[share]
+            self.names.append(g.name)
+            self.policies.append(_POLICY_NAMES[g.policy])
+            k = self._index[share] = len(self.names)
+        return k
+
+    def numbers(self, shares: Iterable[int]) -> list[int]:
+        return list(map(self.number, shares))
+
+    def policy_map(self) -> dict[str, str]:
+        """{group name: policy name} of the groups numbered so far."""
+        return dict(zip(self.names, self.policies, strict=True))
+
+
+def distinct_ids(reader: Any) -> tuple[list[int], int, int]:
+    """The snapshot's distinct subscriber ids, share-group members included
+    (ascending: registry order), its number of pairs (memberships included,
+    as ``len``) and of memberships."""
     seen: set[int] = set()
-    total = 0
-    for c in chunks(reader):
+    total = members = 0
+    for c in chunks(reader, shared=True):
         seen.update(c.ids)
         total += len(c.ids)
-    return sorted(seen), total
+        assert c.share is not None
+        if c.share.tobytes().strip(b"\0"):
+            members += sum(k for k, s in zip(c.counts(), c.share, strict=True) if s)
+    return sorted(seen), total, members
