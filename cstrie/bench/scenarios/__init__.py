@@ -28,6 +28,8 @@ REGISTRY: dict[str, str] = {
     "suite-throughput": "cstrie.bench.scenarios.suite_throughput",
     "suite-threads": "cstrie.bench.scenarios.suite_threads",
     "suite-scale": "cstrie.bench.scenarios.suite_scale",
+    # issue 14: share groups (Trie.route vs Trie.lookup, round-robin spread)
+    "route": "cstrie.bench.scenarios.route",
 }
 
 #: names that stand for several scenarios on the command line
