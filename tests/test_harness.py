@@ -605,3 +605,394 @@ def test_progress_bar_draws(capsys: pytest.CaptureFixture[str]) -> None:
     threading.Event().wait(0.6)
     p.done()
     assert "ops/s" in capsys.readouterr().err
+
+
+# ======================================================== groups scenario
+# Hand-made histories of stress/harness/groups.py's design (MQTT): every check
+# of stress/harness/group_checker.py must pass a linearizable history and
+# catch its kind of violation; then broken tries end to end, and a quick run.
+from array import array  # noqa: E402
+
+from cstrie.groups import Shared  # noqa: E402
+from stress.harness import groups as gs  # noqa: E402
+from stress.harness.group_checker import check_groups, check_round_robin  # noqa: E402
+
+SPACE = gs.build_space("mqtt", 1)  # one churner owns every churned slot
+G_TOPIC = {t: i for i, t in enumerate(SPACE.topics)}
+A_TEMP, B_TEMP, A_ALARM, B_ALARM = (
+    G_TOPIC[t] for t in ("g/a/temp", "g/b/temp", "g/a/x/alarm", "g/b/x/alarm")
+)
+GCOL = {g: i for i, g in enumerate(SPACE.groups)}
+
+
+def gslot(group: str, filt: str, label: str) -> int:
+    key = next(k for k, f in SPACE.filters.items() if f == filt)
+    want = (GCOL[group], key, SPACE.labels.index(label))
+    return next(s for s, (g, f, m, _) in enumerate(SPACE.slots) if (g, f, m) == want)
+
+
+def gm(label: str) -> int:
+    return gs.BASE + SPACE.labels.index(label)
+
+
+F1 = gslot("flaky", "g/+/+/alarm", "f1")
+F2 = gslot("flaky", "g/+/+/alarm", "f2")
+T2 = gslot("twin", "g/#", "t2")
+
+
+class GRec:
+    """A groups history built by hand: churn ops (one thread), routes (one
+    router), snapshots; the final state follows the replay unless given."""
+
+    def __init__(self) -> None:
+        self.churn = gs.ChurnLog(1)
+        self.router = gs.RouterLog(0)
+        self.snaps: list[gs.SnapshotRecord] = []
+        self.present: set[int] = set()
+
+    def op(self, s: int, join: bool, inv: int, resp: int, result: bool | None = None) -> GRec:
+        changed = (s in self.present) != join
+        c = self.churn
+        c.slot.append(s)
+        c.kind.append(gs.JOIN if join else gs.LEAVE)
+        c.inv.append(inv)
+        c.resp.append(resp)
+        c.result.append(int(changed if result is None else result))
+        (self.present.add if join else self.present.discard)(s)
+        return self
+
+    def route(self, topic: int, inv: int, resp: int, chosen: dict[str, str]) -> GRec:
+        """route_by_group(topic) -> (ordinary as expected, chosen)."""
+        row = [-1] * SPACE.n_groups
+        for g, label in chosen.items():
+            row[GCOL[g]] = SPACE.labels.index(label)
+        return self._add(topic, 0, inv, resp, row)
+
+    def plain(self, topic: int, inv: int, resp: int, members: list[str]) -> GRec:
+        """route(topic) -> ordinary as expected, then these members."""
+        row = [SPACE.labels.index(x) for x in members]
+        return self._add(topic, gs.PLAIN, inv, resp, row + [-1] * (SPACE.n_groups - len(row)))
+
+    def _add(self, topic: int, flags: int, inv: int, resp: int, row: list[int]) -> GRec:
+        r = self.router
+        r.topic.append(topic)
+        r.flags.append(flags)
+        r.inv.append(inv)
+        r.resp.append(resp)
+        r.picks.extend(array("h", row))
+        return self
+
+    def snap(self, inv: int, resp: int, slots: set[int], routes: list[Any] | None = None) -> GRec:
+        pairs = self._pairs(slots | {s for s, (_, _, _, a) in enumerate(SPACE.slots) if a})
+        self.snaps.append(gs.SnapshotRecord(0, 0, inv, resp, pairs, len(pairs), routes or []))
+        return self
+
+    @staticmethod
+    def _pairs(slots: set[int]) -> list[tuple[Any, Any]]:
+        pairs: list[tuple[Any, Any]] = [(SPACE.filters[f], gs.BASE + s) for f, s in SPACE.ordinary]
+        for s in sorted(slots):
+            g, f, m, _ = SPACE.slots[s]
+            pairs.append((Shared(SPACE.filters[f], SPACE.groups[g]), gs.BASE + m))
+        return pairs
+
+    def history(self, final: set[int] | None = None) -> gs.GroupHistory:
+        anchors = [(s, 1, 2) for s, (_, _, _, a) in enumerate(SPACE.slots) if a]
+        held = self.present if final is None else final
+        pairs = self._pairs(held | {s for s, _, _ in anchors})
+        expected = [[*e] for e in SPACE.expected]
+        return gs.GroupHistory(
+            space=SPACE,
+            clock="atomics",
+            anchors=anchors,
+            routers=[self.router],
+            churners=[self.churn],
+            snapshots=self.snaps,
+            final_pairs=pairs,
+            final_length=len(pairs),
+            final_stats={"shared_subscriptions": len(pairs) - len(SPACE.ordinary)},
+            invariant_error=None,
+            lookup_before=expected,
+            lookup_after=expected,
+        )
+
+
+def snap_routes(slots: set[int]) -> list[Any]:
+    """Right answers of routes on a snapshot holding these slots and the
+    anchors: (route_by_group, route) per topic, each group's first member."""
+    held = slots | {s for s, (_, _, _, a) in enumerate(SPACE.slots) if a}
+    out = []
+    for ti in range(len(SPACE.topics)):
+        chosen: dict[str, int] = {}
+        for s in sorted(held):
+            g, f, m, _ = SPACE.slots[s]
+            if f in SPACE.matching[ti]:
+                chosen.setdefault(SPACE.groups[g], gs.BASE + m)
+        ordinary = SPACE.expected[ti]
+        out.append(((list(ordinary), chosen), [*ordinary, *chosen.values()]))
+    return out
+
+
+def gonly(rep: Any, check: str) -> str:
+    failing = {k for k, v in rep.counts.items() if v}
+    assert failing == {check}, rep.violations
+    return "\n".join(v.message for v in rep.violations if v.check == check)
+
+
+def test_groups_design_matches_the_rules() -> None:
+    # The design's overlaps are what the scenario claims (PyTrie decides).
+    assert SPACE.matching[A_TEMP] == {"F0", "F1", "F3", "F4"}
+    assert SPACE.groups_of_topic[A_TEMP] == [GCOL[g] for g in ("anchored", "span", "wide", "twin")]
+    assert SPACE.groups_of_topic[G_TOPIC["other/x"]] == []
+    assert SPACE.expected[A_TEMP] == sorted(gm(x) for x in ("O1", "O2", "O4", "A1", "s1"))
+    span = [s for s, (g, _, _, _) in enumerate(SPACE.slots) if g == GCOL["span"]]
+    assert len({SPACE.slots[s][1] for s in span}) == 2  # one group over two filters
+    two = gs.build_space("mqtt", 2)
+    for g in ("anchored", "span", "flaky", "wide", "twin"):  # every churned group on both threads
+        owners = [
+            c for c, mine in enumerate(two.churn_slots) for s in mine if two.slots[s][0] == GCOL[g]
+        ]
+        assert set(owners) == {0, 1}, g
+    nats = gs.build_space("nats", 1)
+    assert nats.filters["F1"] == "g.a.>" and "F1" not in nats.matching[G_TOPIC["g/a"]]
+
+
+def test_groups_linearizable_history_passes() -> None:
+    h = (
+        GRec()
+        .op(F1, True, 10, 12)
+        .route(B_ALARM, 11, 13, {})  # the join is in flight: empty is possible
+        .route(B_ALARM, 14, 16, {"flaky": "f1"})
+        .plain(B_ALARM, 17, 18, ["f1"])
+        .route(A_TEMP, 19, 20, {"anchored": "A2", "span": "S0"})
+        .plain(A_ALARM, 21, 22, ["S0", "f1"])  # f1 could be flaky's or twin's: flaky's
+        .op(F1, False, 30, 32)
+        .op(F1, False, 33, 34)  # a repeat: False
+        .route(B_ALARM, 31, 40, {"flaky": "f1"})  # the leave is in flight
+        .route(B_ALARM, 41, 42, {})
+        .snap(35, 36, set())
+    ).history()
+    rep = check_groups(h)
+    assert rep.ok, rep.violations
+    assert rep.stats["messages"] == 7 and rep.stats["routed_plain"] == 2
+    assert rep.stats["anchored_deliveries"] == 3
+
+
+def test_groups_delivery_through_a_member_that_left_is_detected() -> None:
+    h = GRec().op(F1, True, 10, 12).op(F1, False, 13, 14).route(B_ALARM, 15, 16, {"flaky": "f1"})
+    msg = gonly(check_groups(h.history()), "deliveries")
+    assert "router thread 0 message #0 route_by_group('g/b/x/alarm') [t=15..16]" in msg
+    assert "'f1' (2000" in msg and "surely not a member of 'flaky'" in msg
+    assert "thread 1 leave [t=13..14] -> True" in msg
+
+
+def test_groups_delivery_through_a_non_member_is_detected() -> None:
+    h = GRec().op(F1, True, 10, 12).route(B_ALARM, 15, 16, {"flaky": "w0"})
+    msg = gonly(check_groups(h.history()), "deliveries")
+    assert "'w0'" in msg and "never a member of 'flaky'" in msg
+    h = GRec().route(B_TEMP, 15, 16, {"anchored": "A1", "flaky": "f1"})  # no F2 in g/b/temp
+    assert "has no filter matching" in gonly(check_groups(h.history()), "deliveries")
+
+
+def test_groups_missing_group_is_detected_only_when_surely_not_empty() -> None:
+    h = GRec().op(F1, True, 10, 12).route(B_ALARM, 13, 14, {})
+    msg = gonly(check_groups(h.history()), "missing")
+    assert "group 'flaky' was not delivered" in msg and "'f1' on 'g/+/+/alarm'" in msg
+    # The anchored group: missing it is always a violation.
+    h = GRec().route(B_TEMP, 5, 6, {"span": "S0"})  # S0 is on g/a/#: not span's here
+    msg = "\n".join(v.message for v in check_groups(h.history()).violations)
+    assert "the anchored 'anchored' was not delivered" in msg
+    assert "anchor since before the run" in msg
+
+
+def test_groups_one_instant_for_the_whole_route_is_checked() -> None:
+    # flaky via f1 fits only after f1's join began (cell 10); twin empty fits
+    # only before t2's join ended (cells 6-7): each alone is fine, not both.
+    h = GRec().op(T2, True, 4, 8).op(F1, True, 10, 12).route(B_ALARM, 6, 20, {"flaky": "f1"})
+    msg = gonly(check_groups(h.history()), "instant")
+    assert "no single instant fits every group" in msg
+    ok = (
+        GRec()
+        .op(T2, True, 4, 8)
+        .op(F1, True, 10, 12)
+        .route(B_ALARM, 6, 20, {"flaky": "f1", "twin": "t2"})
+    )
+    assert check_groups(ok.history()).ok
+
+
+def test_groups_a_group_twice_in_a_route_is_detected() -> None:
+    h = GRec().plain(B_TEMP, 5, 6, ["A1", "A2"])
+    msg = gonly(check_groups(h.history()), "once")
+    assert "route('g/b/temp')" in msg and "a group delivered twice" in msg
+
+
+def test_groups_wrong_return_value_of_a_join_is_detected() -> None:
+    h = GRec().op(F1, True, 10, 12).op(F1, True, 13, 14, result=True)
+    msg = gonly(check_groups(h.history()), "own-writes")
+    assert "op #1 join 'f1' in 'flaky' on 'g/+/+/alarm' [t=13..14] -> True" in msg
+    assert "must return False" in msg
+
+
+def test_groups_snapshots_are_checked() -> None:
+    base = GRec().op(F1, True, 10, 12).op(F1, False, 20, 22).op(F2, True, 24, 26)
+    assert check_groups(base.snap(19, 30, set()).history()).ok  # between the two
+    msg = gonly(check_groups(base.snap(19, 30, {F1, F2}).history()), "snapshots")
+    assert "mixes states" in msg
+    msg = gonly(
+        check_groups(GRec().op(F1, True, 10, 12).snap(13, 14, set()).history()), "snapshots"
+    )
+    assert "lacks 'f1' in 'flaky'" in msg and "alone" in msg
+    routes = [(([], {}), [])] * len(SPACE.topics)  # every group missed, ordinary too
+    msg = gonly(check_groups(GRec().snap(3, 4, set(), routes).history()), "snapshots")
+    assert "snapshot.route_by_group('g/a/temp') -> ([], {})" in msg
+    # Routed again later (after the live trie changed): still its own groups only.
+    late = GRec().snap(3, 4, set()).op(F1, True, 10, 12)
+    right = snap_routes(set())
+    late.snaps[0].late_routes = right
+    assert check_groups(late.history()).ok
+    wrong = list(right)
+    wrong[B_ALARM] = ((SPACE.expected[B_ALARM], {"flaky": gm("f1")}), right[B_ALARM][1])
+    late.snaps[0].late_routes = wrong  # f1 joined after the snapshot: not its member
+    msg = gonly(check_groups(late.history()), "snapshots")
+    assert "routed again later: snapshot.route_by_group('g/b/x/alarm')" in msg
+
+
+def test_groups_final_state_is_checked() -> None:
+    h = GRec().op(F1, True, 10, 12).history(final=set())
+    msg = gonly(check_groups(h), "final")
+    assert "'f1' in 'flaky' on 'g/+/+/alarm' is missing" in msg
+
+
+def test_round_robin_floor_and_counter_are_checked() -> None:
+    rr = gs.RoundRobinResult(
+        messages=300,
+        threads=2,
+        seconds=0.1,
+        policies={"rr": "round-robin", "rr-random": "random"},
+        counts={"rr": {"r0": 100, "r1": 110, "r2": 90}, "rr-random": {"x0": 10, "x1": 290}},
+        imbalance={"rr": 0.1, "rr-random": 0.93},
+        counters={"rr": 301, "rr-random": 0},
+        bad_messages=0,
+        examples=[],
+    )
+    problems = check_round_robin(rr, 0.02)
+    assert len(problems) == 2 and "imbalance 10.000% > 2%" in problems[0]
+    assert "counter says 301 picks for 300 messages" in problems[1]
+    assert check_round_robin(rr, 0.2) == problems[1:]  # random (93%) has no floor
+
+
+# ---------------------------------------------- groups: broken tries, end to end
+class _TrieProxy:
+    """A cstrie.Trie to break one method of (delegates everything else)."""
+
+    def __init__(self, dialect: Any) -> None:
+        from cstrie import Trie
+
+        self._t = Trie(dialect)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._t, name)
+
+    def __iter__(self) -> Any:
+        return iter(self._t)
+
+    def __len__(self) -> int:
+        return len(self._t)
+
+
+class _StaleRoutes(_TrieProxy):
+    """Routes answered from a per-thread cache that joins and leaves never clear."""
+
+    def __init__(self, dialect: Any) -> None:
+        super().__init__(dialect)
+        self._cache = threading.local()
+
+    def _cached(self, kind: str, topic: str, fn: Any) -> Any:
+        c = self._cache.__dict__.setdefault(kind, {})
+        if topic not in c:
+            c[topic] = fn(topic)
+        r = c[topic]
+        return (list(r[0]), dict(r[1])) if kind == "g" else list(r)
+
+    def route(self, topic: str, key: Any = None) -> Any:
+        return self._cached("r", topic, self._t.route)
+
+    def route_by_group(self, topic: str, key: Any = None) -> Any:
+        return self._cached("g", topic, self._t.route_by_group)
+
+
+class _AnchorDropped(_TrieProxy):
+    def route_by_group(self, topic: str, key: Any = None) -> Any:
+        ordinary, chosen = self._t.route_by_group(topic, key)
+        chosen.pop("anchored", None)
+        return ordinary, chosen
+
+
+class _GroupTwice(_TrieProxy):
+    def route(self, topic: str, key: Any = None) -> Any:
+        r = self._t.route(topic) if key is None else self._t.route(topic, key)
+        return r + r[-1:] if len(r) > len(self._t.lookup(topic)) else r
+
+
+def _broken_run(make: Any) -> Any:
+    from stress.harness.clock import make_clock
+    from stress.harness.progress import Progress
+
+    clock = make_clock("auto")
+    try:
+        h = gs.record_groups(
+            gs.build_space("mqtt", 1), 1, 5000, 1, clock, Progress(False), "x", 500, 120.0, make
+        )
+    finally:
+        clock.close()
+    return check_groups(h)
+
+
+# (broken try, checks that must fire, checks that may fire too).  A list with
+# the member of two groups twice reads as a group twice or as a delivery of
+# the other group through a non-member: either way a violation.
+@pytest.mark.parametrize(
+    ("make", "must", "may"),
+    [
+        (_StaleRoutes, ("deliveries", "missing"), ("instant",)),
+        (_AnchorDropped, ("missing",), ("instant",)),
+        (_GroupTwice, ("once",), ("deliveries", "instant")),
+    ],
+)
+def test_groups_broken_tries_are_detected(
+    make: Any, must: tuple[str, ...], may: tuple[str, ...]
+) -> None:
+    rep = _broken_run(make)
+    assert sum(rep.counts[c] for c in must) > 0, rep.counts
+    assert {k for k, v in rep.counts.items() if v} <= {*must, *may}, rep.violations[:3]
+
+
+# The quick groups run (CI): the full one is 1,000,000 messages per thread
+# count and 1,000,000 in the round-robin phase (stress/harness/group_cli.py).
+def test_groups_end_to_end_run_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "groups.json"
+    code, out = run_cli(
+        [
+            *"--scenario groups --thread-counts 2,3 --messages 6000 --rr-messages 30000 "
+            "--snapshot-every 500 --seed 3".split(),
+            *("--json", str(out_json)),
+        ],
+        capsys,
+    )
+    data = json.loads(out_json.read_text())
+    assert code == 0, out
+    assert data["passed"] is True and data["violations"] == 0
+    assert [c["stats"]["messages"] for c in data["checks"]] == [6000, 6000]
+    assert [(c["routers"], c["churners"]) for c in data["checks"]] == [(1, 1), (2, 1)]
+    for c in data["checks"]:
+        st = c["stats"]
+        assert st["routed_plain"] == 1500 and st["churn_ops"] > 0
+        assert st["anchored_deliveries"] > 1000 and st["snapshot_routes"] > 0
+    rr = data["round_robin"]
+    assert rr["messages"] == 30000 and rr["bad_messages"] == 0
+    assert rr["max_round_robin_imbalance"] <= 0.02
+    assert all(sum(m.values()) == 30000 for m in rr["counts"].values())
+
+
+def test_groups_needs_a_router_and_a_churner(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--scenario", "groups", "--thread-counts", "1", "--no-progress"]) == 2
+    assert "leave no router" in capsys.readouterr().err

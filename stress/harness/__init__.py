@@ -13,7 +13,12 @@ Run ``python -m stress.harness --help`` from the repository root (or
 * :mod:`~stress.harness.checker` -- the checks: own writes, snapshots,
   per-subscriber linearizability, lookup_many rows of one state, final state;
 * :mod:`~stress.harness.report`, :mod:`~stress.harness.progress` -- output;
-* :mod:`~stress.harness.cli` -- the command line.
+* :mod:`~stress.harness.cli` -- the command line;
+* the ``groups`` scenario (``--scenario groups``; share groups routed while
+  members join and leave, then the round-robin spread):
+  :mod:`~stress.harness.groups` (design and runs),
+  :mod:`~stress.harness.group_checker` (checks),
+  :mod:`~stress.harness.group_cli` (its part of the command line).
 """
 
 from stress.harness.checker import CheckReport, Violation, check_history

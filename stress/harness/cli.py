@@ -55,6 +55,14 @@ def parser() -> argparse.ArgumentParser:
     )
     g = p.add_argument_group("workload")
     g.add_argument(
+        "--scenario",
+        choices=("mixed", "groups"),
+        default="mixed",
+        help="mixed (default): lookups, updates and snapshots on ordinary subscriptions; "
+        "groups: share groups routed (trie.route, route_by_group) while members join and "
+        "leave, then a round-robin fairness phase (see stress/harness/groups.py)",
+    )
+    g.add_argument(
         "--threads",
         type=_positive_int,
         default=None,
@@ -77,9 +85,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--snapshot-every",
         type=int,
-        default=0,
+        default=None,
         metavar="K",
-        help="every K-th operation of each thread is a snapshot (default 0: none)",
+        help="every K-th operation of each thread is a snapshot (default 0: none); groups: "
+        "every K-th message of each router also takes a snapshot and routes every topic on "
+        "it (default 2000)",
     )
     g.add_argument(
         "--many-every",
@@ -107,7 +117,52 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="key space: number of (pattern, subscriber) pairs (default 1024)",
     )
-    g.add_argument("--dialect", choices=("amqp", "mqtt", "nats"), default="amqp")
+    g.add_argument(
+        "--dialect",
+        choices=("amqp", "mqtt", "nats"),
+        default=None,
+        help="default amqp (mixed), mqtt (groups)",
+    )
+    gr = p.add_argument_group("groups scenario")
+    gr.add_argument(
+        "--messages",
+        type=_positive_int,
+        default=200_000,
+        metavar="N",
+        help="messages routed per thread count, all routers together (default 200,000; "
+        "the full run: 1000000)",
+    )
+    gr.add_argument(
+        "--churners",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help="of each thread count n, K threads join and leave members, n - K route "
+        "(default n // 2)",
+    )
+    gr.add_argument(
+        "--rr-messages",
+        type=int,
+        default=200_000,
+        metavar="N",
+        help="messages of the round-robin phase (fixed membership; default 200,000; the "
+        "full run: 1000000; 0 skips the phase)",
+    )
+    gr.add_argument(
+        "--rr-threads",
+        type=_positive_int,
+        default=2,
+        metavar="N",
+        help="routing threads of the round-robin phase (default 2)",
+    )
+    gr.add_argument(
+        "--max-imbalance",
+        type=float,
+        default=2.0,
+        metavar="PCT",
+        help="round-robin floor: max |count - mean| / mean of a round-robin group's "
+        "members, in percent (default 2)",
+    )
     length = g.add_mutually_exclusive_group()
     length.add_argument(
         "--duration",
@@ -215,6 +270,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
+    if args.scenario == "groups":
+        from stress.harness.group_cli import main_groups
+
+        return main_groups(args, argv)
+    if args.dialect is None:
+        args.dialect = "amqp"
+    if args.snapshot_every is None:
+        args.snapshot_every = 0
     # Import the engine (and so cffi) before looking at the GIL: importing an
     # extension that does not declare free-threading support turns it back on.
     import cstrie.trie  # noqa: F401

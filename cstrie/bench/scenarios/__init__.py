@@ -30,6 +30,8 @@ REGISTRY: dict[str, str] = {
     "suite-scale": "cstrie.bench.scenarios.suite_scale",
     # cstrie inside kombu (Celery's messaging layer): real clients, memory transport
     "kombu": "cstrie.bench.scenarios.kombu",
+    # issue 14: share groups (Trie.route vs Trie.lookup, round-robin spread)
+    "route": "cstrie.bench.scenarios.route",
 }
 
 #: names that stand for several scenarios on the command line
