@@ -42,7 +42,8 @@ alphabet is infinite, but a word that is no literal of ``a`` or ``b`` behaves li
 any other such word, so the topics are read over the literals of both patterns
 plus a *fresh* word ``z``: non-empty, not starting with ``$``, no literal, valid
 in the dialect (one always exists: the forbidden characters are ASCII, so a word
-of some other character is valid).
+repeating a non-ASCII character that is in neither the separator nor a wildcard
+token is valid, and long enough it is no literal).
 
 *Normal form.*  In a run of consecutive wildcards with ``s`` singles and ``k >= 1``
 multis the order does not matter: the run matches any ``s + k * multi_min`` or
@@ -109,23 +110,28 @@ adversary, and each stage only needs the largest position it can reach:
    of its last literal.  An occurrence starting at the a-item at position i is
    *rigid* if items i .. i+K contain no ``STAR`` and match B_g[0..K] (a literal of
    B_g needs the same literal, an ``ANY`` of B_g takes anything): it occurs
-   whatever the run lengths are.  Any other occurrence starting before the first
-   rigid one, R, at i_R, has a ``STAR`` before offset K, and before i_R (were
-   items i .. i_R star-free, its literal part would lie inside R's star-free span
-   and so be rigid itself); a run of more than len(B_g) words there puts ``z``
-   under B_g's literal at K and kills it without touching anything at or after
-   i_R.  So the adversary kills everything before R, and R completes after its
-   t = len(B_g) - 1 - K trailing wildcards; p_(g+1) is the largest position
+   whatever the run lengths are (occurrences only start at a literal of ``a``).
+   Let R, at i_R, be the first rigid one at or after p_g.  An occurrence W
+   starting at i < i_R is impossible (items i .. i+K star-free but not
+   matching), or has a ``STAR`` among items i .. i+K, reached by offset K, and
+   that ``STAR`` comes before i_R: were items i .. i_R star-free, items
+   i .. i+K (which lie in i .. i_R + K, star-free through R) would be too, and
+   W would be rigid and before R, or impossible.  A run of more than len(B_g)
+   words at that ``STAR`` puts ``z`` under B_g's literal at K and kills W,
+   changing nothing at or after i_R.
+   So the adversary kills everything before R, and R completes after its
+   t = len(B_g) - 1 - K trailing wildcards: p_(g+1) is the largest position
    reachable from i_R + K + 1 with exactly t words, and the adversary wins if it
-   can end the topic with fewer.  (Letting an earlier occurrence W complete does
-   not help: on that topic R would complete later still.)  No rigid occurrence
+   can end the topic with fewer.  (Letting some W complete instead does not
+   help: on that topic W completes no later in ``a`` than R would, and where R
+   completes depends only on the runs after R's literals.)  No rigid occurrence
    at or after p_g: the adversary wins (all runs long).
 3. *Suffix.*  The adversary wins if a continuation from p_s is shorter than B_s
    or ends in words that B_s rejects: the prefix test of stage 1 on the reversed
    items and block.
 
-*Complexity.*  Normalising is O(m + n).  The sets of positions have at most one
-element per ``STAR`` of ``a`` plus one, so a stage of w words costs O(m * w); the
+*Complexity.*  Normalising is O(m + n).  A set of positions holds at most two
+per ``STAR`` of ``a`` plus one, so a stage of w words costs O(m * w); the
 search for rigid occurrences of B_g costs O(m * len(B_g)).  In all O(m * n) time
 and O(m + n) space, with no recursion; for MQTT and NATS (at most one ``STAR``, at
 the end) it is O(m + n).  No state outlives a call, so hostile patterns cannot

@@ -34,8 +34,9 @@ are kept to test those rules directly.)
 Why the search is complete (the length bound)
 =============================================
 Listing every topic up to some length is hopeless beyond toy patterns: a shortest
-counterexample can need about (stars of ``a``) x (len(b) + 1) words (for example
-``x.x.x.x.#.y`` against ``#.x.*.*.*.y.#`` in AMQP needs a run of four fresh words).
+counterexample can need about (multis of ``a``) x (len(b) + 1) words (for example
+``x.x.x.x.#.y`` against ``#.x.*.*.*.y.#`` in AMQP needs the ``#`` to take four
+words: any shorter run puts an ``x`` four words before the ``y``).
 Instead the listing is breadth-first and *prunes equivalent prefixes*.  Two topic
 prefixes u and u' are equivalent when
 
@@ -51,10 +52,11 @@ Then for every continuation v, ``uv`` and ``u'v`` are matched by the same patter
 only on the class, since every alphabet word is a valid word).  So only the first
 prefix of each class needs extending, and the search visits each class once: it
 stops when a length adds no new class, after at most (number of classes) levels,
-which is the length bound.  There are at most 2^(len(a)+2) x 2^(len(b)+2) x 4
-classes, so it terminates; the topics it does look at are decided by
-``oracle.matches`` on the joined text, and every time the state sets are checked
-against that answer, so a bug in :func:`_step` cannot hide silently.  For tiny
+which is the length bound.  A pattern of n words has 2 (n + 1) states, so there
+are at most 4^(len(a)+1) x 4^(len(b)+1) x 4 classes and the search terminates.
+The topics it does look at are decided by ``oracle.matches`` on the joined text,
+and every time the state sets are checked against that answer, so a bug in
+:func:`_step` cannot hide silently.  For tiny
 patterns :func:`brute_search` lists every topic up to a fixed length without any
 pruning, and the tests compare the two.
 """
