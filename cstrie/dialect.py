@@ -271,6 +271,23 @@ class Dialect:
         """The inverse of splitting: ``separator.join(words)``."""
         return self.separator.join(words)
 
+    # --------------------------------------------------------------- relations
+    def is_subset(self, a: str, b: str) -> bool:
+        """True if every topic that pattern ``a`` matches, pattern ``b`` matches too
+        (an ACL check): ``MQTT.is_subset("sensors/+/temp", "sensors/#")`` is True.
+        See :func:`cstrie.relations.is_subset`; O(m * n) for m and n words."""
+        from cstrie.relations import is_subset
+
+        return is_subset(self, a, b)
+
+    def intersects(self, a: str, b: str) -> bool:
+        """True if some valid topic matches both patterns ``a`` and ``b``:
+        ``MQTT.intersects("+/x", "$a/x")`` is False (the ``$`` rule).  See
+        :func:`cstrie.relations.intersects`; O(m * n) for m and n words."""
+        from cstrie.relations import intersects
+
+        return intersects(self, a, b)
+
 
 AMQP = Dialect(name="amqp", separator=".", single="*", multi="#", max_levels=256)
 """AMQP topic exchange rules: ``*`` one word, ``#`` zero or more words anywhere.

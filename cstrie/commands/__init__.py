@@ -1,7 +1,8 @@
 """The ``cstrie`` subcommands that work on subscription files.
 
 One module per subcommand (``export``, ``load``, ``tree``, ``stats``,
-``match``), each with ``add_parser(subparsers)``; :func:`add_parsers` registers
+``match``, and ``relate``, which compares two patterns rather than reading a
+file), each with ``add_parser(subparsers)``; :func:`add_parsers` registers
 them all.  Shared here: reading a subscription file and the common options.
 
 A *subscription file* is either an export (JSON Lines, Parquet or binary; told
@@ -31,9 +32,16 @@ TEXT_SUFFIXES = (".tsv", ".txt", ".tab")
 
 
 def add_parsers(sub: Any) -> None:
-    from cstrie.commands import export_cmd, load_cmd, match_cmd, stats_cmd, tree_cmd
+    from cstrie.commands import (
+        export_cmd,
+        load_cmd,
+        match_cmd,
+        relate_cmd,
+        stats_cmd,
+        tree_cmd,
+    )
 
-    for module in (export_cmd, load_cmd, tree_cmd, stats_cmd, match_cmd):
+    for module in (export_cmd, load_cmd, tree_cmd, stats_cmd, match_cmd, relate_cmd):
         module.add_parser(sub)
 
 
