@@ -18,9 +18,8 @@ Written from the specifications, not from the code:
 
 Tests that change a trie run the engine's invariant checker
 (``check_invariants()``); a rejected call must leave the trie exactly as it
-was (``unchanged``: pairs, counts, registry size).  Three tests are
-``xfail(strict=True)``: bugs outside the group code that memberships expose
-(``tree()``, ``export()``/``load()``), left to their owner.
+was (``unchanged``: pairs, counts, registry size).  Tree views and export/load
+keep memberships (export format version 2).
 """
 
 from __future__ import annotations
@@ -1198,12 +1197,6 @@ def test_a_trie_with_memberships_round_trips_through_from_pairs() -> None:
     again.check_invariants()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="Trie.tree() raises AttributeError: 'Shared' object has no attribute "
-    "'split' on a trie holding a membership (cstrie/tree.py splits every key)",
-)
 def test_tree_of_a_trie_with_memberships() -> None:
     t = Trie("mqtt")
     t.subscribe("a/b", "o")
@@ -1211,12 +1204,6 @@ def test_tree_of_a_trie_with_memberships() -> None:
     assert isinstance(t.tree(), dict)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="export() returns len(t) (memberships counted) but writes only the "
-    "ordinary pairs: load() of the file has no memberships",
-)
 @pytest.mark.parametrize("ext", ["jsonl", "bin"])
 def test_export_and_load_keep_memberships(ext: str, tmp_path: Any) -> None:
     import cstrie
