@@ -30,9 +30,9 @@ Rules (``tests/test_groups_rules.py``):
 4. Policies, per group name (:meth:`cstrie.Trie.set_group_policy`):
    ``"round-robin"`` (default; a lock-free counter per group, so threads
    routing at once share one fair sequence), ``"random"`` (per-thread
-   generator) and ``"sticky"`` (rendezvous hashing of a key: the same key
-   goes to the same member while it stays; a leaving member's keys move,
-   the others stay).  Round-robin and random pick in O(log m) for a group of
+   generator) and ``"sticky"`` (rendezvous hashing of a key over the
+   members' registry ids: in one process the same key goes to the same
+   member while it stays; a leaving member's keys move, the others stay).  Round-robin and random pick in O(log m) for a group of
    m members on one matching filter (the members' set keeps subtree sizes);
    a group with members on several matching filters picks from their union,
    O(m log m); sticky scores every member, O(m).
