@@ -728,69 +728,65 @@ static int cmp_share(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The union of the members of g[0..k) (k >= 2) into sc->uniq, in id order
+ * (the same candidates give the same order); their number or CST_ENOMEM. */
+static int64_t members_union(scratch *sc, snode **g, size_t k)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < k; i++)
+        total += g[i]->nsubs;
+    if (scratch_reserve((void **)&sc->uniq, &sc->uniqcap, total, sizeof(uint64_t)) < 0)
+        return CST_ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < k; i++)
+        n += snode_emit(g[i], sc->uniq + n);
+    qsort(sc->uniq, n, sizeof(uint64_t), cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || sc->uniq[u - 1] != sc->uniq[i])
+            sc->uniq[u++] = sc->uniq[i];
+    return (int64_t)u;
+}
+
 /* One member of the group whose S-nodes (one per matching filter) are
- * g[0..k): the candidates are the union of their members.  0, or a CST_E*
- * code. */
+ * g[0..k): the candidates are the union of their members.  One filter: its
+ * inline ids in place, or its large set, where an index costs O(log32 n)
+ * (set_nth) and only a rendezvous (scoring every member) copies it.  0, or
+ * a CST_E* code. */
 static int pick_member(mctx *x, snode **g, size_t k, cst_pick_fn pick, void *arg,
                        uint64_t *member)
 {
     scratch *sc = x->sc;
-    uint64_t share = share_of(g[0]);
-    const uint64_t *cand;
+    const uint64_t *cand = NULL; /* NULL: g[0]'s set, not copied */
     size_t n;
-    if (k == 1 && g[0]->nsubs > SUBS_INLINE) {
-        /* one filter, a large set: an index costs O(log32 n), not a copy
-         * (rendezvous scores every member: sticky stays O(n)) */
-        const setnode *set = g[0]->set;
-        n = g[0]->nsubs;
-        uint64_t v = 0;
-        int how = pick(arg, share, n, &v);
-        if (how == CST_PICK_INDEX) {
-            *member = set_nth(set, v < n ? v : v % n);
-            return 0;
-        }
-        if (how != CST_PICK_HASH)
-            return CST_EPICK;
-        if (scratch_reserve((void **)&sc->uniq, &sc->uniqcap, n, sizeof(uint64_t)) < 0)
-            return CST_ENOMEM;
-        set_emit(set, sc->uniq);
-        *member = rendezvous(sc->uniq, n, v);
-        return 0;
-    }
     if (k == 1) {
-        cand = snode_ids(g[0]); /* the common case: no copy */
         n = g[0]->nsubs;
+        if (n <= SUBS_INLINE)
+            cand = snode_ids(g[0]);
     } else {
-        size_t total = 0;
-        for (size_t i = 0; i < k; i++)
-            total += g[i]->nsubs;
-        if (scratch_reserve((void **)&sc->uniq, &sc->uniqcap, total, sizeof(uint64_t)) < 0)
-            return CST_ENOMEM;
-        n = 0;
-        for (size_t i = 0; i < k; i++)
-            n += snode_emit(g[i], sc->uniq + n);
-        if (k > 1) {
-            /* the union, in id order: the same candidates give the same order */
-            qsort(sc->uniq, n, sizeof(uint64_t), cmp_u64);
-            size_t u = 0;
-            for (size_t i = 0; i < n; i++)
-                if (u == 0 || sc->uniq[u - 1] != sc->uniq[i])
-                    sc->uniq[u++] = sc->uniq[i];
-            n = u;
-        }
+        int64_t u = members_union(sc, g, k);
+        if (u < 0)
+            return (int)u;
+        n = (size_t)u;
         cand = sc->uniq;
     }
     uint64_t v = 0;
-    int how = pick(arg, share, n, &v);
+    int how = pick(arg, share_of(g[0]), n, &v);
     if (how == CST_PICK_INDEX) {
-        *member = cand[v < n ? v : v % n];
+        uint64_t i = v < n ? v : v % n;
+        *member = cand ? cand[i] : set_nth(g[0]->set, i);
         return 0;
     }
-    if (how == CST_PICK_HASH) {
-        *member = rendezvous(cand, n, v);
-        return 0;
+    if (how != CST_PICK_HASH)
+        return CST_EPICK;
+    if (cand == NULL) {
+        if (scratch_reserve((void **)&sc->uniq, &sc->uniqcap, n, sizeof(uint64_t)) < 0)
+            return CST_ENOMEM;
+        set_emit(g[0]->set, sc->uniq);
+        cand = sc->uniq;
     }
-    return CST_EPICK;
+    *member = rendezvous(cand, n, v);
+    return 0;
 }
 
 int64_t cst_route(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, void *arg,
