@@ -183,14 +183,25 @@ static uint64_t next_random(void)
     return mix64(state);
 }
 
-void pick_init(pick_arg *a, PyObject *objects, uint64_t key)
+int pick_init(pick_arg *a, PyObject *objects, PyObject *key, const char *topic, size_t len)
 {
     a->objects = objects;
-    a->key = key;
+    a->key = 0;
+    a->key_ready = 0;
+    a->topic = topic;
+    a->topic_len = len;
+    /* A given key is checked now (TypeError before the route); the topic is
+     * hashed only when a sticky group needs it. */
+    if (key != NULL && key != Py_None) {
+        if (key_hash(key, &a->key) < 0)
+            return -1;
+        a->key_ready = 1;
+    }
     a->torn = 0;
     a->held = a->held_local;
     a->nheld = 0;
     a->heldcap = sizeof a->held_local / sizeof a->held_local[0];
+    return 0;
 }
 
 void pick_release(pick_arg *a)
@@ -252,6 +263,10 @@ int pick_member_index(void *argp, uint64_t share, uint64_t n, uint64_t *k)
         *k = (uint64_t)(((unsigned __int128)next_random() * n) >> 64);
         break;
     case POLICY_STICKY:
+        if (!a->key_ready) {
+            a->key = key_hash_bytes(a->topic, a->topic_len);
+            a->key_ready = 1;
+        }
         *k = a->key;
         how = CST_PICK_HASH;
         break;

@@ -173,7 +173,10 @@ extern PyTypeObject Group_Type;
 /* The pick callback's argument (cst_pick_fn, cstrie.h). */
 typedef struct pick_arg {
     PyObject *objects;         /* the registry's id -> object list */
-    uint64_t key;              /* the sticky key's hash */
+    uint64_t key;              /* the sticky key's hash, once key_ready */
+    int key_ready;             /* 0: hash the topic when a sticky group asks */
+    const char *topic;         /* the topic's UTF-8 (the default key) */
+    size_t topic_len;
     int torn;                  /* a group id did not name a group: route again */
     /* The groups read during the walk, released after it (pick_release):
      * a last reference dropped inside the engine call could run Python
@@ -183,7 +186,8 @@ typedef struct pick_arg {
     size_t nheld, heldcap;
 } pick_arg;
 
-void pick_init(pick_arg *a, PyObject *objects, uint64_t key);
+/* key NULL: the topic is the key, hashed only if a sticky group asks. */
+int pick_init(pick_arg *a, PyObject *objects, PyObject *key, const char *topic, size_t len);
 void pick_release(pick_arg *a);
 
 int pick_member_index(void *arg, uint64_t share, uint64_t n, uint64_t *k);

@@ -439,13 +439,9 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
     uint64_t *ids = local, *shares = slocal;
     size_t cap = LOCAL_IDS;
     Registry *reg = self->reg;
-    uint64_t kh;
-    if (key == NULL || key == Py_None)
-        kh = key_hash_bytes(s, (size_t)len);
-    else if (key_hash(key, &kh) < 0)
-        return NULL;
     pick_arg a;
-    pick_init(&a, reg->objects, kh);
+    if (pick_init(&a, reg->objects, key, s, (size_t)len) < 0)
+        return NULL;
     PyObject *out = NULL;
     int locked = 0;
     for (int attempt = 0;; attempt++) {
