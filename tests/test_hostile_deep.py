@@ -369,3 +369,30 @@ def test_custom_dialect_without_limit_takes_40000_words() -> None:
     assert t.unsubscribe(pattern, "long") is True
     assert t.lookup(topic) == [] and list(t) == [("w1.#", "short")]
     t.check_invariants(strict=True)
+
+
+def test_share_groups_on_the_deepest_filters() -> None:
+    """A client's shared subscription may be as deep as any filter: the MQTT
+    filter of 65,535 empty levels (its '$share/g/' prefix is not part of the
+    filter) and AMQP's 255 '#' words join, route, leave and prune."""
+    t = Trie("mqtt")
+    deepest = "/" * 65534
+    assert t.subscribe("$share/g/" + deepest, "w") and t.subscribe("$share/g/" + deepest, "v")
+    assert t.subscribe(deepest, "o") and t.subscribe("$share/h/#", "z")
+    plain, groups = t.route_by_group(deepest)
+    assert plain == ["o"] and groups["g"] in ("v", "w") and groups["h"] == "z"
+    assert t.lookup(deepest) == ["o"]
+    t.check_invariants()
+    for pattern, member in (("$share/g/" + deepest, "w"), ("$share/g/" + deepest, "v")):
+        assert t.unsubscribe(pattern, member)
+    assert t.unsubscribe(deepest, "o") and t.unsubscribe("$share/h/#", "z")
+    assert len(t) == 0 and len(t._reg) == 0
+    t.check_invariants(strict=True)
+
+    a = Trie("amqp")
+    hashes = ".".join(["#"] * 255)
+    assert a.subscribe(hashes, "m", group="q")
+    assert a.route(".".join(["x"] * 256)) == ["m"]
+    assert a.unsubscribe(hashes, "m", group="q")
+    assert len(a) == 0 and len(a._reg) == 0
+    a.check_invariants(strict=True)
