@@ -32,10 +32,11 @@ Rules (``tests/test_groups_rules.py``):
    routing at once share one fair sequence), ``"random"`` (per-thread
    generator) and ``"sticky"`` (rendezvous hashing of a key over the
    members' registry ids: in one process the same key goes to the same
-   member while it stays; a leaving member's keys move, the others stay).  Round-robin and random pick in O(log m) for a group of
-   m members on one matching filter (the members' set keeps subtree sizes);
-   a group with members on several matching filters picks from their union,
-   O(m log m); sticky scores every member, O(m).
+   member while it stays; a leaving member's keys move, the others stay).
+   Round-robin and random pick in O(log m) for a group of m members on one
+   matching filter (the members' set keeps subtree sizes); a group with
+   members on several matching filters picks from their union, O(m log m);
+   sticky scores every member, O(m).
 5. Group names: non-empty text.  MQTT: no ``/``, ``+``, ``#`` (MQTT-4.8.2-1,
    -2), no U+0000.  NATS: no whitespace (nats.go's ``badQueue``; the protocol
    splits on it).  Every dialect: the characters it forbids in topics.
