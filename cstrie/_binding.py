@@ -389,6 +389,23 @@ def dump(handle: Any) -> str:
     return text.decode("utf-8", "replace")
 
 
+def _realize_types() -> None:
+    """Build every C type the binding uses, now, on the importing thread.
+
+    cffi builds a function's and a struct's types on their first use.  On
+    free-threaded CPython two threads doing that at once can build two copies
+    of one type, and a cdata of one copy is then refused by a function typed
+    with the other ("initializer for ctype 'struct cst_iter *' appears indeed
+    to be 'struct cst_iter *', but the types are different"): seen on 3.13t
+    when two threads iterated snapshots for the first time together."""
+    for name in dir(lib):
+        getattr(lib, name)
+    for struct in ("cst_groups", "cst_stats", "cst_dialect"):
+        ffi.new(f"{struct} *")
+
+
+_realize_types()
+
 # The fast path calls this engine instance, and raises what raise_status does.
 _hotpath.bind_engine(address(lib.cst_hot_api_table()))
 _hotpath.configure(raise_status)
