@@ -979,6 +979,12 @@ def test_groups_end_to_end_run_passes(tmp_path: Path, capsys: pytest.CaptureFixt
         capsys,
     )
     data = json.loads(out_json.read_text())
+    found = {k for c in data["checks"] for k, v in c["by_check"].items() if v}
+    if found == {"instant"}:
+        # The engine bug test_groups_finding_route_is_one_state_across_branches
+        # pins (strict xfail); rare here (~1 route in 10^6 on 3.13t, never with
+        # the GIL: Trie.route holds it for its walk).  Anything else fails.
+        pytest.xfail("a route mixed two states (known engine bug): " + out[-2000:])
     assert code == 0, out
     assert data["passed"] is True and data["violations"] == 0
     assert [c["stats"]["messages"] for c in data["checks"]] == [6000, 6000]
@@ -996,3 +1002,101 @@ def test_groups_end_to_end_run_passes(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_groups_needs_a_router_and_a_churner(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--scenario", "groups", "--thread-counts", "1", "--no-progress"]) == 2
     assert "leave no router" in capsys.readouterr().err
+
+
+# ------------------------------------------- finding of the groups scenario
+# Its "instant" check failed on 3.13t (2 routes in 1,000,000: each group fit
+# some instant of the call, no instant fit them all).  Minimal form: a walk
+# reads the branches of a topic at different moments, so a route can miss a
+# group that is never empty (and a lookup can return [] while one of two
+# pairs is always there).  Engine calls through cffi, which releases the GIL
+# around them: the walk and the writer run at once on every build.
+def _walk_while_writing(group: bool) -> tuple[int, int]:
+    """(reads, reads that saw neither P1 nor P2) while a writer keeps one of
+    them at every instant: join/subscribe P2, leave P1, join P1, leave P2."""
+    from cstrie import _binding as nb
+    from cstrie.dialect import resolve_dialect
+
+    ffi, lib = nb.ffi, nb.lib
+    h = ffi.gc(nb.new_trie_ptr(resolve_dialect("amqp")), lib.cst_free)
+    heavy = ("t" + ".#" * 60 + ".z").encode()  # walked between the branches, never matches
+    assert lib.cst_subscribe(h, heavy, len(heavy), 99) == 1
+    p1, p2 = b"#", b"*.x.#"  # root's '#' is read first, '*' last, 't' (heavy) between
+    topic = ("t.x" + ".a" * 200).encode()
+    if group:  # members 11, 12 of group 7
+
+        def add(p: bytes, m: int) -> int:
+            return int(lib.cst_share_subscribe(h, p, len(p), 7, m))
+
+        def drop(p: bytes, m: int) -> int:
+            return int(lib.cst_share_unsubscribe(h, p, len(p), 7, m))
+    else:
+
+        def add(p: bytes, m: int) -> int:
+            return int(lib.cst_subscribe(h, p, len(p), m))
+
+        def drop(p: bytes, m: int) -> int:
+            return int(lib.cst_unsubscribe(h, p, len(p), m))
+
+    @ffi.callback("int(void *, uint64_t, uint64_t, uint64_t *)")
+    def pick(arg: Any, share: int, n: int, k: Any) -> int:
+        k[0] = 0
+        return 0  # CST_PICK_INDEX
+
+    out = ffi.new("uint64_t[]", 64)
+    shares = ffi.new("uint64_t[]", 64)
+    nplain = ffi.new("size_t *")
+
+    def delivered() -> int:
+        if group:
+            n = lib.cst_route(h, topic, len(topic), pick, ffi.NULL, out, shares, 64, nplain)
+            assert n >= 0
+            return int(n - nplain[0])  # groups delivered
+        n = lib.cst_lookup(h, topic, len(topic), out, 64)
+        assert n >= 0
+        return int(n)
+
+    assert add(p1, 11) == 1 and delivered() == 1
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            add(p2, 12)
+            drop(p1, 11)
+            add(p1, 11)
+            drop(p2, 12)
+
+    w = threading.Thread(target=writer)
+    w.start()
+    reads = missed = 0
+    deadline = time.monotonic() + 8
+    try:
+        while reads < 4000 and not missed and time.monotonic() < deadline:
+            reads += 1
+            missed += delivered() == 0
+    finally:
+        stop.set()
+        w.join()
+    return reads, missed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: cst_route's walk is not one state -- it reads the root's '#' branch "
+    "and the '*' branch at different moments, so a group that always has a member on "
+    "one of its two filters is sometimes not delivered (cstrie.h: 'One walk: the "
+    "answer is of one state'; groups rule 3)",
+)
+def test_groups_finding_route_is_one_state_across_branches() -> None:
+    reads, missed = _walk_while_writing(group=True)
+    assert missed == 0, f"{missed} of {reads} routes delivered no member of a never-empty group"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: cst_lookup's walk is not one state either (the same reads; the "
+    "mixed scenario's check (d) claims lookup_many rows are)",
+)
+def test_groups_finding_lookup_is_one_state_across_branches() -> None:
+    reads, missed = _walk_while_writing(group=False)
+    assert missed == 0, f"{missed} of {reads} lookups returned [] though a pair was always there"
