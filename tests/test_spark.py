@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -671,3 +672,243 @@ def test_cli_rejects_a_missing_messages_path(tmp_path: Path, capsys: Any) -> Non
     )
     assert code == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ deliveries
+# Rules (docs/spark.md "Deliveries", Trie.route): for every message with a valid
+# topic, every ordinary subscriber of a matching pattern gets exactly one
+# delivery (group null), and every share group with a member on a matching
+# filter gets exactly one delivery, to one of those members (group = its name);
+# null and invalid topics deliver nothing.  Round-robin rotates per worker
+# process; sticky is a function of (key, members), the same in every worker.
+GROUP_NAMES = ["billing", "grüppe", "q3"]
+
+
+def group_workload(
+    d: Dialect, seed: int, ntop: int = 200
+) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]], list[str | None]]:
+    """(pairs, memberships (filter, group, member), topics): groups spread over
+    several filters that overlap, members that are also ordinary subscribers."""
+    pairs, topics = workload(d, seed, npat=40, ntop=ntop)
+    rng = random.Random(seed)
+    members = set()
+    for _ in range(30):
+        f = oracle.random_pattern(rng, d, WORDS, 4)
+        for m in rng.sample([f"s{i}" for i in range(6)] + ["w1", "w2", "w3"], rng.randint(1, 3)):
+            members.add((f, rng.choice(GROUP_NAMES), m))
+    if d.multi is not None:
+        members |= {(d.multi, "q3", "w1"), (d.multi, "q3", "w2")}
+    return pairs, sorted(members), topics
+
+
+def expected_deliveries(
+    d: Dialect, pairs: list[tuple[str, str]], members: list[tuple[str, str, str]], topic: str
+) -> tuple[set[str], dict[str, set[str]]]:
+    """The oracle: (ordinary subscribers, {group: candidate members})."""
+    plain = {s for p, s in pairs if oracle.matches(d, p, topic)}
+    groups: dict[str, set[str]] = {}
+    for f, g, m in members:
+        if oracle.matches(d, f, topic):
+            groups.setdefault(g, set()).add(m)
+    return plain, groups
+
+
+def check_deliveries(
+    d: Dialect,
+    pairs: list[tuple[str, str]],
+    members: list[tuple[str, str, str]],
+    topics: list[str | None],
+    rows: list[tuple[int, str, str | None]],
+) -> dict[int, dict[str, str]]:
+    """Every (message id, subscriber, group) row against the oracle; returns
+    the member each group got, per message."""
+    by_msg: dict[int, list[tuple[str, str | None]]] = {}
+    for i, s, g in rows:
+        by_msg.setdefault(i, []).append((s, g))
+    picks: dict[int, dict[str, str]] = {}
+    for i, t in enumerate(topics):
+        got = by_msg.get(i, [])
+        if t is None or not oracle.valid_topic(d, t):
+            assert got == [], (t, got)
+            continue
+        plain, groups = expected_deliveries(d, pairs, members, t)
+        ordinary = [s for s, g in got if g is None]
+        assert sorted(ordinary) == sorted(plain), t  # each ordinary subscriber once
+        chosen = [(g, s) for s, g in got if g is not None]
+        assert sorted(g for g, _ in chosen) == sorted(groups), t  # each group once
+        for g, s in chosen:
+            assert s in groups[g], (t, g, s)
+        picks[i] = dict(chosen)
+    assert set(by_msg) <= set(range(len(topics)))
+    return picks
+
+
+def test_payload_carries_memberships_and_policies() -> None:
+    from cstrie.groups import Shared
+
+    t = Trie("mqtt")
+    t.subscribe("a/+", "x")
+    t.subscribe("$share/g/a/#", "w1")
+    t.subscribe("a/#", "x", group="日本")
+    t.set_group_policy("g", "sticky")
+    p = Payload.from_bytes(Payload.from_reader(t.snapshot()).to_bytes())
+    subs = p.subscribers.to_pylist()
+    got = {
+        (f, g, subs[k])
+        for f, k, g in zip(
+            *(p.members.column(c).to_pylist() for c in ("filter", "subscriber", "group")),
+            strict=True,
+        )
+    }
+    assert got == {("a/#", "g", "w1"), ("a/#", "日本", "x")}
+    assert p.npairs == 1 and p.policies == {"g": "sticky", "日本": "round-robin"}
+    # the same from an Arrow table (group column, MQTT share syntax) and pairs
+    table = pa.table(
+        {
+            "pattern": ["a/+", "$share/g/a/#", "a/#", "a/#"],
+            "subscriber": ["x", "w1", "x", "x"],
+            "group": [None, None, "日本", "日本"],
+        }
+    )
+    q = Payload.from_arrow(table, MQTT)
+    assert q.members.equals(p.members) and q.npairs == 1
+    r = Payload.from_pairs(
+        [("a/+", "x"), (Shared("a/#", "g"), "w1"), ("$share/日本/a/#", "x")], MQTT
+    )
+    assert r.members.equals(p.members)
+    with pytest.raises(ValueError, match="as well"):
+        Payload.from_arrow(
+            pa.table({"pattern": ["$share/g/a"], "subscriber": ["x"], "group": ["h"]}), MQTT
+        )
+    with pytest.raises(ValueError, match="ShareName"):
+        Payload.from_arrow(pa.table({"pattern": ["$share//a"], "subscriber": ["x"]}), MQTT)
+    # a version 1 payload (three streams, no memberships) still reads
+    raw = Payload.from_pairs([("a", "x")]).to_bytes()
+    meta_len = int.from_bytes(raw[12:16], "little")
+    meta = json.loads(raw[16 : 16 + meta_len])
+    del meta["memberships"], meta["policies"]
+    new_meta = json.dumps(meta).encode()
+    body, pos = raw[16 + meta_len :], 0
+    for _ in range(3):
+        pos += 8 + int.from_bytes(body[pos : pos + 8], "little")
+    v1 = (
+        raw[:8]
+        + (1).to_bytes(4, "little")
+        + len(new_meta).to_bytes(4, "little")
+        + new_meta
+        + body[:pos]
+    )
+    old = Payload.from_bytes(v1)
+    assert old.npairs == 1 and old.nmembers == 0 and old.policies == {}
+
+
+def test_router_rejects_bad_groups() -> None:
+    bad = Payload.from_arrow(
+        pa.table({"pattern": ["a.*"], "subscriber": ["x"], "group": ["two words"]}), NATS
+    )
+    with pytest.raises(ValueError, match="two words"):
+        engine.Router(bad)
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=lambda d: d.name)
+def test_deliver_batches_without_spark(d: Dialect) -> None:
+    """engine.run in "deliver" mode over Arrow batches (string and binary topics,
+    bounded output batches) against the oracle."""
+    pairs, members, topics = group_workload(d, 31, ntop=120)
+    payload = Payload.from_pairs(
+        [*pairs, *((f"$share/{g}/{f}" if d is MQTT else _shared(f, g), m) for f, g, m in members)],
+        d,
+    )
+    raw = payload.to_bytes()
+    plan = engine.Plan(
+        key=digest(raw),
+        mode="deliver",
+        cap=7,
+        extra=[("subscriber", pa.string()), ("group", pa.string())],
+    )
+    for typ in (pa.string(), pa.binary()):
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(range(len(topics)), pa.int64()), pa.array(topics, pa.string()).cast(typ)],
+            names=["id", "topic"],
+        )
+        out = list(engine.run(raw, plan, iter([batch.slice(0, 50), batch.slice(50)])))
+        assert max(b.num_rows for b in out) == 7  # bounded output batches
+        rows = [
+            (i, s, g)
+            for b in out
+            for i, s, g in zip(
+                b.column("id").to_pylist(),
+                b.column("subscriber").to_pylist(),
+                b.column("group").to_pylist(),
+                strict=True,
+            )
+        ]
+        check_deliveries(d, pairs, members, topics, rows)
+
+
+def _shared(f: str, g: str) -> Any:
+    from cstrie.groups import Shared
+
+    return Shared(f, g)
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=lambda d: d.name)
+def test_deliveries_in_spark_one_member_per_group(spark: Any, d: Dialect) -> None:
+    from cstrie.spark import SparkMatcher
+
+    pairs, members, topics = group_workload(d, {"amqp": 41, "mqtt": 42, "nats": 43}[d.name])
+    subs = spark.createDataFrame(
+        [(p, s, None) for p, s in pairs] + [(f, m, g) for f, g, m in members],
+        "pattern string, subscriber string, group string",
+    )
+    m = SparkMatcher(subs, spark, dialect=d, policies={"grüppe": "random"})
+    out = m.deliver(messages_df(spark, topics))
+    assert out.columns == ["id", "topic", "subscriber", "group"]
+    rows = [(r.id, r.subscriber, r.group) for r in out.collect()]
+    picks = check_deliveries(d, pairs, members, topics, rows)
+    assert any(picks.values())  # the workload does route to groups
+
+
+def test_deliveries_balance_per_worker_and_sticky_keys(spark: Any) -> None:
+    """Round-robin: one group on '#' (the same 3 candidates for every message):
+    each worker process rotates over them in turn, so over the job the counts
+    differ by at most the number of processes (<= partitions).  Sticky: the
+    member is a function of (key, members), the same in every worker as in a
+    router built on the driver from the same payload."""
+    from cstrie.spark import SparkMatcher, deliver
+
+    t = Trie("mqtt")
+    for w in ("w1", "w2", "w3"):
+        t.subscribe("$share/rr/#", w)
+        t.subscribe("$share/st/#", w)
+    t.subscribe("#", "audit")
+    t.set_group_policy("st", "sticky")
+    n, parts = 300, 3
+    rows = [(i, f"t/{i % 17}", f"k{i % 11}") for i in range(n)] + [
+        (n, None, "k"),
+        (n + 1, "a/+", "k"),
+    ]
+    msgs = spark.createDataFrame(rows, "id long, topic string, key string").repartition(parts)
+    m = SparkMatcher(t, spark)
+    got = m.deliver(msgs, key_col="key", group_col="grp", subscriber_col="to").collect()
+    by_group: dict[str | None, list[Any]] = {}
+    for r in got:
+        by_group.setdefault(r.grp, []).append(r)
+    assert sorted(r.id for r in by_group[None]) == list(range(n))  # audit, once each
+    counts = Counter(r.to for r in by_group["rr"])
+    assert sorted(counts) == ["w1", "w2", "w3"] and sum(counts.values()) == n
+    assert max(counts.values()) - min(counts.values()) <= parts, counts
+    router = engine.Router(m.payload)  # subscribers: indexes into the payload's table
+    names = m.payload.subscribers.to_pylist()
+    for r in by_group["st"]:
+        assert r.to == names[router.route(r.topic, r.key)[1]["st"]], r
+    assert len({(r.key, r.to) for r in by_group["st"]}) == 11  # one member per key
+    # the one-call form, with a key column of another type and no policies given
+    ints = spark.createDataFrame([(1, "t/x", 5)], "id long, topic string, key long")
+    assert {r.group for r in deliver(ints, t, key_col="key").collect()} == {None, "rr", "st"}
+    with pytest.raises(TypeError, match="key column"):
+        m.deliver(
+            spark.createDataFrame([(1, "t", 1.5)], "id long, topic string, k double"), key_col="k"
+        )
+    with pytest.raises(ValueError, match="already have a column 'id'"):
+        m.deliver(msgs, group_col="id")

@@ -360,6 +360,8 @@ def _with_members(
 ) -> tuple[list[Any], list[m.Membership]]:
     """The subscriber values extended by the members not among them, and the
     memberships with 1-based references into that list."""
+    if not members:
+        return values, []
     index = dict(zip(values, range(1, len(values) + 1), strict=True))
     values = list(values)
     out: list[m.Membership] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, compress, islice, repeat
 from operator import sub
 from typing import Any
 
@@ -189,19 +189,19 @@ def membership_chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS) -> Iterator[C
         raw = share.tobytes()
         if not raw.strip(b"\0"):
             continue  # ordinary pairs only
-        if 0 not in share:
+        keep = list(compress(range(len(share)), share))  # C speed; Python per membership
+        if len(keep) == len(share):
             yield c
             continue
-        keep = [k for k, s in enumerate(share) if s]
-        pats = c.group_patterns()
-        picked = [pats[k] for k in keep]
+        pat, ends = c.pat, c.pat_end
+        picked = [pat[ends[k - 1] if k else 0 : ends[k]] for k in keep]
         yield Chunk(
             b"".join(picked),
             array("q", accumulate(map(len, picked))),
-            array("Q", [c.ids[k] for k in keep]),
+            array("Q", map(c.ids.__getitem__, keep)),
             array("q", range(1, len(keep) + 1)),
             True,
-            array("Q", [share[k] for k in keep]),
+            array("Q", map(share.__getitem__, keep)),
         )
 
 

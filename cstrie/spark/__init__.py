@@ -18,6 +18,11 @@ How it works
     batches of at most ``chunk_rows`` rows, so one message that reaches 100,000
     subscribers does not blow up a batch.
 
+Deliveries
+    :func:`deliver` routes a message log as ``Trie.route`` does: every ordinary
+    subscriber, plus exactly one member of each matching share group (MQTT 5
+    shared subscriptions, NATS queue groups) per message.
+
 Bad topics never fail the job
     Null topics and topics invalid in the dialect are counted (:meth:`summary`)
     and can be kept with their reason (:meth:`rejected`, :meth:`route`).
@@ -27,6 +32,7 @@ See ``docs/spark.md`` for running on a cluster, memory sizing and throughput.
 
 from cstrie.spark.api import (
     SparkMatcher,
+    deliver,
     match,
     per_pattern,
     per_subscriber,
@@ -41,6 +47,7 @@ from cstrie.spark.payload import Payload
 __all__ = [
     "Payload",
     "SparkMatcher",
+    "deliver",
     "match",
     "per_pattern",
     "per_subscriber",

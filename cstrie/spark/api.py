@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any, cast
@@ -20,6 +21,7 @@ from cstrie.spark.payload import Payload, digest
 __all__ = [
     "SparkMatcher",
     "StatsParam",
+    "deliver",
     "match",
     "per_pattern",
     "per_subscriber",
@@ -38,12 +40,30 @@ def to_payload(
     dialect: str | Dialect | None = None,
     pattern_col: str = "pattern",
     subscriber_col: str = "subscriber",
+    group_col: str = "group",
+    policies: Mapping[str, str] | None = None,
 ) -> Payload:
     """A :class:`~cstrie.spark.payload.Payload` from any accepted subscription source:
     a Trie/Snapshot, a PyTrie (or any iterable of pairs with a ``dialect``), a Spark
-    DataFrame or Arrow table with pattern and subscriber columns, a path to a
-    subscription file (an export in any format, or PATTERN<TAB>SUBSCRIBER text),
-    a Payload or its bytes."""
+    DataFrame or Arrow table with pattern and subscriber columns (and optionally
+    a ``group_col`` column: a row with a group is a share-group membership), a
+    path to a subscription file (an export in any format, or
+    PATTERN<TAB>SUBSCRIBER text), a Payload or its bytes.  ``policies``
+    ({group name: policy}) set the groups' policies for :meth:`SparkMatcher.deliver`,
+    over those the source has (a Trie's, an export's)."""
+    payload = _to_payload(subscriptions, dialect, pattern_col, subscriber_col, group_col)
+    if policies:
+        payload = dataclasses.replace(payload, policies={**payload.policies, **policies})
+    return payload
+
+
+def _to_payload(
+    subscriptions: Any,
+    dialect: str | Dialect | None,
+    pattern_col: str,
+    subscriber_col: str,
+    group_col: str,
+) -> Payload:
     d = resolve_dialect(dialect) if dialect is not None else None
     if isinstance(subscriptions, SparkMatcher):
         payload = subscriptions.payload
@@ -58,13 +78,17 @@ def to_payload(
                 f"the subscriptions DataFrame has no column {missing[0]!r} "
                 f"(columns: {subscriptions.columns}); pass pattern_col=/subscriber_col="
             )
-        sel = subscriptions.select(pattern_col, subscriber_col)
+        cols = [pattern_col, subscriber_col]
+        cols += [group_col] if group_col in subscriptions.columns else []
+        sel = subscriptions.select(*cols)
         table = sel.toArrow() if hasattr(sel, "toArrow") else cast(Any, sel)._collect_as_arrow()
         if not isinstance(table, pa.Table):  # pyspark 3.5: a list of record batches
             table = pa.Table.from_batches(table, schema=None if table else _empty(sel))
-        return Payload.from_arrow(table, d or "amqp", pattern_col, subscriber_col)
+        return Payload.from_arrow(table, d or "amqp", pattern_col, subscriber_col, group_col)
     elif isinstance(subscriptions, pa.Table):
-        return Payload.from_arrow(subscriptions, d or "amqp", pattern_col, subscriber_col)
+        return Payload.from_arrow(
+            subscriptions, d or "amqp", pattern_col, subscriber_col, group_col
+        )
     elif isinstance(subscriptions, (str, os.PathLike)):
         from cstrie.commands import read_subscriptions
 
@@ -137,6 +161,8 @@ class SparkMatcher:
         dialect: str | Dialect | None = None,
         pattern_col: str = "pattern",
         subscriber_col: str = "subscriber",
+        group_col: str = "group",
+        policies: Mapping[str, str] | None = None,
         engine: str = "native",
     ) -> None:
         if engine not in ("native", "python"):
@@ -152,11 +178,15 @@ class SparkMatcher:
         self.engine = engine
         #: an int accumulator; when set, each matcher build in a worker adds 1
         self.build_counter: Any = None
-        self.payload = to_payload(subscriptions, dialect, pattern_col, subscriber_col)
+        self.payload = to_payload(
+            subscriptions, dialect, pattern_col, subscriber_col, group_col, policies
+        )
         self.raw = self.payload.to_bytes()
         self.key = digest(self.raw)
         # Build once here: validates every pattern (ValueError) before a job starts.
         _eng.get_matcher(self.key, self.raw, "native")
+        if self.payload.nmembers or self.payload.policies:
+            _eng.get_matcher(self.key, self.raw, "router")  # and the memberships
         try:
             sc = spark.sparkContext
         except Exception as exc:  # Spark Connect has no SparkContext
@@ -193,7 +223,9 @@ class SparkMatcher:
         except TypeError:  # pyspark 3.5: no prefers_large_types
             return to_arrow_type(t)
 
-    def _check(self, messages: DataFrame, topic_col: str, new: list[str]) -> None:
+    def _check(
+        self, messages: DataFrame, topic_col: str, new: list[str], key_col: str | None = None
+    ) -> None:
         if not isinstance(messages, DataFrame):
             raise TypeError(f"messages must be a Spark DataFrame, not {type(messages).__name__}")
         fields = {f.name: f for f in messages.schema.fields}
@@ -211,7 +243,20 @@ class SparkMatcher:
             if name in fields:
                 raise ValueError(
                     f"the messages already have a column {name!r}; choose another output "
-                    "column name (pattern_col=, subscriber_col=, route_col=, reason_col=)"
+                    "column name (pattern_col=, subscriber_col=, route_col=, reason_col=, "
+                    "group_col=)"
+                )
+        if key_col is not None:
+            if key_col not in fields:
+                raise ValueError(
+                    f"the messages have no column {key_col!r} (columns: {messages.columns}); "
+                    "pass key_col="
+                )
+            keys = (T.StringType, T.BinaryType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+            if not isinstance(fields[key_col].dataType, keys):
+                raise TypeError(
+                    f"the key column {key_col!r} must be a string, binary or integer column, "
+                    f"not {fields[key_col].dataType.simpleString()}"
                 )
 
     def _map(
@@ -286,6 +331,37 @@ class SparkMatcher:
             T.StructField(subscriber_col, self.subscriber_type, True),
             T.StructField(route_col, T.StringType(), False),
             T.StructField(reason_col, T.StringType(), True),
+        ]
+        return self._map(messages, plan, fields)
+
+    def deliver(
+        self,
+        messages: DataFrame,
+        topic_col: str = "topic",
+        *,
+        key_col: str | None = None,
+        subscriber_col: str = "subscriber",
+        group_col: str = "group",
+        chunk_rows: int = _eng.DEFAULT_CAP,
+    ) -> DataFrame:
+        """The deliveries of every message, as ``Trie.route`` makes them: the
+        message's columns plus ``subscriber`` and ``group``, one row per ordinary
+        subscriber (each once, ``group`` null) and one row per share group with
+        a member on a matching filter (exactly one member per group and message,
+        ``group`` its name).  ``key_col`` (string, binary or integer; optional)
+        is the key of "sticky" groups, the topic when null.  Messages with a
+        null or invalid topic or no match deliver nothing (see :meth:`rejected`).
+
+        Each Python worker routes with its own copy of the trie, so a
+        round-robin group rotates per worker process and per partition order,
+        not over the whole log; see docs/spark.md."""
+        self._check(messages, topic_col, [subscriber_col, group_col], key_col)
+        plan = _eng.Plan(
+            key="", mode="deliver", topic_col=topic_col, key_col=key_col, cap=_cap(chunk_rows)
+        )
+        fields = [
+            T.StructField(subscriber_col, self.subscriber_type, False),
+            T.StructField(group_col, T.StringType(), True),
         ]
         return self._map(messages, plan, fields)
 
@@ -471,6 +547,14 @@ def route(
     """See :meth:`SparkMatcher.route`."""
     dialect = kw.pop("dialect", None)
     return _matcher(messages, subscriptions, dialect).route(messages, topic_col, **kw)
+
+
+def deliver(
+    messages: DataFrame, subscriptions: Any, topic_col: str = "topic", **kw: Any
+) -> DataFrame:
+    """See :meth:`SparkMatcher.deliver`."""
+    dialect = kw.pop("dialect", None)
+    return _matcher(messages, subscriptions, dialect).deliver(messages, topic_col, **kw)
 
 
 def rejected(

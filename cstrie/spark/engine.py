@@ -20,6 +20,14 @@ The hot path
     pairs, resuming inside a row when one row has more matches than that.  The
     output batches are then assembled with Arrow ``take`` kernels: no Python
     object is made per row or per match.
+
+Deliveries
+    :class:`Router` is a :class:`cstrie.Trie` built from the same payload with
+    its share-group memberships (subscribers are indexes into the payload's
+    subscriber table), cached like the matchers.  The "deliver" mode calls
+    ``route_by_group`` once per row: every ordinary subscriber once, then one
+    member per matching group.  Round-robin counters live in the cached trie,
+    so the rotation is per Python worker process (see ``docs/spark.md``).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ __all__ = [
     "NativeMatcher",
     "Plan",
     "PyMatcher",
+    "Router",
     "build_count",
     "cache_info",
     "get_matcher",
@@ -271,17 +280,65 @@ class PyMatcher(_Base):
             yield np.array(rows, np.int64), np.array(pairs, np.int64)
 
 
-ENGINES = {"native": NativeMatcher, "python": PyMatcher}
+class Router:
+    """A :class:`cstrie.Trie` of the payload's ordinary pairs and share-group
+    memberships, for deliveries: its subscribers are the indexes of the
+    payload's subscriber table (0-based ints), its groups have the payload's
+    policies.  Raises ``ValueError`` naming an invalid pattern, filter or
+    group name."""
+
+    def __init__(self, payload: Payload) -> None:
+        import pyarrow.compute as pc
+
+        from cstrie.groups import Shared
+        from cstrie.trie import Trie
+
+        self.payload = payload
+        self.dialect = payload.dialect
+        self.subscribers = payload.subscribers
+        per_pair = pc.take(payload.patterns, payload.pair_pattern).cast(pa.large_string())
+        if per_pair.offset:  # pragma: no cover - take() gives none
+            per_pair = pa.concat_arrays([per_pair])
+        n = len(per_pair)
+        bufs = per_pair.buffers()
+        offsets = memoryview(bufs[1])[: (n + 1) * 8] if n else np.zeros(1, np.int64)
+        data = bufs[2] if n and bufs[2] is not None else b""
+        refs = payload.pair_subscriber.to_numpy(zero_copy_only=False).astype(np.uint64) + 1
+        subs = list(range(len(payload.subscribers)))
+        try:
+            trie = Trie.from_buffers(data, offsets, refs, subs, self.dialect)
+            members = payload.members
+            for f, k, g in zip(
+                members.column("filter").to_pylist(),
+                members.column("subscriber").to_pylist(),
+                members.column("group").to_pylist(),
+                strict=True,
+            ):
+                trie.subscribe(Shared(f, g), k)
+            for name, policy in payload.policies.items():
+                trie.set_group_policy(name, policy)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"the subscriptions cannot be routed: {exc}") from None
+        self.trie = trie
+
+    def route(self, topic: Any, key: Any = None) -> tuple[list[int], dict[str, int]]:
+        """(ordinary subscriber indexes, {group: member index}) of one message."""
+        routed: tuple[list[int], dict[str, int]] = self.trie.route_by_group(topic, key)
+        return routed
+
+
+ENGINES: dict[str, Any] = {"native": NativeMatcher, "python": PyMatcher, "router": Router}
 
 
 # --------------------------------------------------------------------- cache
-_CACHE: OrderedDict[tuple[str, str], _Base] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _LOCK = threading.Lock()
 _BUILDS = [0]
 
 
-def get_matcher(key: str, source: Any, engine: str = "native") -> _Base:
-    """The matcher for payload ``key``, built at most once per process.
+def get_matcher(key: str, source: Any, engine: str = "native") -> Any:
+    """The matcher for payload ``key``, built at most once per process
+    (``engine``: "native", "python" or "router", a :class:`Router`).
 
     ``source`` is the payload's bytes or anything with a ``.value`` holding them
     (a Spark Broadcast); it is read only when the matcher is not cached.
@@ -326,7 +383,9 @@ class Plan:
     ``mode``: "match" (message columns + pattern + subscriber; with
     ``keep_unmatched`` also every row without a match, with nulls), "route"
     (every row: + route + reason), "rejected" (null/invalid rows + reason),
-    "unmatched" (valid rows without a match), "counts" ((pair, n) partial counts).
+    "unmatched" (valid rows without a match), "counts" ((pair, n) partial
+    counts), "deliver" (message columns + subscriber + group: the deliveries
+    of ``Trie.route``, ``key_col`` the sticky key).
     """
 
     key: str
@@ -339,6 +398,7 @@ class Plan:
     keep_unmatched: bool = False
     cap: int = DEFAULT_CAP
     engine: str = "native"
+    key_col: str | None = None
     extra: list[tuple[str, Any]] = field(default_factory=list)  # appended (name, Arrow type)
     stats: Any = None  # an accumulator (added to once per partition) or None
     builds: Any = None  # an accumulator counting matcher builds, or None
@@ -368,9 +428,12 @@ def _repeat(value: str, n: int, typ: Any) -> Any:
 def run(bc: Any, plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
     """The ``mapInArrow`` function: match every batch of one partition."""
     before = _BUILDS[0]
-    m = get_matcher(plan.key, bc, plan.engine)
+    m = get_matcher(plan.key, bc, "router" if plan.mode == "deliver" else plan.engine)
     if plan.builds is not None and _BUILDS[0] != before:
         plan.builds.add(1)
+    if plan.mode == "deliver":
+        yield from _deliver(m, plan, batches)
+        return
     want_pairs = plan.mode == "counts" or plan.stats is not None
     counts = _Counts(m.npairs if want_pairs else None)
     extra = [pa.field(name, typ) for name, typ in plan.extra]
@@ -478,3 +541,62 @@ def _batch(m: _Base, plan: Plan, batch: Any, counts: _Counts, schema: Any) -> It
         else:
             cols.append(_fit(reasons, schema.field(nmsg).type))
         yield pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _deliver(router: Router, plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
+    """The deliveries of every row: its ordinary subscribers (group null), then
+    one member per matching share group.  Null and invalid topics deliver
+    nothing (``rejected`` finds them)."""
+    extra = [pa.field(name, typ) for name, typ in plan.extra]
+    schemas: dict[Any, Any] = {}
+    route = router.route
+    for batch in batches:
+        schema = schemas.get(batch.schema)
+        if schema is None:
+            schema = schemas[batch.schema] = pa.schema(list(batch.schema) + extra)
+        n = batch.num_rows
+        if n == 0:
+            continue
+        column = batch.column(plan.topic_col)
+        binary = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+        topics = column.to_pylist()
+        keys = batch.column(plan.key_col).to_pylist() if plan.key_col else [None] * n
+        rows: list[int] = []
+        subs: list[int] = []
+        groups: list[str | None] = []
+        for r, (topic, key) in enumerate(zip(topics, keys, strict=True)):
+            if topic is None:
+                continue
+            try:
+                plain, picks = route(topic.decode() if binary else topic, key)
+            except (ValueError, UnicodeDecodeError):
+                continue  # an invalid topic
+            if plain:
+                rows.extend([r] * len(plain))
+                subs.extend(plain)
+                groups.extend([None] * len(plain))
+            if picks:
+                rows.extend([r] * len(picks))
+                subs.extend(picks.values())
+                groups.extend(picks)
+            while len(rows) >= plan.cap:  # output batches of at most cap rows
+                cap = plan.cap
+                yield _deliveries(router, batch, schema, rows[:cap], subs[:cap], groups[:cap])
+                rows, subs, groups = rows[cap:], subs[cap:], groups[cap:]
+        if rows:
+            yield _deliveries(router, batch, schema, rows, subs, groups)
+
+
+def _deliveries(
+    router: Router,
+    batch: Any,
+    schema: Any,
+    rows: list[int],
+    subs: list[int],
+    groups: list[str | None],
+) -> Any:
+    nmsg = batch.num_columns
+    cols = _take(batch, np.array(rows, np.int64))
+    cols.append(_fit(router.subscribers.take(pa.array(subs, pa.int64())), schema.field(nmsg).type))
+    cols.append(_fit(pa.array(groups, pa.string()), schema.field(nmsg + 1).type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)

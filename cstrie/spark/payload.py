@@ -8,19 +8,25 @@ call (see :mod:`cstrie.spark.engine`).  Nothing here imports pyspark.
 Layout (all integers little-endian)::
 
     8     magic b"CSTSPRK\\n"
-    4     u32 version (1)
+    4     u32 version (2; version 1 has no memberships stream)
     4     u32 meta_len
     m     meta: UTF-8 JSON {"dialect": {every Dialect field}, "patterns": P,
-          "subscribers": S, "pairs": N}
-    then three Arrow IPC streams, each preceded by its u64 length:
+          "subscribers": S, "pairs": N, "memberships": M,
+          "policies": {group name: policy name}}
+    then four Arrow IPC streams, each preceded by its u64 length:
           patterns     P rows  {pattern: string}            distinct, sorted
           subscribers  S rows  {subscriber: T}              distinct, any Arrow type
           pairs        N rows  {pattern: int32, subscriber: int32}
                                 0-based indexes into the two tables above,
                                 sorted by (pattern, subscriber), no duplicates
+          memberships  M rows  {filter: string, subscriber: int32, group: string}
+                                share-group memberships (subscriber: an index
+                                into the subscribers), sorted, no duplicates
 
 Pair ``k`` (0-based) is what the engine stores as subscriber id ``k + 1``: a match
 is then exactly one (pattern, subscriber) pair, so the Spark output can carry both.
+Memberships play no part in matching (as in ``Trie.lookup``); the delivery
+job's router (:class:`cstrie.spark.engine.Router`) joins them.
 The payload's SHA-256 names it in the worker cache.
 """
 
@@ -32,15 +38,17 @@ import io
 import json
 import struct
 import warnings
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from cstrie.dialect import Dialect, resolve_dialect
 
 __all__ = ["MAGIC", "Payload", "dialect_from_json", "dialect_to_json"]
 
 MAGIC = b"CSTSPRK\n"
-VERSION = 1
+VERSION = 2
 _HEAD = struct.Struct("<II")
 _LEN = struct.Struct("<Q")
 
@@ -105,57 +113,88 @@ class Payload:
     subscribers: Any
     pair_pattern: Any
     pair_subscriber: Any
+    #: share-group memberships: an Arrow table {filter: string, subscriber:
+    #: int32 index into ``subscribers``, group: string}
+    members: Any = None
+    #: {group name: policy name} ("round-robin", "random", "sticky")
+    policies: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.members is None:
+            self.members = _members_table([], [], [])
 
     @property
     def npairs(self) -> int:
         return len(self.pair_pattern)
 
+    @property
+    def nmembers(self) -> int:
+        return int(self.members.num_rows)
+
     # ------------------------------------------------------------- building
     @classmethod
     def from_reader(cls, reader: Any) -> Payload:
         """From a :class:`cstrie.Trie` or :class:`cstrie.Snapshot`: one consistent
-        snapshot, read in engine chunks (no per-pair Python objects besides ids)."""
+        snapshot, read in engine chunks (no per-pair Python objects besides ids),
+        share-group memberships and their groups' policies included."""
         from cstrie import _binding as nb
 
         pa = _pa()
         snap = reader.snapshot()
         objects = snap._reg.objects
         patterns: list[bytes] = []
+        groups: list[str | None] = []
         sizes: list[int] = []
         ids: list[int] = []
-        for pat, group_ids in nb.iterate(snap._h):
-            if patterns and patterns[-1] == pat:  # a group continued in the next chunk
-                sizes[-1] += len(group_ids)
+        for pat, share, group_ids in nb.iterate_shared(snap._h):
+            name = objects[share].name if share else None
+            if patterns and patterns[-1] == pat and groups[-1] == name:
+                sizes[-1] += len(group_ids)  # a group continued in the next chunk
             else:
                 patterns.append(pat)
+                groups.append(name)
                 sizes.append(len(group_ids))
             ids.extend(group_ids)
         distinct = sorted(set(ids))
         index = {i: k for k, i in enumerate(distinct)}
         values = [objects[i] for i in distinct]
         pair_pattern = [k for k, size in enumerate(sizes) for _ in range(size)]
+        rows = pa.array(pair_pattern, pa.int32())
         table = pa.table(
             {
-                "pattern": pa.array([p.decode() for p in patterns], pa.string()).take(
-                    pa.array(pair_pattern, pa.int32())
-                ),
+                "pattern": pa.array([p.decode() for p in patterns], pa.string()).take(rows),
                 "subscriber": _subscriber_array(values).take(
                     pa.array([index[i] for i in ids], pa.int32())
                 ),
+                "group": pa.array(groups, pa.string()).take(rows),
             }
         )
-        return cls.from_arrow(table, snap.dialect)
+        names = {g for g in groups if g is not None}
+        policies = {g: snap.group_policy(g) for g in sorted(names)}
+        return cls.from_arrow(table, snap.dialect, policies=policies)
 
     @classmethod
     def from_pairs(
-        cls, pairs: Iterable[tuple[str, Hashable]], dialect: str | Dialect = "amqp"
+        cls, pairs: Iterable[tuple[Any, Hashable]], dialect: str | Dialect = "amqp"
     ) -> Payload:
-        """From (pattern, subscriber) pairs (subscribers str, int or bytes)."""
+        """From (pattern, subscriber) pairs (subscribers str, int or bytes); a
+        :class:`~cstrie.groups.Shared` pattern (or the dialect's share syntax,
+        MQTT's ``$share/g/filter``) is a share-group membership."""
+        from cstrie.groups import Shared
+
         pa = _pa()
         items = list(pairs)
-        patterns = pa.array([p for p, _ in items], pa.string())
+        patterns = [p.pattern if isinstance(p, Shared) else p for p, _ in items]
+        groups = [p.group if isinstance(p, Shared) else None for p, _ in items]
         subs = _subscriber_array([s for _, s in items])
-        return cls.from_arrow(pa.table({"pattern": patterns, "subscriber": subs}), dialect)
+        table = pa.table(
+            {
+                "pattern": pa.array(patterns, pa.string()),
+                "subscriber": subs,
+                "group": pa.array(groups, pa.string()),
+            }
+        )
+        return cls.from_arrow(table, dialect)
 
     @classmethod
     def from_arrow(
@@ -164,10 +203,17 @@ class Payload:
         dialect: str | Dialect = "amqp",
         pattern_col: str = "pattern",
         subscriber_col: str = "subscriber",
+        group_col: str = "group",
+        policies: Mapping[str, str] | None = None,
     ) -> Payload:
         """From an Arrow table with a string pattern column and a subscriber column
         of any type.  Duplicate pairs count once; a null raises ``ValueError``.
-        Patterns are validated when the matcher is built, not here."""
+        A row whose ``group_col`` (optional, string) is not null is a share-group
+        membership: its pattern is the group's filter, its subscriber the
+        member; so is a pattern in the dialect's share syntax (MQTT's
+        ``$share/g/filter``).  ``policies``: {group name: policy} for the
+        delivery job.  Patterns and groups are validated when the matcher or
+        router is built, not here."""
         import numpy as np
 
         pa = _pa()
@@ -191,10 +237,19 @@ class Payload:
             if col.null_count:
                 raise ValueError(f"the subscriptions' {name!r} column has {col.null_count} nulls")
         pat = pat.cast(pa.string())
+        grp = _group_column(table, group_col)
+        pat, grp = _split_share_syntax(d, pat, grp)
+        if grp is not None:
+            member = pc.is_valid(grp)
+            members = (pat.filter(member), sub.filter(member), grp.filter(member))
+            plain = pc.invert(member)
+            pat, sub = pat.filter(plain), sub.filter(plain)
+        else:
+            members = (pa.array([], pa.string()), sub.slice(0, 0), pa.array([], pa.string()))
         pdict = pc.unique(pat)
         porder = pc.sort_indices(pdict)
         pdict = pdict.take(porder)
-        sdict = pc.unique(sub)
+        sdict = pc.unique(pa.concat_arrays([sub, members[1]]))
         try:
             sdict = sdict.take(pc.sort_indices(sdict))
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
@@ -206,12 +261,15 @@ class Payload:
             pp, ss = np.divmod(keys, len(sdict))
         else:
             pp = ss = keys
+        midx = pc.index_in(members[1], value_set=sdict).cast(pa.int32())
         return cls(
             d,
             pdict,
             sdict,
             pa.array(pp.astype(np.int32), pa.int32()),
             pa.array(ss.astype(np.int32), pa.int32()),
+            _members_table(members[0], midx, members[2]),
+            dict(policies or {}),
         )
 
     # -------------------------------------------------------- serialisation
@@ -223,6 +281,8 @@ class Payload:
                 "patterns": len(self.patterns),
                 "subscribers": len(self.subscribers),
                 "pairs": self.npairs,
+                "memberships": self.nmembers,
+                "policies": self.policies,
             }
         ).encode()
         out = io.BytesIO()
@@ -233,6 +293,7 @@ class Payload:
             pa.table({"pattern": self.patterns}),
             pa.table({"subscriber": self.subscribers}),
             pa.table({"pattern": self.pair_pattern, "subscriber": self.pair_subscriber}),
+            self.members,
         ):
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, table.schema, options=options) as w:
@@ -249,12 +310,14 @@ class Payload:
         if len(view) < 16 or bytes(view[:8]) != MAGIC:
             raise ValueError("not a cstrie Spark payload (bad magic bytes)")
         version, meta_len = _HEAD.unpack_from(view, 8)
-        if version != VERSION:
-            raise ValueError(f"cstrie Spark payload version {version}; this cstrie reads {VERSION}")
+        if not 1 <= version <= VERSION:
+            raise ValueError(
+                f"cstrie Spark payload version {version}; this cstrie reads 1 to {VERSION}"
+            )
         pos = 16 + meta_len
         meta = json.loads(bytes(view[16:pos]))
         tables = []
-        for _ in range(3):
+        for _ in range(3 if version == 1 else 4):
             if pos + 8 > len(view):
                 raise ValueError("truncated cstrie Spark payload")
             (size,) = _LEN.unpack_from(view, pos)
@@ -264,21 +327,83 @@ class Payload:
             reader = pa.ipc.open_stream(pa.py_buffer(view[pos : pos + size]))
             tables.append(reader.read_all().combine_chunks())
             pos += size
-        pats, subs, pairs = tables
+        pats, subs, pairs = tables[:3]
         self = cls(
             dialect_from_json(meta["dialect"]),
             pats.column(0).combine_chunks(),
             subs.column(0).combine_chunks(),
             pairs.column(0).combine_chunks(),
             pairs.column(1).combine_chunks(),
+            tables[3] if version > 1 else None,
+            dict(meta.get("policies") or {}),
         )
-        if (len(self.patterns), len(self.subscribers), self.npairs) != (
+        if (len(self.patterns), len(self.subscribers), self.npairs, self.nmembers) != (
             meta["patterns"],
             meta["subscribers"],
             meta["pairs"],
+            meta.get("memberships", 0),
         ):
             raise ValueError("corrupt cstrie Spark payload: counts do not match its header")
         return self
+
+
+def _members_table(filters: Any, subscribers: Any, groups: Any) -> Any:
+    """The memberships as a sorted table without duplicate rows."""
+    pa = _pa()
+    table = pa.table(
+        {
+            "filter": pa.array(filters, pa.string()),
+            "subscriber": pa.array(subscribers, pa.int32()),
+            "group": pa.array(groups, pa.string()),
+        }
+    )
+    if table.num_rows == 0:
+        return table
+    distinct = table.group_by(["filter", "subscriber", "group"], use_threads=False).aggregate([])
+    order = [("filter", "ascending"), ("group", "ascending"), ("subscriber", "ascending")]
+    return distinct.select(["filter", "subscriber", "group"]).sort_by(order).combine_chunks()
+
+
+def _group_column(table: Any, group_col: str) -> Any:
+    """The group column (string, nulls for ordinary pairs), or None when there
+    is none or it is all null."""
+    pa = _pa()
+    if group_col not in table.column_names:
+        return None
+    grp = table.column(group_col).combine_chunks()
+    if pa.types.is_dictionary(grp.type):
+        grp = grp.cast(grp.type.value_type)
+    if pa.types.is_null(grp.type) or grp.null_count == len(grp):
+        return None
+    if not (pa.types.is_string(grp.type) or pa.types.is_large_string(grp.type)):
+        raise TypeError(f"the group column {group_col!r} must hold strings, not {grp.type}")
+    return grp.cast(pa.string())
+
+
+def _split_share_syntax(d: Dialect, pat: Any, grp: Any) -> tuple[Any, Any]:
+    """Patterns in the dialect's share syntax (MQTT's ``$share/g/filter``) as
+    (filter, group) rows; ``ValueError`` for a malformed one, or one that also
+    has a group in the group column."""
+    from cstrie.groups import split_shared
+
+    pa = _pa()
+    import pyarrow.compute as pc
+
+    prefix = d.share_prefix
+    if prefix is None or len(pat) == 0:
+        return pat, grp
+    mask = pc.or_(pc.starts_with(pat, prefix + d.separator), pc.equal(pat, prefix))
+    if not pc.any(mask).as_py():
+        return pat, grp
+    rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    split = [split_shared(d, p) for p in pat.take(pa.array(rows)).to_pylist()]
+    if grp is not None and grp.filter(mask).null_count != len(rows):
+        raise ValueError(f"a {prefix}{d.separator} pattern has a group in the group column as well")
+    if grp is None:
+        grp = pa.nulls(len(pat), pa.string())
+    pat = pc.replace_with_mask(pat, mask, pa.array([f for f, _ in split], pa.string()))
+    grp = pc.replace_with_mask(grp, mask, pa.array([g for _, g in split], pa.string()))
+    return pat, grp
 
 
 def digest(raw: bytes | bytearray | memoryview) -> str:
