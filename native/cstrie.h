@@ -143,7 +143,10 @@ int64_t cst_route(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, 
                   uint64_t *out, uint64_t *shares, size_t cap, size_t *nplain);
 
 /* Subscriber ids matching topic, each once.  Returns how many there are; only
- * the first min(cap, result) are written. */
+ * the first min(cap, result) are written.  Lookups, has_subscribers, match,
+ * route and each row of a batch are linearizable: the answer is the trie's at
+ * one moment inside the call, however many branches the walk reads (match.c,
+ * "One state of the trie for the whole walk"). */
 int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
 int cst_has_subscribers(cst_trie *t, const char *topic, size_t len);
 int cst_match(cst_trie *t, const char *topic, size_t len, cst_groups *out);
@@ -284,5 +287,11 @@ void cst_debug_set_block_threshold(int64_t n);
 /* Tests only: the steps (states taken off its work stack) of this thread's
  * last lookup walk: the measure of a lookup's cost that timing cannot give. */
 int64_t cst_debug_last_walk_steps(void);
+/* Tests only: how many times a lookup walk of a live trie may run before it
+ * freezes the trie and walks the frozen generation (default 4; 0 = every walk
+ * freezes; < 0 restores the default), and the process-wide counts of walks run
+ * again (an update changed a node they read) and of freezes. */
+void cst_debug_set_walk_retries(int n);
+void cst_debug_walk_counts(int64_t *rewalks, int64_t *freezes);
 
 #endif

@@ -32,7 +32,17 @@ struct cst_trie {
     size_t tokens_len;
     uint8_t bytecls[256];      /* BC_* of every byte value under d */
     _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
+    /* The update count (trie.c gcas, match.c walk_topic): the low UPD_BITS
+     * bits count the GCAS calls in flight, the rest the finished ones.  On a
+     * line of its own: every update writes it. */
+    char pad_updates[64];
+    _Atomic uint64_t updates;
+    char pad_after_updates[64 - sizeof(uint64_t)];
 };
+#define UPD_BITS 24
+#define UPD_BEGIN UINT64_C(1)
+#define UPD_END ((UINT64_C(1) << UPD_BITS) - 1) /* one fewer in flight, one more done */
+#define UPD_IN_FLIGHT ((UINT64_C(1) << UPD_BITS) - 1)
 
 /* One engine operation: the handle and the caller's open epoch section. */
 typedef struct ctx {
@@ -55,6 +65,12 @@ typedef struct memo_slot {
     uint64_t stamp;
 } memo_slot;
 
+/* A main node read by a lookup's walk, with its I-node (match.c). */
+typedef struct main_read {
+    struct inode *in;
+    struct mainnode *m;
+} main_read;
+
 typedef struct scratch {
     word *w;
     size_t wcap;
@@ -75,6 +91,8 @@ typedef struct scratch {
     memo_slot *memo;
     size_t memocap;
     size_t memoused;
+    main_read *reads;          /* what a lookup's walk read (match.c) */
+    size_t rdcap;
     uint64_t stamp;
     int64_t last_steps;        /* cst_debug_last_walk_steps */
 } scratch;
@@ -96,6 +114,9 @@ void node_free(cst_hdr *h, size_t size);
 void retire(ctx *c, cst_hdr *h);
 mainnode *gcas_commit(ctx *c, inode *in, mainnode *m);
 inode *root_read(ctx *c);
+/* Freeze the live generation (a read-only snapshot's RDCSS) and return its
+ * root, retained: the caller retires it.  NULL when out of memory. */
+inode *root_freeze(ctx *c);
 int ctx_enter(ctx *c, cst_trie *t);
 uint64_t new_gen(void);
 inode *inode_new(uint64_t gen, mainnode *main);

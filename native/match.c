@@ -42,6 +42,7 @@ static void scratch_free(void *p)
     free(sc->upath);
     free(sc->mstack);
     free(sc->memo);
+    free(sc->reads);
     free(sc);
     tls_scratch = NULL;
 }
@@ -97,6 +98,8 @@ typedef struct mctx {
     int trunc;
     int route;                 /* route(): also collect the share groups */
     size_t nshares;            /* share-group S-nodes found (sc->shares) */
+    int record;                /* note each main node read (sc->reads) */
+    size_t nreads;
 } mctx;
 
 /* The memo holds two kinds of entry, told apart by the key's low bit (S-nodes
@@ -234,8 +237,81 @@ static void emit(mctx *x, snode *sn)
     x->sc->groups[x->ngroups++] = sn;
 }
 
+/*
+ * One state of the trie for the whole walk.
+ *
+ * A walk reads main nodes on many branches, each at its own moment; every
+ * read alone is current, but together they need not be one state of the trie:
+ * a subscriber that moves from one matching filter to another (subscribe the
+ * new, then unsubscribe the old) can be missed by a walk that reads the new
+ * filter's branch before the subscribe and the old one after the unsubscribe.
+ * Two checks make a walk's reads one state.  The quick one: the trie counts
+ * updates in flight and done (trie.c, gcas); a walk that began with none in
+ * flight and ends reading the same count saw no update begin or end, so it
+ * read exactly the updates done before it began (an update raises the count
+ * before its CAS and marks its end after, with release; the walk reads the
+ * count with acquire on both sides).  When the count moved, the walk runs
+ * again and notes every (I-node, main node) it reads, and reads them all
+ * again at its end (a double collect).  If every main node is
+ * unchanged, there was a moment between the two collects at which the trie
+ * held all of them at once - a main node is never installed again in the
+ * I-node it left (a GCAS that fails rolls back to the node it replaced, which
+ * was never out of the I-node as far as a reader can tell: gcas_read returns
+ * only committed nodes), and no node read can be freed and reused while the
+ * walk is inside its epoch section - and every node the walk reached hangs
+ * from those mains (C-nodes and S-nodes are immutable), so the answer is the
+ * trie's at that moment: the walk's linearization point.  Otherwise some
+ * update landed on the walk's path and it runs again (WALK_RETRIES walks in all),
+ * then freezes the trie (the read-only snapshot's RDCSS, O(1)) and walks the
+ * frozen generation, which no update can change.  A frozen trie (a read-only
+ * snapshot) needs no check at all.
+ */
+#define WALK_RETRIES 4
+
+static _Atomic int walk_retries = WALK_RETRIES;
+static _Atomic int64_t walk_rewalks, walk_freezes; /* statistics: relaxed */
+
+void cst_debug_set_walk_retries(int n)
+{
+    atomic_store_explicit(&walk_retries, n < 0 ? WALK_RETRIES : n, memory_order_relaxed);
+}
+
+void cst_debug_walk_counts(int64_t *rewalks, int64_t *freezes)
+{
+    *rewalks = atomic_load_explicit(&walk_rewalks, memory_order_relaxed);
+    *freezes = atomic_load_explicit(&walk_freezes, memory_order_relaxed);
+}
+
+static inline mainnode *read_main(mctx *x, inode *in)
+{
+    mainnode *m = gcas_read(x->c, in);
+    if (x->record) {
+        scratch *sc = x->sc;
+        if (__builtin_expect(x->nreads >= sc->rdcap, 0) &&
+            scratch_reserve((void **)&sc->reads, &sc->rdcap, x->nreads + 1, sizeof(main_read)) <
+                0) {
+            x->oom = 1;
+            return m;
+        }
+        sc->reads[x->nreads++] = (main_read){in, m};
+    }
+    return m;
+}
+
+/* 1 if the root and every main node the walk read are still in place. */
+static int walk_unchanged(mctx *x, inode *root)
+{
+    if (root_read(x->c) != root)
+        return 0;
+    const main_read *r = x->sc->reads;
+    for (size_t i = 0; i < x->nreads; i++)
+        if (gcas_read(x->c, r[i].in) != r[i].m)
+            return 0;
+    return 1;
+}
+
 /* The S-node of literal word w in the topic level whose top C-node is cn. */
-static snode *find_literal(ctx *c, cnode *cn, const word *w)
+static snode *find_literal(mctx *c, cnode *cn, const word *w)
 {
     mainnode *m = &cn->m;
     unsigned lev = 0;
@@ -249,7 +325,7 @@ static snode *find_literal(ctx *c, cnode *cn, const word *w)
             cst_hdr *b = x->array[popc(x->m.h.b2) + popc(x->bitmap & (bit - 1))];
             if (b->kind == K_SNODE)
                 return word_eq((snode *)b, w) ? (snode *)b : NULL;
-            m = gcas_read(c, (inode *)b);
+            m = read_main(c, (inode *)b);
             lev += 5;
             break;
         }
@@ -274,9 +350,9 @@ static snode *find_literal(ctx *c, cnode *cn, const word *w)
  * is empty or has only the share slot (the groups of the S-node's pattern,
  * nodes.h).  A many-level wildcard with such a level below it is a last
  * word: its pattern matches only by consuming every word left. */
-static int only_shares(ctx *c, inode *in)
+static int only_shares(mctx *x, inode *in)
 {
-    mainnode *m = gcas_read(c, in);
+    mainnode *m = read_main(x, in);
     if (m->h.kind != K_CNODE)
         return 1; /* a tomb at hash level 0: an empty topic level */
     const cnode *cn = (const cnode *)m;
@@ -309,7 +385,7 @@ static void shares_below(mctx *x, mainnode *m, unsigned lev)
             if (b->kind == K_SNODE)
                 share_add(x, (snode *)b);
             else if (lev < MAX_HASH_LEVEL)
-                shares_below(x, gcas_read(x->c, (inode *)b), lev + 5);
+                shares_below(x, read_main(x, (inode *)b), lev + 5);
         }
         return;
     }
@@ -376,7 +452,7 @@ static inline void push(mctx *x, size_t *sp, mframe f)
 static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, int is_top,
                        size_t depth, uint32_t multis)
 {
-    mainnode *m = gcas_read(x->c, in);
+    mainnode *m = read_main(x, in);
     if (m->h.kind != K_CNODE)
         return; /* an entombed (empty) topic level */
     cnode *cn = (cnode *)m;
@@ -390,7 +466,7 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, in
             __builtin_prefetch(ss);
             push(x, sp, (mframe){ss, i + 1, 0, depth, multis, F_NODE, (uint8_t)memo_on});
         }
-        snode *sn = find_literal(x->c, cn, &x->w[i]);
+        snode *sn = find_literal(x, cn, &x->w[i]);
         if (sn) {
             if (sn->child != NULL)
                 __builtin_prefetch(sn->child);
@@ -425,7 +501,7 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, in
         /* the S-node above matched the whole topic: its pattern's groups */
         snode *g = (snode *)spec_get(cn, W_SHARE - 1);
         if (g != NULL && g->child != NULL)
-            shares_below(x, gcas_read(x->c, g->child), 0);
+            shares_below(x, read_main(x, g->child), 0);
     }
 }
 
@@ -446,7 +522,7 @@ static void match_walk(mctx *x, inode *root)
             snode *sm = f->sn;
             uint8_t memo = (uint8_t)(x->memo && f->multis >= 1);
             mframe node = {sm, f->j, 0, f->depth, f->multis + 1, F_NODE, memo};
-            if (sm->child == NULL || only_shares(x->c, sm->child)) {
+            if (sm->child == NULL || only_shares(x, sm->child)) {
                 /* Nothing follows the wildcard: only "consume every word" can
                  * match (memoised as above: an earlier wildcard may reach this
                  * level again). */
@@ -496,6 +572,19 @@ static void count_lookup(ctx *c)
         memory_order_relaxed);
 }
 
+/* One walk from root: the answer's state (found, groups, shares, match()'s
+ * output) starts empty, so a walk that is run again starts afresh. */
+static void walk_once(mctx *x, inode *root)
+{
+    x->found = x->trunc = 0;
+    x->ngroups = x->nshares = x->depth = x->nreads = 0;
+    if (x->out != NULL)
+        x->out->ngroups = x->out->need_pat = x->out->need_ids = x->out->need_groups = 0;
+    x->sc->stamp++;
+    x->sc->memoused = 0;
+    match_walk(x, root);
+}
+
 /* Parse the topic and run the walk over the trie; x must be zeroed but for
  * first_only/out.  Returns 0 or a CST_E* code. */
 static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
@@ -513,9 +602,35 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
     x->n = (size_t)n;
     x->dollar = d->dollar_rule && n > 0 && sc->w[0].len > 0 && sc->w[0].p[0] == '$';
     x->memo = d->multi != NULL && !d->multi_last_only;
-    sc->stamp++;
-    sc->memoused = 0;
-    match_walk(x, root_read(c));
+    if (c->t->readonly) {
+        walk_once(x, root_read(c));
+        return x->oom ? CST_ENOMEM : 0;
+    }
+    int retries = atomic_load_explicit(&walk_retries, memory_order_relaxed);
+    for (int attempt = 0; attempt < retries; attempt++) {
+        /* acquire: the walk's reads stay after this read of the count, and
+         * every update it counts as done is in the mains the walk reads. */
+        uint64_t w0 = atomic_load_explicit(&c->t->updates, memory_order_acquire);
+        x->record = attempt > 0; /* a quiet trie needs no note of the reads */
+        inode *root = root_read(c);
+        walk_once(x, root);
+        if (x->oom)
+            return CST_ENOMEM;
+        /* acquire: not read before the walk's own reads. */
+        if ((w0 & UPD_IN_FLIGHT) == 0 &&
+            atomic_load_explicit(&c->t->updates, memory_order_acquire) == w0)
+            return 0; /* no update began or ended during the walk */
+        if (x->record && walk_unchanged(x, root))
+            return 0;
+        atomic_fetch_add_explicit(&walk_rewalks, 1, memory_order_relaxed);
+    }
+    x->record = 0;
+    atomic_fetch_add_explicit(&walk_freezes, 1, memory_order_relaxed);
+    inode *frozen = root_freeze(c);
+    if (frozen == NULL)
+        return CST_ENOMEM;
+    walk_once(x, frozen);
+    retire(c, &frozen->h);
     return x->oom ? CST_ENOMEM : 0;
 }
 
@@ -639,7 +754,7 @@ static int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *
             break;
         }
         const word *w = &sc->w[k];
-        sn = w->kind == W_LITERAL ? find_literal(&c, (cnode *)m, w)
+        sn = w->kind == W_LITERAL ? find_literal(&x, (cnode *)m, w)
                                   : (snode *)spec_get((cnode *)m, w->kind - 1u);
         if (sn == NULL)
             break;

@@ -546,14 +546,23 @@ mainnode *gcas_commit(ctx *c, inode *in, mainnode *m)
  */
 static int gcas(ctx *c, inode *in, mainnode *old, mainnode *n)
 {
+    /* relaxed: the raise needs only to come before cas_main, and cas_main is
+     * a release - a walk that reads n (acquire) reads this raise with its
+     * closing read of the count (match.c, walk_topic). */
+    atomic_fetch_add_explicit(&c->t->updates, UPD_BEGIN, memory_order_relaxed);
+    int done = 0;
     atomic_store_explicit(&n->prev, (uintptr_t)old, memory_order_relaxed);
     if (cas_main(in, old, n)) {
         gcas_commit(c, in, n);
-        return load_prev(n) == 0;
+        done = load_prev(n) == 0;
+    } else {
+        atomic_store_explicit(&n->prev, 0, memory_order_relaxed);
+        node_release(&n->h);
     }
-    atomic_store_explicit(&n->prev, 0, memory_order_relaxed);
-    node_release(&n->h);
-    return 0;
+    /* release: forbids moving the CAS (and the commit) after the end mark, so
+     * a walk that reads "nothing in flight" (acquire) also reads the new main. */
+    atomic_fetch_add_explicit(&c->t->updates, UPD_END, memory_order_release);
+    return done;
 }
 
 static inode *rdcss_complete(ctx *c, int abort_pending)
@@ -1436,6 +1445,36 @@ void cst_free(cst_trie *t)
 }
 
 int cst_is_readonly(const cst_trie *t) { return t->readonly; }
+
+/* The read-only snapshot's step alone: move the live trie to a new
+ * generation over the same main node, so that the old root (returned with a
+ * reference of its own) is frozen - every later update copies its path into
+ * the new generation (gcas_commit case 4).  A lookup whose walk keeps meeting
+ * updates ends on this (match.c). */
+inode *root_freeze(ctx *c)
+{
+    for (;;) {
+        inode *r = rdcss_read_root(c, 0);
+        if (c->t->readonly) {
+            node_retain(&r->h);
+            return r;
+        }
+        mainnode *expmain = gcas_read(c, r);
+        node_retain(&expmain->h);
+        inode *nv = inode_new(new_gen(), expmain);
+        if (nv == NULL) {
+            node_release(&expmain->h);
+            return NULL;
+        }
+        node_retain(&r->h); /* the caller's reference, if RDCSS succeeds */
+        int ok = rdcss_root(c, r, expmain, nv);
+        if (ok > 0)
+            return r;
+        retire(c, &r->h);
+        if (ok < 0)
+            return NULL;
+    }
+}
 
 cst_trie *cst_snapshot(cst_trie *t, int readonly)
 {

@@ -2,6 +2,10 @@
  * torture_trie.c - multithreaded torture of the cstrie engine.
  *
  *   torture_trie [threads] [ops_per_thread] [key_space] [seed] [hash_mask_hex]
+ *                [walk_retries]
+ *
+ * walk_retries 0 makes every lookup walk of a live trie freeze it and walk the
+ * frozen generation (match.c, "One state of the trie for the whole walk").
  *
  * Two shared tries (AMQP and MQTT) take mixed operations from every thread:
  * subscribe, unsubscribe, lookup, has_subscribers, match, lookup_batch,
@@ -872,9 +876,10 @@ int main(int argc, char **argv)
     int keyspace_size = argc > 3 ? atoi(argv[3]) : 64;
     seed = argc > 4 ? strtoull(argv[4], NULL, 0) : (uint64_t)time(NULL);
     uint64_t mask = argc > 5 ? strtoull(argv[5], NULL, 16) : ~UINT64_C(0);
+    int walk_retries = argc > 6 ? atoi(argv[6]) : -1;
     if (nthreads < 1 || nthreads > MAX_THREADS || ops_per_thread < 0 || keyspace_size < 1 ||
         keyspace_size > 4096) {
-        fprintf(stderr, "usage: %s [threads 1..%d] [ops_per_thread] [key_space] [seed] [hash_mask_hex]\n",
+        fprintf(stderr, "usage: %s [threads 1..%d] [ops_per_thread] [key_space] [seed] [hash_mask_hex] [walk_retries]\n",
                 argv[0], MAX_THREADS);
         return 2;
     }
@@ -884,6 +889,7 @@ int main(int argc, char **argv)
     int64_t live0 = cst_live_allocations();
     if (mask != ~UINT64_C(0))
         cst_debug_set_hash_mask(mask);
+    cst_debug_set_walk_retries(walk_retries);
     for (int d = 0; d < NTRIES; d++) {
         build_keyspace(d, keyspace_size, seed);
         shared[d] = cst_new(&dialects[d]);

@@ -2717,6 +2717,74 @@ static void test_share_groups(void)
     CHECK_EQ(live_after_reclaim(), start);
 }
 
+
+/* One walk, one state (cst_lookup's rule in cstrie.h): a writer keeps
+ * subscriber 11 on '#' or '*.x.#' (or both) at every instant - subscribe the
+ * one, then unsubscribe the other - while this thread looks up a topic that
+ * both match, through a walk long enough (a 60-wildcard filter read between
+ * the two branches) for the writer to land in between.  No lookup may come
+ * back empty: not from the checked walks, not from the walks that freeze the
+ * trie (walk retries 0), where the writer's updates go on in a new
+ * generation. */
+typedef struct mover {
+    cst_trie *t;
+    _Atomic int stop;
+} mover;
+
+static void *mover_thread(void *arg)
+{
+    mover *m = arg;
+    const char *p1 = "#", *p2 = "*.x.#";
+    while (!atomic_load(&m->stop)) {
+        (void)cst_subscribe(m->t, p2, strlen(p2), 11);
+        (void)cst_unsubscribe(m->t, p1, strlen(p1), 11);
+        (void)cst_subscribe(m->t, p1, strlen(p1), 11);
+        (void)cst_unsubscribe(m->t, p2, strlen(p2), 11);
+    }
+    return NULL;
+}
+
+static void test_walk_one_state(void)
+{
+    int64_t start = cst_live_allocations();
+    cst_trie *t = cst_new(&amqp);
+    char heavy[256] = "t";
+    for (int i = 0; i < 60; i++)
+        strcat(heavy, ".#");
+    strcat(heavy, ".z");
+    CHECK_EQ(cst_subscribe(t, heavy, strlen(heavy), 99), 1);
+    CHECK_EQ(cst_subscribe(t, "#", 1, 11), 1);
+    char topic[512] = "t.x";
+    for (int i = 0; i < 100; i++)
+        strcat(topic, ".a");
+    mover m = {t, 0};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, mover_thread, &m), 0);
+    int64_t rewalks0, freezes0, rewalks, freezes;
+    cst_debug_walk_counts(&rewalks0, &freezes0);
+    long empty = 0, frozen_empty = 0;
+    uint64_t out[8];
+    for (int i = 0; i < 3000; i++) {
+        if (i == 2000)
+            cst_debug_set_walk_retries(0);
+        int64_t n = cst_lookup(t, topic, strlen(topic), out, 8);
+        if (n < 1 || out[0] != 11)
+            *(i < 2000 ? &empty : &frozen_empty) += 1;
+    }
+    cst_debug_set_walk_retries(-1);
+    atomic_store(&m.stop, 1);
+    pthread_join(th, NULL);
+    cst_debug_walk_counts(&rewalks, &freezes);
+    CHECK_EQ(empty, 0);
+    CHECK_EQ(frozen_empty, 0);
+    CHECK(freezes - freezes0 >= 1000);
+    printf("  walk_one_state: %" PRId64 " walks run again, %" PRId64 " freezes\n",
+           rewalks - rewalks0, freezes - freezes0);
+    STRICT(t);
+    cst_free(t);
+    CHECK_EQ(live_after_reclaim(), start);
+}
+
 int main(int argc, char **argv)
 {
     static const test tests[] = {
@@ -2743,6 +2811,7 @@ int main(int argc, char **argv)
         {"deep_levels", test_deep_levels},
         {"prompt_reclaim", test_prompt_reclaim},
         {"share_groups", test_share_groups},
+        {"walk_one_state", test_walk_one_state},
         {"fork_reclaims", test_fork_reclaims},
         {"idle_thread_garbage", test_idle_thread_garbage}, /* last: starts a thread */
     };
