@@ -979,12 +979,6 @@ def test_groups_end_to_end_run_passes(tmp_path: Path, capsys: pytest.CaptureFixt
         capsys,
     )
     data = json.loads(out_json.read_text())
-    found = {k for c in data["checks"] for k, v in c["by_check"].items() if v}
-    if found == {"instant"}:
-        # The engine bug test_groups_finding_route_is_one_state_across_branches
-        # pins (strict xfail); rare here (~1 route in 10^6 on 3.13t, never with
-        # the GIL: Trie.route holds it for its walk).  Anything else fails.
-        pytest.xfail("a route mixed two states (known engine bug): " + out[-2000:])
     assert code == 0, out
     assert data["passed"] is True and data["violations"] == 0
     assert [c["stats"]["messages"] for c in data["checks"]] == [6000, 6000]
@@ -1004,13 +998,15 @@ def test_groups_needs_a_router_and_a_churner(capsys: pytest.CaptureFixture[str])
     assert "leave no router" in capsys.readouterr().err
 
 
-# ------------------------------------------- finding of the groups scenario
-# Its "instant" check failed on 3.13t (2 routes in 1,000,000: each group fit
-# some instant of the call, no instant fit them all).  Minimal form: a walk
-# reads the branches of a topic at different moments, so a route can miss a
-# group that is never empty (and a lookup can return [] while one of two
-# pairs is always there).  Engine calls through cffi, which releases the GIL
-# around them: the walk and the writer run at once on every build.
+# ------------------------------------------- one walk, one state of the trie
+# The groups scenario's "instant" check once failed on 3.13t (2 routes in
+# 1,000,000: each group fit some instant of the call, no instant fit them
+# all): a walk read the branches of a topic at different moments, so a route
+# could miss a group that is never empty (and a lookup could return [] while
+# one of two pairs is always there).  A walk now checks what it read and runs
+# again (match.c, "One state of the trie for the whole walk").  Engine calls
+# through cffi, which releases the GIL around them: the walk and the writer
+# run at once on every build.
 def _walk_while_writing(group: bool) -> tuple[int, int]:
     """(reads, reads that saw neither P1 nor P2) while a writer keeps one of
     them at every instant: join/subscribe P2, leave P1, join P1, leave P2."""
@@ -1080,23 +1076,11 @@ def _walk_while_writing(group: bool) -> tuple[int, int]:
     return reads, missed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: cst_route's walk is not one state -- it reads the root's '#' branch "
-    "and the '*' branch at different moments, so a group that always has a member on "
-    "one of its two filters is sometimes not delivered (cstrie.h: 'One walk: the "
-    "answer is of one state'; groups rule 3)",
-)
-def test_groups_finding_route_is_one_state_across_branches() -> None:
+def test_route_is_one_state_across_branches() -> None:
     reads, missed = _walk_while_writing(group=True)
     assert missed == 0, f"{missed} of {reads} routes delivered no member of a never-empty group"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: cst_lookup's walk is not one state either (the same reads; the "
-    "mixed scenario's check (d) claims lookup_many rows are)",
-)
-def test_groups_finding_lookup_is_one_state_across_branches() -> None:
+def test_lookup_is_one_state_across_branches() -> None:
     reads, missed = _walk_while_writing(group=False)
     assert missed == 0, f"{missed} of {reads} lookups returned [] though a pair was always there"
