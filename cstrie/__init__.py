@@ -17,6 +17,8 @@ __all__ = [
     "Dialect",
     "Matcher",
     "Snapshot",
+    "TopicIndex",
+    "TopicSnapshot",
     "Trie",
     "load",
     "resolve_dialect",
@@ -31,6 +33,10 @@ def __getattr__(name: str) -> object:
         from cstrie import trie
 
         return getattr(trie, name)
+    if name in ("TopicIndex", "TopicSnapshot"):
+        from cstrie import topics
+
+        return getattr(topics, name)
     if name == "load":
         from cstrie.export import load
 

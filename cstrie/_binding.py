@@ -351,6 +351,67 @@ def _iter_groups(it: Any, g: Groups) -> Iterator[tuple[bytes, list[int]]]:
         yield from g.read()
 
 
+# ------------------------------------------------------------ topic index
+def topic_put(handle: Any, key: bytes, ident: int, d: Dialect, topic: object) -> tuple[bool, int]:
+    """(new, replaced id): store ident under the topic key."""
+    old = ffi.new("uint64_t *")
+    r = check(lib.cst_topic_put(handle, key, len(key), ident, old), d, "topic", topic)
+    return r == 1, int(old[0])
+
+
+def topic_get(handle: Any, key: bytes, d: Dialect, topic: object) -> int | None:
+    ident = ffi.new("uint64_t *")
+    r = check(lib.cst_topic_get(handle, key, len(key), ident), d, "topic", topic)
+    return int(ident[0]) if r else None
+
+
+def topic_remove(handle: Any, key: bytes, d: Dialect, topic: object) -> int | None:
+    old = ffi.new("uint64_t *")
+    r = check(lib.cst_topic_remove(handle, key, len(key), old), d, "topic", topic)
+    return int(old[0]) if r else None
+
+
+def reverse_query(
+    handle: Any, data: bytes, d: Dialect, filt: object, chunk: int = 4096
+) -> Iterator[list[tuple[bytes, int]]]:
+    """Chunks of (topic bytes, id) of every stored topic the filter matches,
+    on a snapshot taken now (an invalid filter raises here, not later)."""
+    err = ffi.new("int *")
+    q = lib.cst_rquery_new(handle, data, len(data), err)
+    if q == ffi.NULL:
+        raise_status(err[0], d, "pattern", filt)
+    return _reverse_chunks(ffi.gc(q, lib.cst_rquery_free), chunk)
+
+
+def _reverse_chunks(q: Any, chunk: int) -> Iterator[list[tuple[bytes, int]]]:
+    text_cap = chunk * 32
+    text = ffi.new("char[]", text_cap)
+    ends = ffi.new("int64_t[]", chunk)
+    ids = ffi.new("uint64_t[]", chunk)
+    need = ffi.new("size_t *")
+    while True:
+        r = lib.cst_rquery_next(q, text, text_cap, ends, ids, chunk, need)
+        if r == lib.CST_ETRUNC:
+            text_cap = max(need[0], text_cap * 2)
+            text = ffi.new("char[]", text_cap)
+            continue
+        check(r)
+        if r == 0:
+            return
+        raw = ffi.unpack(text, ends[r - 1])
+        out = []
+        start = 0
+        for k in range(r):
+            end = ends[k]
+            out.append((raw[start:end], int(ids[k])))
+            start = end
+        yield out
+
+
+def reverse_count(handle: Any, data: bytes, d: Dialect, filt: object) -> int:
+    return check(lib.cst_rquery_count(handle, data, len(data)), d, "pattern", filt)
+
+
 def stats(handle: Any) -> dict[str, int]:
     s = ffi.new("cst_stats *")
     check(lib.cst_stats_get(handle, s))

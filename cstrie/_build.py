@@ -25,6 +25,7 @@ SOURCES = [
     "words.c",
     "trie.c",
     "match.c",
+    "reverse.c",
     "walk.c",
     "build.c",
     "numbering.c",

@@ -218,6 +218,42 @@ cst_iter *cst_iter_new_pairs(cst_trie *t);
 int cst_iter_next(cst_iter *it, cst_groups *out);
 void cst_iter_free(cst_iter *it);
 
+/*
+ * Topic index: a trie used the other way round.  Its keys are literal topics
+ * (parsed with the topic rules: a wildcard token is a literal word where the
+ * dialect allows one in a topic), each holding one 64-bit id; a query by
+ * filter returns every stored topic the filter matches.  A handle is either a
+ * topic index or a subscription trie: cst_topic_* on a subscription trie
+ * fails with CST_EINVAL when a word holds more than one id.
+ */
+/* Store id under topic: 1 = the topic is new, 0 = it replaced *old. */
+int cst_topic_put(cst_trie *t, const char *topic, size_t len, uint64_t id, uint64_t *old);
+/* Remove topic: 1 = removed (its id in *old), 0 = absent. */
+int cst_topic_remove(cst_trie *t, const char *topic, size_t len, uint64_t *old);
+/* 1 and *id = its id when topic is stored, else 0.  Linearizable. */
+int cst_topic_get(cst_trie *t, const char *topic, size_t len, uint64_t *id);
+/*
+ * A reverse query: every stored topic that filter matches, walked on a
+ * read-only snapshot taken when the query is made (so it answers for that
+ * moment, and nothing later changes what it returns).  cst_rquery_next fills
+ * up to cap results: topic k is text[ends[k-1] .. ends[k]) (ends[-1] = 0) with
+ * id ids[k]; it returns how many it wrote, 0 once the query is done,
+ * CST_ETRUNC when the next topic alone needs more than text_cap bytes (*need
+ * says how many), < 0 on other errors.  Each topic comes once.  The cost is
+ * the part of the index the filter's literal words leave open: a literal word
+ * is a hash probe, a wildcard reads every word of its level.  Filters are
+ * normalised (runs of wildcards become n one-word items and at most one
+ * zero-or-more item), and the walk keeps, per topic level on its path, the
+ * set of filter positions still alive: O(levels * filter words) memory.
+ */
+typedef struct cst_rquery cst_rquery;
+cst_rquery *cst_rquery_new(cst_trie *t, const char *filter, size_t len, int *err);
+int64_t cst_rquery_next(cst_rquery *q, char *text, size_t text_cap, int64_t *ends, uint64_t *ids,
+                        size_t cap, size_t *need);
+void cst_rquery_free(cst_rquery *q);
+/* How many stored topics filter matches (one snapshot, no output). */
+int64_t cst_rquery_count(cst_trie *t, const char *filter, size_t len);
+
 /* Check the structural invariants of t (strict: also those that hold only when
  * no update is in flight).  0 = fine; otherwise < 0 and msg describes it. */
 int cst_check(cst_trie *t, int strict, char *msg, size_t msg_cap);

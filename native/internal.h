@@ -148,6 +148,10 @@ static inline uint64_t share_id_read(const char *p)
 /* sc->w = the words of pattern, then the share marker and the word of group
  * `share` (idbuf holds its bytes while the words are used); the number of
  * words or a CST_E* code (trie.c). */
+/* match.c: the ids of exactly the n words in sc->w (one path). */
+int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap);
+/* trie.c: a topic index key's words (all literal; "" is the zero-word slot). */
+int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch *sc);
 int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share,
                     char idbuf[SHARE_ID_BYTES], scratch *sc);
 

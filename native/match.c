@@ -737,7 +737,7 @@ int cst_match(cst_trie *t, const char *topic, size_t len, cst_groups *out)
 }
 
 /* The subscribers of exactly the n words in sc->w (as cst_subscribers). */
-static int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap)
+int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap)
 {
     ctx c;
     if (ctx_enter(&c, t) < 0)
@@ -785,6 +785,19 @@ int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *
     if (n < 0)
         return n;
     return words_subscribers(t, sc, n, out, cap);
+}
+
+int cst_topic_get(cst_trie *t, const char *topic, size_t len, uint64_t *id)
+{
+    *id = 0;
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = topic_key_words(t, topic, len, sc);
+    if (n < 0)
+        return (int)n;
+    int64_t got = words_subscribers(t, sc, n, id, 1);
+    return got < 0 ? (int)got : got > 0;
 }
 
 int64_t cst_share_members(cst_trie *t, const char *pattern, size_t len, uint64_t share,

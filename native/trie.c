@@ -929,11 +929,16 @@ typedef struct upd {
     size_t last;
     uint64_t id;
     uint64_t startgen;
-    int insert;                /* 1 subscribe, 0 unsubscribe */
+    int insert;                /* 1 subscribe, 0 unsubscribe, UPD_PUT put */
     int touch;                 /* walk the path only: renew it and clean tombs */
     int dirty;                 /* a cleanup gave up: a tomb may be left behind */
     upd_frame next;            /* where a DESCEND goes on */
+    uint64_t old;              /* UPD_PUT: the id replaced (when had) */
+    int had;
 } upd;
+
+/* A topic index's put (cst_topic_put): the word's set becomes {id}. */
+#define UPD_PUT 2
 
 /* Publish a new main for `in`: 1/0 as the caller wants on success, RESTART on
  * failure.  nm == NULL means an allocation failed. */
@@ -957,6 +962,28 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
             return 0;
         int present = snode_has(sn, u->id);
         uint32_t n = sn->nsubs;
+        if (u->insert == UPD_PUT) {
+            /* case 4p: a topic index's put - the set becomes {id}, the id
+             * replaced (an index topic holds at most one) is reported */
+            if (n > 1)
+                return CST_EINVAL; /* not a topic index's word */
+            u->had = n == 1;
+            u->old = n == 1 ? snode_ids(sn)[0] : 0;
+            if (present)
+                return 0;
+            if (sn->child)
+                node_retain(&sn->child->h);
+            snode *nsn = snode_with(sn, 1, &u->id, NULL, sn->child);
+            if (nsn == NULL) {
+                if (sn->child)
+                    node_release(&sn->child->h);
+                return CST_ENOMEM;
+            }
+            mainnode *nm = main_with(m, at, gen, &nsn->h, 1);
+            if (nm == NULL)
+                node_release(&nsn->h);
+            return publish(u, in, m, nm, n == 0);
+        }
         if (u->insert) {
             if (present)
                 return 0;
@@ -1241,18 +1268,22 @@ static int update_walk(upd *u, inode *root, scratch *sc)
 }
 
 /* The update of the n words in sc->w (parsed and validated). */
-static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert)
+static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert,
+                        uint64_t *old)
 {
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
-    upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert, 0, 0, {NULL, 0, 0}};
+    upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert, 0, 0, {NULL, 0, 0}, 0, 0};
     int r;
     do {
         inode *root = root_read(&c);
         u.startgen = root->gen;
+        u.had = 0;
         r = update_walk(&u, root, sc);
     } while (r == RESTART);
+    if (old != NULL && r >= 0)
+        *old = u.had ? u.old : 0;
     if (u.dirty) {
         /* A cleanup gave up (a snapshot moved the generation, or memory ran
          * out): walk the same path again in the current generation, which
@@ -1281,7 +1312,7 @@ static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, in
     int64_t n = parse_words(t, pattern, len, 1, sc);
     if (n < 0)
         return (int)n;
-    return update_words(t, sc, n, sub, insert);
+    return update_words(t, sc, n, sub, insert, NULL);
 }
 
 int cst_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
@@ -1327,7 +1358,7 @@ static int share_update(cst_trie *t, const char *pattern, size_t len, uint64_t s
     int64_t n = share_words(t, pattern, len, share, idbuf, sc);
     if (n < 0)
         return (int)n;
-    return update_words(t, sc, n, sub, insert);
+    return update_words(t, sc, n, sub, insert, NULL);
 }
 
 int cst_share_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t share,
@@ -1340,6 +1371,63 @@ int cst_share_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t
                           uint64_t sub)
 {
     return share_update(t, pattern, len, share, sub, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Topic index: literal topics with one id each (reverse.c has the queries)
+ * ---------------------------------------------------------------------- */
+
+/* A topic's words as an index stores them: every word literal (a wildcard
+ * token in a topic is a literal word, where the dialect allows one), and the
+ * zero-word topic in the top level's zero-word slot. */
+int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch *sc)
+{
+    int64_t n = parse_words(t, topic, len, 0, sc);
+    if (n == 0)
+        n = parse_words(t, topic, len, 1, sc);
+    return n;
+}
+
+int cst_topic_put(cst_trie *t, const char *topic, size_t len, uint64_t id, uint64_t *old)
+{
+    *old = 0;
+    if (t->readonly)
+        return CST_EREADONLY;
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = topic_key_words(t, topic, len, sc);
+    if (n < 0)
+        return (int)n;
+    return update_words(t, sc, n, id, UPD_PUT, old);
+}
+
+int cst_topic_remove(cst_trie *t, const char *topic, size_t len, uint64_t *old)
+{
+    *old = 0;
+    if (t->readonly)
+        return CST_EREADONLY;
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = topic_key_words(t, topic, len, sc);
+    if (n < 0)
+        return (int)n;
+    /* Read the id, then remove exactly that id: a put that replaced it in
+     * between makes the removal find nothing, and the loop reads again.
+     * Lock-free: each turn that fails saw another update land. */
+    for (;;) {
+        uint64_t id;
+        int64_t got = words_subscribers(t, sc, n, &id, 1);
+        if (got <= 0)
+            return (int)got;
+        int r = update_words(t, sc, n, id, 0, NULL);
+        if (r != 0) {
+            if (r == 1)
+                *old = id;
+            return r;
+        }
+    }
 }
 
 int64_t cst_subscribe_batch(cst_trie *t, const char *data, const int64_t *offsets,
