@@ -372,12 +372,15 @@ def topic_remove(handle: Any, key: bytes, d: Dialect, topic: object) -> int | No
 
 
 def reverse_query(
-    handle: Any, data: bytes, d: Dialect, filt: object, chunk: int = 4096
+    handle: Any, data: bytes, d: Dialect, filt: object, chunk: int = 256, filters: bool = False
 ) -> Iterator[list[tuple[bytes, int]]]:
     """Chunks of (topic bytes, id) of every stored topic the filter matches,
-    on a snapshot taken now (an invalid filter raises here, not later)."""
+    on a snapshot taken now (an invalid filter raises here, not later).  With
+    filters=True, handle is a subscription trie and the chunks hold the
+    stored filters that may intersect the filter (ids 0)."""
     err = ffi.new("int *")
-    q = lib.cst_rquery_new(handle, data, len(data), err)
+    new = lib.cst_rquery_filters if filters else lib.cst_rquery_new
+    q = new(handle, data, len(data), err)
     if q == ffi.NULL:
         raise_status(err[0], d, "pattern", filt)
     return _reverse_chunks(ffi.gc(q, lib.cst_rquery_free), chunk)

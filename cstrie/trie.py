@@ -167,6 +167,40 @@ class _ReadMethods:
             return pattern, None
         return pattern, check_group(self._dialect, group)
 
+    def intersecting(self, filt: str) -> list[tuple[str, Any]]:
+        """Every (pattern, subscriber) pair whose pattern shares at least one
+        topic with the filter ``filt`` (NATS ``ReverseMatch``: which
+        subscriptions overlap a new one?).  Exact, like
+        :meth:`Dialect.intersects <cstrie.dialect.Dialect.intersects>`; share-group
+        memberships are not included.
+
+        The engine walks the filter down one snapshot of the trie (stored
+        literal words probed, stored wildcards read), keeping per level the
+        positions of the filter still alive; each pattern it reaches is
+        confirmed with the exact relation, O(m * n).  Patterns the walk
+        leaves out share no topic with the filter.
+
+        >>> import cstrie
+        >>> t = cstrie.Trie("mqtt")
+        >>> for f, s in [("a/+/c", 1), ("a/b/#", 2), ("x/#", 3), ("$SYS/#", 4)]:
+        ...     _ = t.subscribe(f, s)
+        >>> sorted(t.intersecting("a/b/+"))
+        [('a/+/c', 1), ('a/b/#', 2)]
+        >>> sorted(t.intersecting("+/#"))    # "+/#" never matches a $ topic
+        [('a/+/c', 1), ('a/b/#', 2), ('x/#', 3)]
+        """
+        from cstrie.relations import intersects
+
+        data = _encode(filt, "pattern", self._dialect)
+        snap = self.snapshot()
+        out: list[tuple[str, Any]] = []
+        for chunk in nb.reverse_query(snap._h, data, self._dialect, filt, filters=True):
+            for raw, _ in chunk:
+                pattern = raw.decode()
+                if intersects(self._dialect, filt, pattern):
+                    out.extend((pattern, s) for s in snap.subscribers(pattern))
+        return out
+
     def subscribers(self, pattern: str | Shared, group: str | None = None) -> list[Any]:
         """The subscribers of exactly ``pattern`` (wildcards taken literally as
         pattern words, not expanded); with a group (``group=``, a

@@ -251,6 +251,11 @@ cst_rquery *cst_rquery_new(cst_trie *t, const char *filter, size_t len, int *err
 int64_t cst_rquery_next(cst_rquery *q, char *text, size_t text_cap, int64_t *ends, uint64_t *ids,
                         size_t cap, size_t *need);
 void cst_rquery_free(cst_rquery *q);
+/* The same walk over a subscription trie: every stored filter (ordinary
+ * subscriptions; ids are 0) that may share a topic with filter.  A superset:
+ * each candidate is confirmed by the exact relation (cstrie/relations.py);
+ * what it leaves out shares no topic with filter. */
+cst_rquery *cst_rquery_filters(cst_trie *t, const char *filter, size_t len, int *err);
 /* How many stored topics filter matches (one snapshot, no output). */
 int64_t cst_rquery_count(cst_trie *t, const char *filter, size_t len);
 

@@ -73,6 +73,7 @@ struct cst_rquery {
     rq_item *items;
     size_t m;
     int dollar;          /* first filter word is a wildcard, dialect has the $ rule */
+    int filters;         /* walking stored filters (a subscription trie), not topics */
     int started;
     rq_frame *st;
     size_t sp, stcap;
@@ -163,10 +164,52 @@ static int word_is(const rq_item *it, const snode *sn)
     return it->len == sn->wlen && it->hash == sn->hash && memcmp(it->p, sn->word, it->len) == 0;
 }
 
-/* step(S, word of sn) into q->tmp; returns its size. */
+/* One arbitrary topic word from the sorted set S[0 .. n) into out. */
+static size_t step_any(const cst_rquery *q, const uint32_t *S, size_t n, uint32_t *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t j = S[i];
+        if (j < q->m)
+            add_closed(q, out, &k, q->items[j].kind == RQ_STAR ? j : j + 1);
+    }
+    return k;
+}
+
+/* step(S, word of sn) into q->tmp; returns its size.  A stored filter's
+ * wildcard word (filters mode) stands for any word (one-level) or any run of
+ * at least multi_min words (many-level): the positions some such choice
+ * reaches. */
 static size_t step(cst_rquery *q, const uint32_t *S, size_t n, const snode *sn)
 {
     size_t k = 0;
+    if (q->filters && sn->h.b1 == W_SINGLE)
+        return step_any(q, S, n, q->tmp);
+    if (q->filters && sn->h.b1 == W_MULTI) {
+        /* the union, over t >= multi_min, of t steps of any word; it is
+         * reached within multi_min + m + 1 steps (positions only grow, and a
+         * position stays only on an RQ_STAR) */
+        uint32_t *cur = q->tmp + (q->m + 1), *nxt = q->tmp + 2 * (q->m + 1);
+        memcpy(cur, S, n * sizeof *cur);
+        size_t nc = n;
+        size_t steps = (size_t)q->snap->d.multi_min + q->m + 1;
+        uint8_t *in = (uint8_t *)(q->tmp + 3 * (q->m + 1));
+        memset(in, 0, q->m + 1);
+        for (size_t t = 0; t <= steps && nc > 0; t++) {
+            if (t >= (size_t)q->snap->d.multi_min)
+                for (size_t i = 0; i < nc; i++)
+                    in[cur[i]] = 1;
+            size_t nn = step_any(q, cur, nc, nxt);
+            uint32_t *sw = cur;
+            cur = nxt;
+            nxt = sw;
+            nc = nn;
+        }
+        for (uint32_t j = 0; j <= q->m; j++)
+            if (in[j])
+                q->tmp[k++] = j;
+        return k;
+    }
     for (size_t i = 0; i < n; i++) {
         uint32_t j = S[i];
         if (j == q->m)
@@ -305,7 +348,7 @@ static int visit(cst_rquery *q, ctx *c, rq_out *o, size_t fi, snode *sn)
     q->st[fi].pos++; /* undone if there is no room to emit */
     if (f->depth == 0 && q->dollar && sn->wlen > 0 && sn->word[0] == '$')
         return 1;
-    if (grow((void **)&q->tmp, &q->tmpcap, f->nset + 2, sizeof *q->tmp) < 0)
+    if (grow((void **)&q->tmp, &q->tmpcap, 4 * (q->m + 1), sizeof *q->tmp) < 0)
         return CST_ENOMEM;
     size_t k = step(q, q->sets + f->set, f->nset, sn);
     if (k == 0)
@@ -315,14 +358,15 @@ static int visit(cst_rquery *q, ctx *c, rq_out *o, size_t fi, snode *sn)
         return CST_ENOMEM;
     q->path[depth] = sn;
     if (q->tmp[k - 1] == q->m && sn->nsubs > 0) {
-        int r = emit(q, o, depth + 1, snode_ids(sn)[0]);
+        int r = emit(q, o, depth + 1, q->filters ? 0 : snode_ids(sn)[0]);
         if (r <= 0) {
             q->st[fi].pos--;
             return r;
         }
     }
-    if (sn->child == NULL || (k == 1 && q->tmp[0] == q->m))
-        return 1; /* nothing below, or nothing alive but the end */
+    if (sn->child == NULL || (k == 1 && q->tmp[0] == q->m && !q->filters))
+        return 1; /* nothing below, or nothing alive but the end (a stored
+                     many-level wildcard may still match zero words) */
     if (grow((void **)&q->sets, &q->setcap, q->nsets + k, sizeof *q->sets) < 0)
         return CST_ENOMEM;
     size_t set = q->nsets;
@@ -350,8 +394,9 @@ static int start(cst_rquery *q, ctx *c, rq_out *o)
         }
     }
     q->started = 1;
-    if (k == 1 && q->sets[0] == q->m)
-        return 1; /* the filter matches the zero-word topic only */
+    if (k == 1 && q->sets[0] == q->m && !q->filters)
+        return 1; /* the filter matches the zero-word topic only (a stored
+                     many-level wildcard may still match it: filters mode) */
     q->nsets = k;
     return open_level(q, c, root, 0, 0, k) < 0 ? CST_ENOMEM : 1;
 }
@@ -374,7 +419,15 @@ static int64_t run(cst_rquery *q, rq_out *o)
             /* the next alive position whose literal was not probed before */
             cnode *cn = (cnode *)f->m;
             const uint32_t *S = q->sets + f->set;
-            for (; f->pos < f->nset && sn == NULL; sn == NULL ? f->pos++ : 0) {
+            /* filters mode: then the level's stored wildcards (pos nset and
+             * nset + 1) */
+            for (; f->pos < f->nset + (q->filters ? 2u : 0u) && sn == NULL;
+                 sn == NULL ? f->pos++ : 0) {
+                if (f->pos >= f->nset) {
+                    sn = (snode *)spec_get(
+                        cn, (f->pos == f->nset ? W_SINGLE : W_MULTI) - 1u);
+                    continue;
+                }
                 uint32_t j = S[f->pos];
                 if (j == q->m)
                     continue;
@@ -395,8 +448,16 @@ static int64_t run(cst_rquery *q, rq_out *o)
                          : m->h.kind == K_TNODE ? (((tnode *)m)->sn != NULL)
                                                 : 0;
             uint32_t first = m->h.kind == K_CNODE ? (uint32_t)popc(m->h.b2) : 0;
-            if (f->pos < first)
+            if (!q->filters && f->pos < first)
                 f->pos = first; /* spec slots: not topic words */
+            while (q->filters && f->pos < first) {
+                /* stored wildcards are words; the zero-word pattern (start)
+                 * and share groups are not */
+                uint8_t kind = ((snode *)((cnode *)m)->array[f->pos])->h.b1;
+                if (kind == W_SINGLE || kind == W_MULTI)
+                    break;
+                f->pos++;
+            }
             if (f->pos < n) {
                 cst_hdr *b = m->h.kind == K_CNODE   ? ((cnode *)m)->array[f->pos]
                              : m->h.kind == K_LNODE ? &((lnode *)m)->sn[f->pos]->h
@@ -483,6 +544,14 @@ void cst_rquery_free(cst_rquery *q)
     free(q->path);
     free(q->tmp);
     free(q);
+}
+
+cst_rquery *cst_rquery_filters(cst_trie *t, const char *filter, size_t len, int *err)
+{
+    cst_rquery *q = cst_rquery_new(t, filter, len, err);
+    if (q != NULL)
+        q->filters = 1;
+    return q;
 }
 
 int64_t cst_rquery_count(cst_trie *t, const char *filter, size_t len)
