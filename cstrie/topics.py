@@ -39,6 +39,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,7 +81,8 @@ class _Values:
         self.lock = threading.Lock()
         self.seq = 0
         self.pins: dict[int, int] = {}  # token -> sequence number when pinned
-        self.retired: list[tuple[int, int]] = []  # (sequence number, id)
+        # (sequence number, id), in increasing sequence numbers
+        self.retired: deque[tuple[int, int]] = deque()
 
     def add(self, value: object) -> int:
         with self.lock:
@@ -108,16 +110,14 @@ class _Values:
             return self.seq
 
     def unpin(self, token: int) -> None:
+        """Drop a pin, and the retired ids no open pin is older than: a
+        prefix of ``retired`` (numbers grow), so O(ids freed + 1) amortised."""
         with self.lock:
             self.pins.pop(token, None)
-            oldest = min(self.pins, default=None)
-            keep = []
-            for seq, ident in self.retired:
-                if oldest is not None and oldest < seq:
-                    keep.append((seq, ident))
-                else:
-                    self.by_id.pop(ident, None)
-            self.retired = keep
+            oldest = next(iter(self.pins), None)  # pins are added in number order
+            retired = self.retired
+            while retired and (oldest is None or retired[0][0] < oldest):
+                self.by_id.pop(retired.popleft()[1], None)
 
 
 class _Reader:
@@ -269,10 +269,12 @@ class _Stream:
         try:
             return next(self._it)
         except StopIteration:
-            self._done()
+            self.close()
             raise
 
     def close(self) -> None:
+        """Stop: release the values now; the iterator yields nothing more."""
+        self._it = iter(())
         self._done()
 
 
