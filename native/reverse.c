@@ -128,7 +128,7 @@ static int normalise(cst_rquery *q, cst_trie *t, const char *filter, size_t len)
         size_t singles = 0, multis = 0;
         for (; i < n && sc->w[i].kind != W_LITERAL; i++)
             *(sc->w[i].kind == W_SINGLE ? &singles : &multis) += 1;
-        size_t anys = singles + (multis ? multi_min : 0);
+        size_t anys = singles + multis * multi_min;
         for (size_t k = 0; k < anys; k++)
             q->items[m++] = (rq_item){RQ_ANY, 0, 0, NULL};
         if (multis)
