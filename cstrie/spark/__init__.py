@@ -23,6 +23,12 @@ Deliveries
     subscriber, plus exactly one member of each matching share group (MQTT 5
     shared subscriptions, NATS queue groups) per message.
 
+Filters against stored topics
+    :func:`filter_join` answers the other question: which filters of a small
+    table match which topics of a large one (retained messages, stored
+    subjects), without a cross join: each batch of topics is put into a
+    :class:`cstrie.topics.TopicIndex` and queried once per distinct filter.
+
 Bad topics never fail the job
     Null topics and topics invalid in the dialect are counted (:meth:`summary`)
     and can be kept with their reason (:meth:`rejected`, :meth:`route`).
@@ -33,6 +39,7 @@ See ``docs/spark.md`` for running on a cluster, memory sizing and throughput.
 from cstrie.spark.api import (
     SparkMatcher,
     deliver,
+    filter_join,
     match,
     per_pattern,
     per_subscriber,
@@ -48,6 +55,7 @@ __all__ = [
     "Payload",
     "SparkMatcher",
     "deliver",
+    "filter_join",
     "match",
     "per_pattern",
     "per_subscriber",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,6 +23,7 @@ __all__ = [
     "SparkMatcher",
     "StatsParam",
     "deliver",
+    "filter_join",
     "match",
     "per_pattern",
     "per_subscriber",
@@ -80,10 +82,7 @@ def _to_payload(
             )
         cols = [pattern_col, subscriber_col]
         cols += [group_col] if group_col in subscriptions.columns else []
-        sel = subscriptions.select(*cols)
-        table = sel.toArrow() if hasattr(sel, "toArrow") else cast(Any, sel)._collect_as_arrow()
-        if not isinstance(table, pa.Table):  # pyspark 3.5: a list of record batches
-            table = pa.Table.from_batches(table, schema=None if table else _empty(sel))
+        table = _collect_arrow(subscriptions.select(*cols))
         return Payload.from_arrow(table, d or "amqp", pattern_col, subscriber_col, group_col)
     elif isinstance(subscriptions, pa.Table):
         return Payload.from_arrow(
@@ -111,6 +110,14 @@ def _to_payload(
             f"dialect {d.name!r} does not match the subscriptions' dialect {payload.dialect.name!r}"
         )
     return payload
+
+
+def _collect_arrow(sel: DataFrame) -> pa.Table:
+    """A DataFrame collected to the driver as one Arrow table."""
+    table = sel.toArrow() if hasattr(sel, "toArrow") else cast(Any, sel)._collect_as_arrow()
+    if not isinstance(table, pa.Table):  # pyspark 3.5: a list of record batches
+        table = pa.Table.from_batches(table, schema=None if table else _empty(sel))
+    return table
 
 
 def _empty(df: DataFrame) -> Any:
@@ -217,11 +224,7 @@ class SparkMatcher:
 
     # ------------------------------------------------------------ plumbing
     def _arrow(self, t: T.DataType) -> Any:
-        large = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
-        try:
-            return to_arrow_type(t, prefers_large_types=str(large).lower() == "true")
-        except TypeError:  # pyspark 3.5: no prefers_large_types
-            return to_arrow_type(t)
+        return _arrow_type(self.spark, t)
 
     def _check(
         self, messages: DataFrame, topic_col: str, new: list[str], key_col: str | None = None
@@ -484,6 +487,15 @@ class SparkMatcher:
         return out
 
 
+def _arrow_type(spark: SparkSession, t: T.DataType) -> Any:
+    """The Arrow type Spark uses for ``t`` in ``mapInArrow`` batches."""
+    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+    try:
+        return to_arrow_type(t, prefers_large_types=str(large).lower() == "true")
+    except TypeError:  # pyspark 3.5: no prefers_large_types
+        return to_arrow_type(t)
+
+
 class _Runner:
     """The picklable mapInArrow function: (broadcast, plan) -> engine.run."""
 
@@ -603,3 +615,205 @@ def per_pattern(
 ) -> DataFrame:
     """See :meth:`SparkMatcher.per_pattern`."""
     return _matcher(messages, subscriptions, dialect).per_pattern(messages, topic_col)
+
+
+# ------------------------------------------- filters against stored topics
+def filter_join(
+    filters: Any,
+    topics: DataFrame,
+    filter_col: str = "filter",
+    topic_col: str = "topic",
+    *,
+    dialect: str | Dialect = "amqp",
+    filter_cols: Sequence[str] = (),
+    topic_cols: Sequence[str] = (),
+    index_rows: int | None = None,
+    chunk_rows: int = _eng.DEFAULT_CAP,
+) -> DataFrame:
+    """Which filters match which stored topics, without a cross join.
+
+    ``filters`` (the small side: a DataFrame, an Arrow table or a list of
+    filter strings) is collected to the driver and broadcast; ``topics`` (the
+    large side, a DataFrame) is never shuffled.  The result is a lazy
+    DataFrame with one row per (filter row, topic row) pair where the filter
+    matches the topic under ``dialect``'s rules (what
+    :meth:`cstrie.topics.TopicIndex.query` answers), with the columns
+    ``filter_col``, then ``filter_cols`` (carried from the filter table), then
+    ``topic_col``, then ``topic_cols`` (carried from the topic table), in that
+    order and with their own types.  Every row is its own: a topic stored on
+    two rows pairs twice with each filter that matches it, and a filter on two
+    rows of the filter table pairs twice with each of its topics.
+
+    How: every partition of ``topics`` runs through ``mapInArrow``; for each
+    Arrow batch (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 10,000
+    by default) the worker builds a :class:`~cstrie.topics.TopicIndex` of the
+    batch's distinct topics and runs one ``query`` per distinct filter.  With
+    ``index_rows`` it indexes consecutive batches of a partition together
+    until they hold at least that many rows (fewer queries when there are
+    many filters; more memory).  The index lives for one batch (or group);
+    nothing of a partition is held beyond it.
+
+    Cost, per index of n topic rows: O(n) to group equal topics (an Arrow
+    dictionary encoding, in C), one ``put`` per distinct valid topic (O(levels)),
+    then for each distinct filter one query costing the part of the index the
+    filter's literal words leave open (a literal word is a hash probe, a
+    wildcard reads the whole level), plus one output row per pair.  Over the
+    job: the topics, plus (number of indexes) x (distinct filters) queries
+    that mostly stop at a probe, plus the output; not filters x topics.
+
+    Rules:
+
+    * An **invalid filter** raises ``ValueError`` naming it on the driver, before
+      any job runs (as :class:`SparkMatcher` does for patterns); a **null
+      filter** is skipped.  Filters are taken as written: in MQTT
+      ``$share/g/a/+`` is the literal filter of three words, not a share-group
+      subscription on ``a/+`` (strip the prefix to ask about the group's filter).
+    * **Null topics and topics invalid in the dialect** pair with nothing and
+      never fail the job, as :func:`match` treats message topics; list them
+      with their reason by ``rejected(topics, cstrie.Trie(dialect), topic_col)``.
+    * The filter and topic columns are string columns (binary columns are read
+      as UTF-8; a topic that is not valid UTF-8 is invalid).  The output
+      column names must all differ (``ValueError``: rename a column first).
+
+    Output batches hold at most ``chunk_rows`` rows, however many topics one
+    filter matches (``#``).  See docs/spark.md, "Which filters match which
+    stored topics".
+    """
+    from cstrie.topics import TopicIndex
+
+    d = resolve_dialect(dialect)
+    if not isinstance(topics, DataFrame):
+        raise TypeError(f"topics must be a Spark DataFrame, not {type(topics).__name__}")
+    filter_cols = [filter_cols] if isinstance(filter_cols, str) else list(filter_cols)
+    topic_cols = [topic_cols] if isinstance(topic_cols, str) else list(topic_cols)
+    cap = _cap(chunk_rows)
+    if index_rows is not None and (not isinstance(index_rows, int) or index_rows < 1):
+        raise ValueError(f"index_rows must be a positive int or None, not {index_rows!r}")
+    names = [filter_col, *filter_cols, topic_col, *topic_cols]
+    dup = next((c for i, c in enumerate(names) if c in names[:i]), None)
+    if dup is not None:
+        raise ValueError(
+            f"the output would have two columns named {dup!r} (filter_col, filter_cols, "
+            "topic_col and topic_cols make its columns); rename one of them first "
+            "(DataFrame.withColumnRenamed)"
+        )
+    tfields = {f.name: f for f in topics.schema.fields}
+    _has_columns("topics", tfields, topic_col, topic_cols, "topic_col=/topic_cols=")
+    if not isinstance(tfields[topic_col].dataType, (T.StringType, T.BinaryType)):
+        raise TypeError(
+            f"the topic column {topic_col!r} must be a string (or binary UTF-8) column, "
+            f"not {tfields[topic_col].dataType.simpleString()}"
+        )
+    table, ffields = _filter_table(filters, filter_col, filter_cols)
+    table = table.filter(pc.is_valid(table.column(0)))  # null filters: skipped
+    probe = TopicIndex(d)  # validates each distinct filter (empty: no work)
+    for word in pc.unique(table.column(0)).to_pylist():
+        try:
+            probe.count(word.decode("utf-8") if isinstance(word, bytes) else word)
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise ValueError(
+                f"invalid filter {word!r} in column {filter_col!r} ({d.name}): {exc}"
+            ) from None
+    spark = _session(topics)
+    fields = [
+        T.StructField(filter_col, ffields[0].dataType, False),
+        *ffields[1:],
+        T.StructField(topic_col, tfields[topic_col].dataType, False),
+        *(tfields[c] for c in topic_cols),
+    ]
+    schema = T.StructType(fields)
+    if table.num_rows == 0:  # nothing can pair: no job over the topics
+        return spark.createDataFrame([], schema)
+    try:
+        sc = spark.sparkContext
+    except Exception as exc:  # Spark Connect has no SparkContext
+        raise TypeError(
+            "cstrie.spark needs a classic SparkSession (broadcast variables); "
+            "Spark Connect is not supported"
+        ) from exc
+    raw = _eng.FilterSet.to_bytes(table)
+    plan = _eng.JoinPlan(
+        key=digest(raw),
+        dialect=d,
+        schema=pa.schema([pa.field(f.name, _arrow_type(spark, f.dataType)) for f in fields]),
+        cap=cap,
+        index_rows=index_rows or 0,
+    )
+    runner = _JoinRunner(sc.broadcast(raw), plan)
+    # The worker reads the columns by position; plain names spare mapInArrow
+    # (which looks its input columns up by unquoted name) dots and backticks.
+    cols = [_column(c).alias(f"_c{i}") for i, c in enumerate((topic_col, *topic_cols))]
+    return topics.select(*cols).mapInArrow(runner, schema)
+
+
+def _column(name: str) -> Any:
+    """A column by its exact name (dots and backticks included)."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _has_columns(side: str, fields: Mapping[str, Any], col: str, more: list[str], how: str) -> None:
+    for name in (col, *more):
+        if name not in fields:
+            raise ValueError(
+                f"the {side} have no column {name!r} (columns: {list(fields)}); pass {how}"
+            )
+
+
+def _filter_table(
+    filters: Any, filter_col: str, filter_cols: list[str]
+) -> tuple[pa.Table, list[T.StructField]]:
+    """The filter side as an Arrow table (the filter column first, then
+    ``filter_cols``) and its Spark fields."""
+    cols = [filter_col, *filter_cols]
+    if isinstance(filters, DataFrame):
+        fields = {f.name: f for f in filters.schema.fields}
+        _has_columns("filters", fields, filter_col, filter_cols, "filter_col=/filter_cols=")
+        table = _collect_arrow(filters.select(*(_column(c) for c in cols)))
+        spark_fields = [fields[c] for c in cols]
+    elif isinstance(filters, pa.Table):
+        fields = {f.name: f for f in filters.schema}
+        _has_columns("filters", fields, filter_col, filter_cols, "filter_col=/filter_cols=")
+        table = filters.select(cols)
+        spark_fields = [
+            T.StructField(f.name, from_arrow_type(f.type), f.nullable) for f in table.schema
+        ]
+    elif isinstance(filters, (str, bytes)):
+        raise TypeError(
+            "filters must be a DataFrame, an Arrow table or a list of filters: "
+            f"pass [{filters!r}] for one filter"
+        )
+    elif isinstance(filters, Sequence) or hasattr(filters, "__iter__"):
+        if filter_cols:
+            raise ValueError("filter_cols= needs a filter table (a DataFrame or an Arrow table)")
+        texts = list(filters)
+        for text in texts:
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"a filter must be a str, not {type(text).__name__}")
+        table = pa.table({filter_col: pa.array(texts, pa.string())})
+        spark_fields = [T.StructField(filter_col, T.StringType(), True)]
+    else:
+        raise TypeError(
+            "filters must be a Spark DataFrame, an Arrow table or a list of filter strings, "
+            f"not {type(filters).__name__}"
+        )
+    if not isinstance(spark_fields[0].dataType, (T.StringType, T.BinaryType)):
+        raise TypeError(
+            f"the filter column {filter_col!r} must be a string (or binary UTF-8) column, "
+            f"not {spark_fields[0].dataType.simpleString()}"
+        )
+    return table, spark_fields
+
+
+class _JoinRunner:
+    """The picklable mapInArrow function of :func:`filter_join`."""
+
+    __slots__ = ("bc", "plan")
+
+    def __init__(self, bc: Any, plan: _eng.JoinPlan) -> None:
+        self.bc = bc
+        self.plan = plan
+
+    def __call__(self, batches: Any) -> Any:
+        from cstrie.spark.engine import run_join
+
+        return run_join(self.bc, self.plan, batches)

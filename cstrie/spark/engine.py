@@ -21,6 +21,15 @@ The hot path
     output batches are then assembled with Arrow ``take`` kernels: no Python
     object is made per row or per match.
 
+Filters against stored topics
+    :func:`run_join` is the ``mapInArrow`` function of :func:`cstrie.spark.filter_join`:
+    the broadcast is a small filter table (:class:`FilterSet`, cached like the
+    matchers), and for each Arrow batch of topics (or group of batches, up to
+    ``index_rows``) it builds a :class:`cstrie.topics.TopicIndex` of the
+    batch's distinct topics and runs one ``query`` per distinct filter, so the
+    work is the topics indexed plus what each filter's literal words leave
+    open, never filters x topics.
+
 Deliveries
     :class:`Router` is a :class:`cstrie.Trie` built from the same payload with
     its share-group memberships (subscribers are indexes into the payload's
@@ -46,14 +55,18 @@ from cstrie.spark.payload import Payload, digest
 
 __all__ = [
     "CACHE_SIZE",
+    "FilterSet",
+    "JoinPlan",
     "NativeMatcher",
     "Plan",
     "PyMatcher",
     "Router",
     "build_count",
     "cache_info",
+    "get_filters",
     "get_matcher",
     "run",
+    "run_join",
 ]
 
 CACHE_SIZE = int(os.environ.get("CSTRIE_SPARK_CACHE", "2"))
@@ -599,4 +612,196 @@ def _deliveries(
     cols = _take(batch, np.array(rows, np.int64))
     cols.append(_fit(router.subscribers.take(pa.array(subs, pa.int64())), schema.field(nmsg).type))
     cols.append(_fit(pa.array(groups, pa.string()), schema.field(nmsg + 1).type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+# ------------------------------------------- filters against stored topics
+class FilterSet:
+    """The filter table of :func:`cstrie.spark.filter_join`, as a worker uses it.
+
+    ``columns``: the table's columns (the filter column first, then the
+    carried filter-side columns), one Arrow array each, no null filter.
+    ``texts[j]`` is the j-th distinct filter and ``rows[j]`` the table rows
+    holding it (a filter that appears on several rows is queried once and
+    pairs every one of its rows).  The driver has validated every filter.
+    """
+
+    __slots__ = ("columns", "rows", "texts")
+
+    def __init__(self, table: Any) -> None:
+        import pyarrow.compute as pc
+
+        self.columns = [col.combine_chunks() for col in table.columns]
+        texts: list[str] = []
+        rows: list[np.ndarray] = []
+        if table.num_rows:
+            enc = pc.dictionary_encode(self.columns[0])
+            codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            for word in enc.dictionary.to_pylist():
+                texts.append(word.decode("utf-8") if isinstance(word, bytes) else word)
+            order = np.argsort(codes, kind="stable")
+            counts = np.bincount(codes, minlength=len(texts))
+            rows = np.split(order, np.cumsum(counts)[:-1])
+        self.texts = texts
+        self.rows = rows
+
+    @staticmethod
+    def to_bytes(table: Any) -> bytes:
+        """The table as one Arrow IPC stream (zstd when available)."""
+        codec = "zstd" if pa.Codec.is_available("zstd") else None
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(
+            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=codec)
+        ) as w:
+            w.write_table(table)
+        return cast(bytes, sink.getvalue().to_pybytes())
+
+    @classmethod
+    def from_bytes(cls, raw: Any) -> FilterSet:
+        return cls(pa.ipc.open_stream(pa.py_buffer(raw)).read_all())
+
+
+_FILTERS: OrderedDict[str, FilterSet] = OrderedDict()
+
+
+def get_filters(key: str, source: Any) -> FilterSet:
+    """The :class:`FilterSet` of the serialised table ``key`` (its SHA-256),
+    read from ``source`` (bytes or a Broadcast) at most once per process; at
+    most :data:`CACHE_SIZE` are kept, apart from the matchers."""
+    with _LOCK:
+        fs = _FILTERS.get(key)
+        if fs is not None:
+            _FILTERS.move_to_end(key)
+            return fs
+        raw = source if isinstance(source, (bytes, bytearray, memoryview)) else source.value
+        if digest(raw) != key:
+            raise ValueError("the filter table does not match its SHA-256 (corrupt broadcast)")
+        fs = _FILTERS[key] = FilterSet.from_bytes(raw)
+        while len(_FILTERS) > max(CACHE_SIZE, 1):
+            _FILTERS.popitem(last=False)
+        return fs
+
+
+@dataclass
+class JoinPlan:
+    """What :func:`run_join` needs; made on the driver, pickled with the function.
+
+    The input batches hold the topic column first, then the carried
+    topic-side columns; ``schema`` is the output's Arrow schema: the filter
+    table's columns, then the input's columns.  ``index_rows``: index
+    consecutive batches together until they hold at least this many rows
+    (0: one index per batch).
+    """
+
+    key: str
+    dialect: Any  # a cstrie.dialect.Dialect
+    schema: Any
+    cap: int = DEFAULT_CAP
+    index_rows: int = 0
+
+
+def run_join(bc: Any, plan: JoinPlan, batches: Iterator[Any]) -> Iterator[Any]:
+    """The ``mapInArrow`` function of ``filter_join``: index the topics of one
+    batch (or group of batches) at a time and query every distinct filter."""
+    fs = get_filters(plan.key, bc)
+    if not fs.texts:
+        for _ in batches:  # drain the input; nothing can pair
+            pass
+        return
+    pending: list[Any] = []
+    nrows = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        nrows += batch.num_rows
+        if nrows >= plan.index_rows:
+            yield from _join(fs, plan, _columns(pending))
+            pending, nrows = [], 0
+    if pending:
+        yield from _join(fs, plan, _columns(pending))
+
+
+def _columns(batches: list[Any]) -> list[Any]:
+    """The columns of consecutive batches, each as one array."""
+    if len(batches) == 1:
+        return list(batches[0].columns)
+    return [pa.concat_arrays([b.column(i) for b in batches]) for i in range(batches[0].num_columns)]
+
+
+def _join(fs: FilterSet, plan: JoinPlan, columns: list[Any]) -> Iterator[Any]:
+    """Every (filter row, topic row) pair of one index, in output batches of
+    at most ``plan.cap`` rows.
+
+    The topic column is dictionary-encoded (Arrow, in C): each distinct valid
+    topic is put into the index once with its dictionary code as value, and
+    the rows holding a code are found through one stable sort of the codes.
+    Null topics have no code; topics the dialect rejects are not stored."""
+    import pyarrow.compute as pc
+
+    from cstrie.topics import TopicIndex
+
+    topic = columns[0]
+    n = len(topic)
+    enc = pc.dictionary_encode(topic)
+    codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    words = enc.dictionary.to_pylist()
+    index = TopicIndex(plan.dialect)
+    put = index.put
+    stored = 0
+    for code, word in enumerate(words):
+        if isinstance(word, bytes):
+            try:
+                word = word.decode("utf-8")
+            except UnicodeDecodeError:
+                continue  # not text: an invalid topic
+        try:
+            put(word, code)
+        except (ValueError, TypeError):
+            continue  # invalid in the dialect: pairs with nothing
+        stored += 1
+    if not stored:
+        return
+    # Rows of code k: order[starts[k] : starts[k] + counts[k]] (null rows, code -1, sort first).
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes[codes >= 0], minlength=len(words))
+    starts = (n - int(counts.sum())) + np.concatenate(([0], np.cumsum(counts)[:-1]))
+    cap = plan.cap
+    out_f: list[np.ndarray] = []
+    out_t: list[np.ndarray] = []
+    held = 0
+    query = index.query
+    for text, frows in zip(fs.texts, fs.rows, strict=True):
+        ks = np.fromiter((code for _, code in query(text)), np.int64)
+        if not len(ks):
+            continue
+        lens = counts[ks]
+        total = int(lens.sum())
+        before = np.cumsum(lens) - lens
+        trows = order[np.repeat(starts[ks] - before, lens) + np.arange(total)]
+        # Every row of this filter pairs every topic row; at most ~cap at a time.
+        step = max(1, cap // total)
+        for s in range(0, len(frows), step):
+            block = frows[s : s + step]
+            out_f.append(np.repeat(block, total))
+            out_t.append(np.tile(trows, len(block)))
+            held += total * len(block)
+            if held >= cap:
+                f_all, t_all = np.concatenate(out_f), np.concatenate(out_t)
+                while len(f_all) >= cap:
+                    yield _pairs(fs, plan, columns, f_all[:cap], t_all[:cap])
+                    f_all, t_all = f_all[cap:], t_all[cap:]
+                out_f, out_t, held = [f_all], [t_all], len(f_all)
+    if held:
+        yield _pairs(fs, plan, columns, np.concatenate(out_f), np.concatenate(out_t))
+
+
+def _pairs(
+    fs: FilterSet, plan: JoinPlan, columns: list[Any], frows: np.ndarray, trows: np.ndarray
+) -> Any:
+    schema = plan.schema
+    fi, ti = pa.array(frows, pa.int64()), pa.array(trows, pa.int64())
+    cols = [_fit(c.take(fi), schema.field(i).type) for i, c in enumerate(fs.columns)]
+    base = len(cols)
+    cols += [_fit(c.take(ti), schema.field(base + i).type) for i, c in enumerate(columns)]
     return pa.RecordBatch.from_arrays(cols, schema=schema)
