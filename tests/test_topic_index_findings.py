@@ -1,4 +1,5 @@
-"""Two findings in ``cstrie/topics.py`` from writing the ``reverse`` bench and
+"""Three findings in the lead's topic index (``cstrie/topics.py``,
+``native/reverse.c``) from writing the ``reverse`` bench and
 docs/topic-index.md, as strict xfails: each turns into a failure (XPASS) once
 fixed, so the mark can come off.  No timing: the second counts the retired
 entries a query's release visits."""
@@ -7,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from cstrie.dialect import Dialect
 from cstrie.topics import TopicIndex
+from cstrie.trie import Trie
 
 
 @pytest.mark.xfail(
@@ -61,3 +64,43 @@ def test_releasing_a_query_does_not_scan_values_an_older_snapshot_keeps() -> Non
     # the query's pin is newer than every retirement: nothing it releases is
     # due while the older snapshot is open, so nothing needs to be visited
     assert _Counting.visited < 100
+
+
+# A custom dialect where the many-word wildcard needs one word or more
+# (multi_min=1, as NATS ">") but may stand anywhere (as AMQP "#").
+PLUS_ANYWHERE = Dialect(
+    name="plus-anywhere", separator=".", single="*", multi=">", multi_min=1,
+    multi_last_only=False,
+)  # fmt: skip
+TOPICS = ["a", "a.b", "a.b.c", "a.b.c.d", "q"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="native/reverse.c normalise(): a run of k >= 2 many-word wildcards becomes "
+    "singles + multi_min 'any' items (anys = singles + (multis ? multi_min : 0)) instead "
+    "of singles + k * multi_min, as its own header comment and cstrie/relations.py say: "
+    "in a dialect with multi_min >= 1 and the wildcard anywhere, 'a.>.>' matches 'a.b'. "
+    "The built-in dialects are not affected (AMQP has multi_min 0; MQTT '#' and NATS '>' "
+    "are last-only, so k <= 1)",
+)
+@pytest.mark.parametrize("filt", ["a.>.>", ">.>", ">.*.>"])
+def test_adjacent_many_word_wildcards_need_multi_min_words_each(filt: str) -> None:
+    idx = TopicIndex(PLUS_ANYWHERE)
+    for t in TOPICS:
+        idx[t] = t
+    trie = Trie(PLUS_ANYWHERE)
+    trie.subscribe(filt, "s")
+    want = sorted(t for t in TOPICS if trie.lookup(t))  # e.g. a.>.> : a.b.c, a.b.c.d
+    assert sorted(t for t, _ in idx.query(filt)) == want
+    assert idx.count(filt) == len(want)
+
+
+@pytest.mark.parametrize("filt", ["a.>", ">", "a.*.>", ">.b.>", "*"])
+def test_one_many_word_wildcard_per_run_agrees_with_the_trie(filt: str) -> None:
+    idx = TopicIndex(PLUS_ANYWHERE)
+    for t in TOPICS:
+        idx[t] = t
+    trie = Trie(PLUS_ANYWHERE)
+    trie.subscribe(filt, "s")
+    assert sorted(t for t, _ in idx.query(filt)) == sorted(t for t in TOPICS if trie.lookup(t))
