@@ -10,7 +10,8 @@ their own modules, so this file only wires them together:
 * ``cstrie stats``  - statistics of a subscription file
 * ``cstrie match``  - match topics from a file or stdin, JSON Lines out
 * ``cstrie relate`` - is pattern A a subset of B, do they intersect (ACL checks)
-  (these six: :mod:`cstrie.commands`, one module each)
+* ``cstrie retained`` - the stored topics that filters match (a topic index)
+  (these seven: :mod:`cstrie.commands`, one module each)
 * ``cstrie bench``  - the benchmark suite (:mod:`cstrie.bench`)
 
 Exit codes: 0 success, 1 a check or comparison failed, 2 bad usage or input.

@@ -63,7 +63,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
         "filters,IoT pairs,write pairs (10k,20k,50k), scale trie sizes "
         "(smallest is the baseline), fan subscribers, memory subscriptions, churn cycles; "
         "suite-ops hot subscriptions, suite-throughput messages, suite-threads milliseconds "
-        "per run (e.g. 500), suite-scale subscription counts",
+        "per run (e.g. 500), suite-scale subscription counts; route filters; reverse topic-index "
+        "sizes (multiples of 100; smallest is the baseline, the scans run at 100k or the "
+        "largest)",
     )
     p.add_argument("--repeat", type=int, metavar="N", help="override the number of repetitions")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")

@@ -1,9 +1,10 @@
 """The ``cstrie`` subcommands that work on subscription files.
 
 One module per subcommand (``export``, ``load``, ``tree``, ``stats``,
-``match``, and ``relate``, which compares two patterns rather than reading a
-file), each with ``add_parser(subparsers)``; :func:`add_parsers` registers
-them all.  Shared here: reading a subscription file and the common options.
+``match``, ``relate``, which compares two patterns rather than reading a
+file, and ``retained``, which reads stored topics rather than
+subscriptions), each with ``add_parser(subparsers)``; :func:`add_parsers`
+registers them all.  Shared here: reading a subscription file and the common options.
 
 A *subscription file* is either an export (JSON Lines, Parquet or binary; told
 by suffix, then by its first bytes) or a text file of ``PATTERN<TAB>SUBSCRIBER``
@@ -37,11 +38,12 @@ def add_parsers(sub: Any) -> None:
         load_cmd,
         match_cmd,
         relate_cmd,
+        retained_cmd,
         stats_cmd,
         tree_cmd,
     )
 
-    for module in (export_cmd, load_cmd, tree_cmd, stats_cmd, match_cmd, relate_cmd):
+    for module in (export_cmd, load_cmd, tree_cmd, stats_cmd, match_cmd, relate_cmd, retained_cmd):
         module.add_parser(sub)
 
 

@@ -32,6 +32,8 @@ REGISTRY: dict[str, str] = {
     "kombu": "cstrie.bench.scenarios.kombu",
     # issue 14: share groups (Trie.route vs Trie.lookup, round-robin spread)
     "route": "cstrie.bench.scenarios.route",
+    # issue 15: the topic index (reverse queries: filter -> stored topics, retained messages)
+    "reverse": "cstrie.bench.scenarios.reverse",
 }
 
 #: names that stand for several scenarios on the command line
