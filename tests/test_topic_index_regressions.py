@@ -1,10 +1,11 @@
-"""Three findings in the lead's topic index (``cstrie/topics.py``,
-``native/reverse.c``) from writing the ``reverse`` bench and
-docs/topic-index.md, as strict xfails: each turns into a failure (XPASS) once
-fixed, so the mark can come off.  No timing: the second counts the retired
-entries a query's release visits."""
+"""Regressions of three bugs found in the topic index (``cstrie/topics.py``,
+``native/reverse.c``) while writing the ``reverse`` bench and
+docs/topic-index.md.  No timing: the second counts the retired entries a
+query's release visits."""
 
 from __future__ import annotations
+
+from collections import deque
 
 import pytest
 
@@ -13,12 +14,6 @@ from cstrie.topics import TopicIndex
 from cstrie.trie import Trie
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_Stream.close() unpins the values but leaves the iterator running: the next "
-    "next() goes on yielding from the snapshot, and raises KeyError once a value it "
-    "reaches was replaced (released) after the close",
-)
 def test_a_closed_query_stops() -> None:
     idx = TopicIndex("mqtt")
     for i in range(10):
@@ -31,23 +26,25 @@ def test_a_closed_query_stops() -> None:
     assert list(it) == []  # a closed iterator is exhausted, as a closed generator is
 
 
-class _Counting(list):  # type: ignore[type-arg]
-    """A list that counts the items its iterations visit."""
+class _Counting(deque):  # type: ignore[type-arg]
+    """A deque that counts the items read or taken from it."""
 
     visited = 0
 
     def __iter__(self):  # type: ignore[no-untyped-def]
-        for item in list.__iter__(self):
+        for item in deque.__iter__(self):
             _Counting.visited += 1
             yield item
 
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        _Counting.visited += 1
+        return deque.__getitem__(self, i)
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_Values.unpin scans the whole retired list on every release: with one "
-    "long-lived snapshot open and R values replaced since, every query (pin/unpin) "
-    "costs O(R) (measured: 10 us -> 26 ms per small query at R = 200,000)",
-)
+    def popleft(self):  # type: ignore[no-untyped-def]
+        _Counting.visited += 1
+        return deque.popleft(self)
+
+
 def test_releasing_a_query_does_not_scan_values_an_older_snapshot_keeps() -> None:
     idx = TopicIndex("mqtt")
     for i in range(100):
@@ -75,15 +72,6 @@ PLUS_ANYWHERE = Dialect(
 TOPICS = ["a", "a.b", "a.b.c", "a.b.c.d", "q"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="native/reverse.c normalise(): a run of k >= 2 many-word wildcards becomes "
-    "singles + multi_min 'any' items (anys = singles + (multis ? multi_min : 0)) instead "
-    "of singles + k * multi_min, as its own header comment and cstrie/relations.py say: "
-    "in a dialect with multi_min >= 1 and the wildcard anywhere, 'a.>.>' matches 'a.b'. "
-    "The built-in dialects are not affected (AMQP has multi_min 0; MQTT '#' and NATS '>' "
-    "are last-only, so k <= 1)",
-)
 @pytest.mark.parametrize("filt", ["a.>.>", ">.>", ">.*.>"])
 def test_adjacent_many_word_wildcards_need_multi_min_words_each(filt: str) -> None:
     idx = TopicIndex(PLUS_ANYWHERE)
