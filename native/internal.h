@@ -184,6 +184,47 @@ static inline int word_eq(const snode *sn, const word *w)
            memcmp(sn->word, w->p, w->len) == 0;
 }
 
+/* The S-node of literal word w in the topic level whose top C-node is cn,
+ * or NULL.  read(arg, in) reads a deeper hash level's main node: a lookup's
+ * walk notes what it reads (match.c), a reverse query on a frozen snapshot
+ * just reads (reverse.c).  Inlined with a constant read, so the hot lookup
+ * pays no indirect call. */
+static inline __attribute__((always_inline)) snode *
+level_find(cnode *cn, const word *w, mainnode *(*read)(void *arg, inode *in), void *arg)
+{
+    mainnode *m = &cn->m;
+    unsigned lev = 0;
+    for (;;) {
+        switch (m->h.kind) {
+        case K_CNODE: {
+            cnode *x = (cnode *)m;
+            uint32_t bit = 1u << frag(w->hash, lev);
+            if (!(x->bitmap & bit))
+                return NULL;
+            cst_hdr *b = x->array[popc(x->m.h.b2) + popc(x->bitmap & (bit - 1))];
+            if (b->kind == K_SNODE)
+                return word_eq((snode *)b, w) ? (snode *)b : NULL;
+            m = read(arg, (inode *)b);
+            lev += 5;
+            break;
+        }
+        case K_TNODE: {
+            snode *sn = ((tnode *)m)->sn;
+            return sn && word_eq(sn, w) ? sn : NULL;
+        }
+        case K_LNODE: {
+            lnode *ln = (lnode *)m;
+            for (uint32_t i = 0; i < ln->n; i++)
+                if (word_eq(ln->sn[i], w))
+                    return ln->sn[i];
+            return NULL;
+        }
+        default:
+            return NULL;
+        }
+    }
+}
+
 /* The inline ids of an S-node start at this offset of word[]. */
 static inline size_t snode_ids_at(uint32_t wlen) { return ((size_t)wlen + 7u) & ~(size_t)7u; }
 

@@ -310,40 +310,12 @@ static int walk_unchanged(mctx *x, inode *root)
     return 1;
 }
 
+static inline mainnode *read_noted(void *x, inode *in) { return read_main(x, in); }
+
 /* The S-node of literal word w in the topic level whose top C-node is cn. */
-static snode *find_literal(mctx *c, cnode *cn, const word *w)
+static inline snode *find_literal(mctx *x, cnode *cn, const word *w)
 {
-    mainnode *m = &cn->m;
-    unsigned lev = 0;
-    for (;;) {
-        switch (m->h.kind) {
-        case K_CNODE: {
-            cnode *x = (cnode *)m;
-            uint32_t bit = 1u << frag(w->hash, lev);
-            if (!(x->bitmap & bit))
-                return NULL;
-            cst_hdr *b = x->array[popc(x->m.h.b2) + popc(x->bitmap & (bit - 1))];
-            if (b->kind == K_SNODE)
-                return word_eq((snode *)b, w) ? (snode *)b : NULL;
-            m = read_main(c, (inode *)b);
-            lev += 5;
-            break;
-        }
-        case K_TNODE: {
-            snode *sn = ((tnode *)m)->sn;
-            return sn && word_eq(sn, w) ? sn : NULL;
-        }
-        case K_LNODE: {
-            lnode *ln = (lnode *)m;
-            for (uint32_t i = 0; i < ln->n; i++)
-                if (word_eq(ln->sn[i], w))
-                    return ln->sn[i];
-            return NULL;
-        }
-        default:
-            return NULL;
-        }
-    }
+    return level_find(cn, w, read_noted, x);
 }
 
 /* The next topic level below an S-node holds nothing a topic can match: it
