@@ -43,9 +43,7 @@ enum { RQ_LIT, RQ_ANY, RQ_STAR };
 
 typedef struct rq_item {
     uint8_t kind;
-    uint32_t len;        /* RQ_LIT: the word */
-    uint64_t hash;
-    const char *p;       /* into q->text */
+    word w;              /* RQ_LIT: the word (its bytes in q->text) */
 } rq_item;
 
 /*
@@ -121,7 +119,8 @@ static int normalise(cst_rquery *q, cst_trie *t, const char *filter, size_t len)
     for (int64_t i = 0; i < n;) {
         const word *w = &sc->w[i];
         if (w->kind == W_LITERAL) {
-            q->items[m++] = (rq_item){RQ_LIT, w->len, w->hash, q->text + (w->p - filter)};
+            q->items[m] = (rq_item){RQ_LIT, *w};
+            q->items[m++].w.p = q->text + (w->p - filter);
             i++;
             continue;
         }
@@ -130,9 +129,9 @@ static int normalise(cst_rquery *q, cst_trie *t, const char *filter, size_t len)
             *(sc->w[i].kind == W_SINGLE ? &singles : &multis) += 1;
         size_t anys = singles + multis * multi_min;
         for (size_t k = 0; k < anys; k++)
-            q->items[m++] = (rq_item){RQ_ANY, 0, 0, NULL};
+            q->items[m++] = (rq_item){.kind = RQ_ANY};
         if (multis)
-            q->items[m++] = (rq_item){RQ_STAR, 0, 0, NULL};
+            q->items[m++] = (rq_item){.kind = RQ_STAR};
     }
     q->m = m;
     return 0;
@@ -159,10 +158,6 @@ static void add_closed(const cst_rquery *q, uint32_t *out, size_t *k, uint32_t j
     }
 }
 
-static int word_is(const rq_item *it, const snode *sn)
-{
-    return it->len == sn->wlen && it->hash == sn->hash && memcmp(it->p, sn->word, it->len) == 0;
-}
 
 /* One arbitrary topic word from the sorted set S[0 .. n) into out. */
 static size_t step_any(const cst_rquery *q, const uint32_t *S, size_t n, uint32_t *out)
@@ -176,38 +171,29 @@ static size_t step_any(const cst_rquery *q, const uint32_t *S, size_t n, uint32_
     return k;
 }
 
-/* step(S, word of sn) into q->tmp; returns its size.  A stored filter's
- * wildcard word (filters mode) stands for any word (one-level) or any run of
- * at least multi_min words (many-level): the positions some such choice
- * reaches. */
+/* step(S, word of sn) into q->tmp (room for m + 1); returns its size.  A
+ * stored filter's wildcard word (filters mode) stands for any word
+ * (one-level) or any run of at least multi_min words (many-level): the
+ * positions some such choice reaches. */
 static size_t step(cst_rquery *q, const uint32_t *S, size_t n, const snode *sn)
 {
     size_t k = 0;
     if (q->filters && sn->h.b1 == W_SINGLE)
         return step_any(q, S, n, q->tmp);
     if (q->filters && sn->h.b1 == W_MULTI) {
-        /* the union, over t >= multi_min, of t steps of any word; it is
-         * reached within multi_min + m + 1 steps (positions only grow, and a
-         * position stays only on an RQ_STAR) */
-        uint32_t *cur = q->tmp + (q->m + 1), *nxt = q->tmp + 2 * (q->m + 1);
-        memcpy(cur, S, n * sizeof *cur);
-        size_t nc = n;
-        size_t steps = (size_t)q->snap->d.multi_min + q->m + 1;
-        uint8_t *in = (uint8_t *)(q->tmp + 3 * (q->m + 1));
-        memset(in, 0, q->m + 1);
-        for (size_t t = 0; t <= steps && nc > 0; t++) {
-            if (t >= (size_t)q->snap->d.multi_min)
-                for (size_t i = 0; i < nc; i++)
-                    in[cur[i]] = 1;
-            size_t nn = step_any(q, cur, nc, nxt);
-            uint32_t *sw = cur;
-            cur = nxt;
-            nxt = sw;
-            nc = nn;
+        /* Some run of t >= multi_min words takes position j to p >= j when
+         * the items j .. p-1 hold at least multi_min literal or one-word
+         * items (one word each), or an RQ_STAR among items j .. p absorbs
+         * the words that are short.  The smallest alive position reaches
+         * whatever a larger one does: one sweep from it, O(m). */
+        size_t nonstar = 0;
+        int star = 0;
+        for (uint32_t p = S[0]; p <= q->m; p++) {
+            star |= p < q->m && q->items[p].kind == RQ_STAR;
+            if (star || nonstar >= (size_t)q->snap->d.multi_min)
+                q->tmp[k++] = p;
+            nonstar += p < q->m && q->items[p].kind != RQ_STAR;
         }
-        for (uint32_t j = 0; j <= q->m; j++)
-            if (in[j])
-                q->tmp[k++] = j;
         return k;
     }
     for (size_t i = 0; i < n; i++) {
@@ -217,7 +203,7 @@ static size_t step(cst_rquery *q, const uint32_t *S, size_t n, const snode *sn)
         const rq_item *it = &q->items[j];
         if (it->kind == RQ_STAR)
             add_closed(q, q->tmp, &k, j);
-        else if (it->kind == RQ_ANY || word_is(it, sn))
+        else if (it->kind == RQ_ANY || word_eq(sn, &it->w))
             add_closed(q, q->tmp, &k, j + 1);
     }
     return k;
@@ -248,41 +234,7 @@ static int open_level(cst_rquery *q, ctx *c, inode *in, size_t depth, size_t set
     return push(q, (rq_frame){m, 0, (uint8_t)(probe ? F_PROBE : F_LEVEL), 1, depth, set, nset});
 }
 
-/* The S-node of literal item it in the level whose top C-node is cn. */
-static snode *probe_literal(ctx *c, cnode *cn, const rq_item *it)
-{
-    mainnode *m = &cn->m;
-    unsigned lev = 0;
-    for (;;) {
-        switch (m->h.kind) {
-        case K_CNODE: {
-            cnode *x = (cnode *)m;
-            uint32_t bit = 1u << frag(it->hash, lev);
-            if (!(x->bitmap & bit))
-                return NULL;
-            cst_hdr *b = x->array[popc(x->m.h.b2) + popc(x->bitmap & (bit - 1))];
-            if (b->kind == K_SNODE)
-                return word_is(it, (snode *)b) ? (snode *)b : NULL;
-            m = gcas_read(c, (inode *)b);
-            lev += 5;
-            break;
-        }
-        case K_TNODE: {
-            snode *sn = ((tnode *)m)->sn;
-            return sn && word_is(it, sn) ? sn : NULL;
-        }
-        case K_LNODE: {
-            lnode *ln = (lnode *)m;
-            for (uint32_t i = 0; i < ln->n; i++)
-                if (word_is(it, ln->sn[i]))
-                    return ln->sn[i];
-            return NULL;
-        }
-        default:
-            return NULL;
-        }
-    }
-}
+static inline mainnode *read_plain(void *c, inode *in) { return gcas_read(c, in); }
 
 static size_t topic_bytes(const cst_rquery *q, size_t depth)
 {
@@ -348,7 +300,7 @@ static int visit(cst_rquery *q, ctx *c, rq_out *o, size_t fi, snode *sn)
     q->st[fi].pos++; /* undone if there is no room to emit */
     if (f->depth == 0 && q->dollar && sn->wlen > 0 && sn->word[0] == '$')
         return 1;
-    if (grow((void **)&q->tmp, &q->tmpcap, 4 * (q->m + 1), sizeof *q->tmp) < 0)
+    if (grow((void **)&q->tmp, &q->tmpcap, q->m + 1, sizeof *q->tmp) < 0)
         return CST_ENOMEM;
     size_t k = step(q, q->sets + f->set, f->nset, sn);
     if (k == 0)
@@ -431,15 +383,15 @@ static int64_t run(cst_rquery *q, rq_out *o)
                 uint32_t j = S[f->pos];
                 if (j == q->m)
                     continue;
-                const rq_item *b = &q->items[j];
+                const word *b = &q->items[j].w;
                 int dup = 0;
                 for (uint32_t i = 0; i < f->pos && !dup; i++) {
-                    const rq_item *a = &q->items[S[i]];
+                    const word *a = &q->items[S[i]].w;
                     dup = S[i] != q->m && a->len == b->len && a->hash == b->hash &&
                           memcmp(a->p, b->p, a->len) == 0;
                 }
                 if (!dup)
-                    sn = probe_literal(&c, cn, b);
+                    sn = level_find(cn, b, read_plain, &c);
             }
         } else {
             mainnode *m = f->m;
