@@ -24,17 +24,22 @@ The module also provides the fuzz tests' random workload generators.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
 from collections.abc import Hashable, Iterable, Sequence
 
-from cstrie.dialect import Dialect
+from cstrie.dialect import AMQP, MQTT, NATS, Dialect
 
 __all__ = [
+    "FUZZ_DIALECTS",
+    "choose_seed",
     "expected_lookup",
     "expected_match",
     "matches",
     "random_pattern",
     "random_topic",
+    "seeded_rng",
     "valid_pattern",
     "valid_topic",
     "words_of",
@@ -229,3 +234,39 @@ def random_topic(rng: random.Random, dialect: Dialect, words: Sequence[str], max
         text = rng.choice(pool)
     assert valid_topic(dialect, text), text
     return text
+
+
+# ------------------------------------------------------- replayable seeds
+def choose_seed() -> int:
+    """The fuzz tests' seed: ``CSTRIE_SEED`` when set, else one per test run
+    (the same in every xdist worker), else a fresh one.  Printed on failure,
+    so a run replays with ``CSTRIE_SEED=<seed>``."""
+    env = os.environ.get("CSTRIE_SEED", "").strip()
+    if env:
+        return int(env)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every xdist worker
+    if run:
+        return int(hashlib.sha256(run.encode()).hexdigest()[:8], 16)
+    return random.SystemRandom().randrange(2**32)
+
+
+def seeded_rng(seed: int, *parts: str) -> random.Random:
+    """A generator for one test, reproducible from ``seed`` and the test's
+    ``parts`` (the replay command is printed for failures)."""
+    print(f"replay with CSTRIE_SEED={seed}")
+    return random.Random("/".join([str(seed), *parts]))
+
+
+#: the built-in dialects and custom ones that exercise the general fields
+FUZZ_DIALECTS: dict[str, Dialect] = {
+    "amqp": AMQP,
+    "mqtt": MQTT,
+    "nats": NATS,
+    "glob": Dialect(name="glob", separator="/", single="?", multi="**"),
+    "plus1": Dialect(name="plus1", separator=":", single="?", multi="*", multi_min=1),
+    "dollar": Dialect(name="dollar", separator="/", single="+", multi="#", dollar_rule=True),
+    # a level limit and forbidden characters on a dialect with "**" anywhere
+    "limited": Dialect(
+        name="limited", separator="/", single="?", multi="**", max_levels=3, forbidden=" "
+    ),
+}

@@ -11,8 +11,6 @@ The hypothesis tests at the end shrink a failure to a minimal pattern/topic.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import random
 import string
 from collections.abc import Hashable
@@ -23,43 +21,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cstrie.dialect import AMQP, MQTT, NATS, Dialect
+from cstrie.dialect import AMQP, Dialect
 from cstrie.pytrie import PyTrie
 
-
-def _choose_seed() -> int:
-    env = os.environ.get("CSTRIE_SEED", "").strip()
-    if env:
-        return int(env)
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every xdist worker
-    if run:
-        return int(hashlib.sha256(run.encode()).hexdigest()[:8], 16)
-    return random.SystemRandom().randrange(2**32)
-
-
-SEED = _choose_seed()
-
-DIALECTS: dict[str, Dialect] = {
-    "amqp": AMQP,
-    "mqtt": MQTT,
-    "nats": NATS,
-    # custom ones exercise the general Dialect fields
-    "glob": Dialect(name="glob", separator="/", single="?", multi="**"),
-    "plus1": Dialect(name="plus1", separator=":", single="?", multi="*", multi_min=1),
-    "dollar": Dialect(name="dollar", separator="/", single="+", multi="#", dollar_rule=True),
-    # a level limit and forbidden characters on a dialect with "**" anywhere
-    "limited": Dialect(
-        name="limited", separator="/", single="?", multi="**", max_levels=3, forbidden=" "
-    ),
-}
+SEED = oracle.choose_seed()
+DIALECTS = oracle.FUZZ_DIALECTS
 WORDS = ["a", "b", "c", "ab", "$x"]
 SUBSCRIBERS: list[Hashable] = [*range(8), "s0", "s1", ("t", 1), ("t", 2), frozenset({3})]
 
 
 def _rng(*parts: str) -> random.Random:
-    """A generator for one test, reproducible from SEED (printed for failures)."""
-    print(f"replay with CSTRIE_SEED={SEED}")
-    return random.Random("/".join([str(SEED), *parts]))
+    return oracle.seeded_rng(SEED, *parts)
 
 
 def _sorted(items: Any) -> list[Any]:

@@ -10,10 +10,9 @@ workers share it) and is printed; replay a failure with
 
 from __future__ import annotations
 
-import hashlib
-import os
 import random
 
+import oracle
 import pytest
 import relation_oracle as ro
 
@@ -22,17 +21,7 @@ from cstrie.relations import intersects, is_subset
 CHECKS = 2500  # pairs per dialect; each pair is two relation checks
 
 
-def _choose_seed() -> int:
-    env = os.environ.get("CSTRIE_SEED", "").strip()
-    if env:
-        return int(env)
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run:
-        return int(hashlib.sha256(run.encode()).hexdigest()[:8], 16)
-    return random.SystemRandom().randrange(2**32)
-
-
-SEED = _choose_seed()
+SEED = oracle.choose_seed()
 
 
 @pytest.mark.parametrize("name", list(ro.FUZZ_DIALECTS))

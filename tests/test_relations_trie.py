@@ -12,12 +12,9 @@ against the independent oracle, with a printed, replayable seed
 
 from __future__ import annotations
 
-import os
-import random
-
 import pytest
 import relation_oracle as ro
-from oracle import random_pattern
+from oracle import choose_seed, random_pattern, seeded_rng
 
 from cstrie.dialect import resolve_dialect
 from cstrie.trie import Trie
@@ -27,9 +24,8 @@ WORDS = ["a", "b", "$s", ""]
 
 @pytest.mark.parametrize("dialect", ["amqp", "mqtt", "nats"])
 def test_intersecting_agrees_with_the_oracle(dialect: str) -> None:
-    seed = int(os.environ.get("CSTRIE_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed} (CSTRIE_SEED={seed} replays)")
-    rng = random.Random(seed)
+    seed = choose_seed()
+    rng = seeded_rng(seed, "intersecting", dialect)
     d = resolve_dialect(dialect)
     for _ in range(6):
         trie = Trie(dialect)

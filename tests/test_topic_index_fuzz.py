@@ -15,8 +15,6 @@ level limit with forbidden characters).
 
 from __future__ import annotations
 
-import hashlib
-import os
 import random
 from typing import Any
 
@@ -24,40 +22,16 @@ import oracle
 import pytest
 from topic_index_helpers import check_contents, check_query, collect, same_values
 
-from cstrie.dialect import AMQP, MQTT, NATS, Dialect
+from cstrie.dialect import Dialect
 from cstrie.topics import TopicIndex, TopicSnapshot
 
-
-def _choose_seed() -> int:
-    env = os.environ.get("CSTRIE_SEED", "").strip()
-    if env:
-        return int(env)
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every xdist worker
-    if run:
-        return int(hashlib.sha256(run.encode()).hexdigest()[:8], 16)
-    return random.SystemRandom().randrange(2**32)
-
-
-SEED = _choose_seed()
-
-DIALECTS: dict[str, Dialect] = {
-    "amqp": AMQP,
-    "mqtt": MQTT,
-    "nats": NATS,
-    "glob": Dialect(name="glob", separator="/", single="?", multi="**"),
-    "plus1": Dialect(name="plus1", separator=":", single="?", multi="*", multi_min=1),
-    "dollar": Dialect(name="dollar", separator="/", single="+", multi="#", dollar_rule=True),
-    "limited": Dialect(
-        name="limited", separator="/", single="?", multi="**", max_levels=3, forbidden=" "
-    ),
-}
+SEED = oracle.choose_seed()
+DIALECTS = oracle.FUZZ_DIALECTS
 WORDS = ["a", "b", "c", "ab", "$x"]
 
 
 def _rng(*parts: str) -> random.Random:
-    """A generator for one test, reproducible from SEED (printed for failures)."""
-    print(f"replay with CSTRIE_SEED={SEED}")
-    return random.Random("/".join([str(SEED), *parts]))
+    return oracle.seeded_rng(SEED, *parts)
 
 
 def _value(rng: random.Random, step: int) -> object:

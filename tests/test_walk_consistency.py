@@ -15,11 +15,10 @@ is in ``tests/test_harness.py``, ``test_*_is_one_state_across_branches``.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Hashable, Iterator
 
 import pytest
-from oracle import expected_lookup, random_pattern, random_topic
+from oracle import choose_seed, expected_lookup, random_pattern, random_topic, seeded_rng
 from test_memory import stable_baseline, wait_for
 
 from cstrie._binding import ffi, lib
@@ -48,8 +47,8 @@ def every_walk_freezes() -> Iterator[None]:
 @pytest.mark.parametrize("dialect", ["amqp", "mqtt", "nats"])
 @pytest.mark.usefixtures("every_walk_freezes")
 def test_frozen_walks_answer_as_the_oracle(dialect: str) -> None:
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
+    seed = choose_seed()
+    rng = seeded_rng(seed, "frozen", dialect)
     d = resolve_dialect(dialect)
     trie = Trie(dialect)
     pairs: set[tuple[str, Hashable]] = set()
