@@ -150,8 +150,9 @@ static inline uint64_t share_id_read(const char *p)
  * words or a CST_E* code (trie.c). */
 /* match.c: the ids of exactly the n words in sc->w (one path). */
 int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap);
-/* trie.c: a topic index key's words (all literal; "" is the zero-word slot). */
-int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch *sc);
+/* trie.c: a topic index key's words in this thread's scratch (all literal;
+ * "" is the zero-word slot). */
+int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch **scp);
 int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share,
                     char idbuf[SHARE_ID_BYTES], scratch *sc);
 

@@ -762,10 +762,8 @@ int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *
 int cst_topic_get(cst_trie *t, const char *topic, size_t len, uint64_t *id)
 {
     *id = 0;
-    scratch *sc = scratch_get();
-    if (sc == NULL)
-        return CST_ENOMEM;
-    int64_t n = topic_key_words(t, topic, len, sc);
+    scratch *sc;
+    int64_t n = topic_key_words(t, topic, len, &sc);
     if (n < 0)
         return (int)n;
     int64_t got = words_subscribers(t, sc, n, id, 1);

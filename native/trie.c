@@ -1377,11 +1377,15 @@ int cst_share_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t
  * Topic index: literal topics with one id each (reverse.c has the queries)
  * ---------------------------------------------------------------------- */
 
-/* A topic's words as an index stores them: every word literal (a wildcard
- * token in a topic is a literal word, where the dialect allows one), and the
- * zero-word topic in the top level's zero-word slot. */
-int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch *sc)
+/* A topic's words as an index stores them, in this thread's scratch (*scp):
+ * every word literal (a wildcard token in a topic is a literal word, where
+ * the dialect allows one), and the zero-word topic in the top level's
+ * zero-word slot.  The count, or a CST_E* code. */
+int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch **scp)
 {
+    scratch *sc = *scp = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
     int64_t n = parse_words(t, topic, len, 0, sc);
     if (n == 0)
         n = parse_words(t, topic, len, 1, sc);
@@ -1393,10 +1397,8 @@ int cst_topic_put(cst_trie *t, const char *topic, size_t len, uint64_t id, uint6
     *old = 0;
     if (t->readonly)
         return CST_EREADONLY;
-    scratch *sc = scratch_get();
-    if (sc == NULL)
-        return CST_ENOMEM;
-    int64_t n = topic_key_words(t, topic, len, sc);
+    scratch *sc;
+    int64_t n = topic_key_words(t, topic, len, &sc);
     if (n < 0)
         return (int)n;
     return update_words(t, sc, n, id, UPD_PUT, old);
@@ -1407,10 +1409,8 @@ int cst_topic_remove(cst_trie *t, const char *topic, size_t len, uint64_t *old)
     *old = 0;
     if (t->readonly)
         return CST_EREADONLY;
-    scratch *sc = scratch_get();
-    if (sc == NULL)
-        return CST_ENOMEM;
-    int64_t n = topic_key_words(t, topic, len, sc);
+    scratch *sc;
+    int64_t n = topic_key_words(t, topic, len, &sc);
     if (n < 0)
         return (int)n;
     /* Read the id, then remove exactly that id: a put that replaced it in
