@@ -497,18 +497,21 @@ def _arrow_type(spark: SparkSession, t: T.DataType) -> Any:
 
 
 class _Runner:
-    """The picklable mapInArrow function: (broadcast, plan) -> engine.run."""
+    """The picklable mapInArrow function: (broadcast, plan) -> engine.run, or
+    engine.run_join for a :class:`~cstrie.spark.engine.JoinPlan`."""
 
     __slots__ = ("bc", "plan")
 
-    def __init__(self, bc: Any, plan: _eng.Plan) -> None:
+    def __init__(self, bc: Any, plan: _eng.Plan | _eng.JoinPlan) -> None:
         self.bc = bc
         self.plan = plan
 
     def __call__(self, batches: Any) -> Any:
-        from cstrie.spark.engine import run
+        from cstrie.spark import engine
 
-        return run(self.bc, self.plan, batches)
+        if isinstance(self.plan, engine.JoinPlan):
+            return engine.run_join(self.bc, self.plan, batches)
+        return engine.run(self.bc, self.plan, batches)
 
 
 def _cap(chunk_rows: int) -> int:
@@ -739,7 +742,7 @@ def filter_join(
         cap=cap,
         index_rows=index_rows or 0,
     )
-    runner = _JoinRunner(sc.broadcast(raw), plan)
+    runner = _Runner(sc.broadcast(raw), plan)
     # The worker reads the columns by position; plain names spare mapInArrow
     # (which looks its input columns up by unquoted name) dots and backticks.
     cols = [_column(c).alias(f"_c{i}") for i, c in enumerate((topic_col, *topic_cols))]
@@ -802,18 +805,3 @@ def _filter_table(
             f"not {spark_fields[0].dataType.simpleString()}"
         )
     return table, spark_fields
-
-
-class _JoinRunner:
-    """The picklable mapInArrow function of :func:`filter_join`."""
-
-    __slots__ = ("bc", "plan")
-
-    def __init__(self, bc: Any, plan: _eng.JoinPlan) -> None:
-        self.bc = bc
-        self.plan = plan
-
-    def __call__(self, batches: Any) -> Any:
-        from cstrie.spark.engine import run_join
-
-        return run_join(self.bc, self.plan, batches)
