@@ -14,6 +14,7 @@ HOTPATH = Extension(
         "native/hotpath/compat.h",
         "native/hotpath_api.h",
         "native/cstrie.h",
+        "native/mix64.h",
     ],
     extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra"]
     + (["-mpopcnt"] if platform.machine() in ("x86_64", "AMD64") else []),

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "mix64.h"
 
 /* ------------------------------------------------------------------------
  * Per-thread scratch buffers
@@ -786,16 +787,6 @@ int64_t cst_share_members(cst_trie *t, const char *pattern, size_t len, uint64_t
 /* ------------------------------------------------------------------------
  * Routing: one member per share group
  * ---------------------------------------------------------------------- */
-
-static inline uint64_t mix64(uint64_t x)
-{
-    /* splitmix64's finalizer: a bijection, so distinct ids score apart */
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    return x ^ (x >> 31);
-}
 
 /* Rendezvous (highest random weight) hashing: the id of ids[0..n) whose
  * score for key is highest.  O(n). */

@@ -14,6 +14,7 @@
  * its last membership in the family is gone.
  */
 #include "hotpath.h"
+#include "mix64.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -116,15 +117,6 @@ PyTypeObject Group_Type = {
 };
 
 /* ------------------------------------------------------------- picking */
-
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    return x ^ (x >> 31);
-}
 
 /* FNV-1a over the bytes, then mixed: the same key hashes the same in every
  * process and run (Python's str hash is salted per process). */
