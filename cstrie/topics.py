@@ -316,6 +316,13 @@ class TopicIndex(_Reader):
     :meth:`cstrie.Trie.lookup` accepts), filters its pattern rules.  Invalid
     text raises ``ValueError`` (``TypeError`` for a non-str) and changes
     nothing.  Every method may be called from any number of threads.
+
+    A topic index knows no share groups: an MQTT ``$share/{name}/{filter}``
+    given to :meth:`query` is an ordinary filter whose first level is the
+    literal word ``$share`` (it matches stored ``$share/...`` topics only).
+    MQTT 5 sends no retained messages for a shared subscription (section
+    4.8.2); to query with the share's filter, split it first with
+    :func:`cstrie.groups.split_shared`.
     """
 
     __slots__ = ()

@@ -188,6 +188,28 @@ def test_mqtt_dollar_topics_4_7_2() -> None:
     )
 
 
+def test_mqtt_share_filters_are_literal_in_a_topic_index() -> None:
+    """MQTT 5 section 4.8.2: a session gets no retained messages when it
+    establishes a shared subscription, so a topic index has no share syntax:
+    ``$share/{name}/{filter}`` is an ordinary filter whose first level is the
+    literal word ``$share``.  It sees stored ``$share/...`` topics only, and
+    splitting it (``split_shared``) gives the filter a broker could query."""
+    from cstrie.groups import split_shared
+
+    topics = ["a/b", "a/c", "$share/g/a/b", "$share/h/a/b", "$share/g"]
+    expect(
+        MQTT,
+        topics,
+        {
+            "$share/g/a/+": {"$share/g/a/b"},
+            "$share/g/#": {"$share/g/a/b", "$share/g"},
+            "$share/+/a/b": {"$share/g/a/b", "$share/h/a/b"},
+            "#": {"a/b", "a/c"},
+        },
+    )
+    assert split_shared(MQTT, "$share/g/a/+") == ("a/+", "g")
+    expect(MQTT, topics, {split_shared(MQTT, "$share/g/a/+")[0]: {"a/b", "a/c"}})
+
 def test_mqtt_case_spaces_and_empty_levels_4_7_3() -> None:
     """Topics are case-sensitive, may contain spaces, and may have empty levels at
     the start, in the middle and at the end ('/' is two empty levels)."""
