@@ -1,0 +1,509 @@
+"""An amqtt MQTT broker whose routing goes through cstrie.
+
+amqtt's :class:`amqtt.broker.Broker` matches topics by scanning: every
+published message is compared with every topic filter in the broker, every
+SUBSCRIBE with every retained message (and every CONNECT with every filter
+times every retained message), and every session that ends with every filter.
+:class:`CstrieBroker` is the same broker (a subclass: same configuration,
+plugins, listeners, clients and events) with those four paths replaced:
+
+================================  ==================================  ==========================
+operation                         stock amqtt 0.12                    CstrieBroker
+================================  ==================================  ==========================
+route one PUBLISH                 O(all filters)                      O(w * b + m): a
+                                                                      :class:`cstrie.Trie` route
+retained messages on SUBSCRIBE    O(all retained topics)              O(what the filter leaves
+                                                                      open + matches): a
+                                                                      :class:`cstrie.TopicIndex`
+                                                                      query
+retained messages on CONNECT      O(filters x retained), all clients' none (MQTT 3.1.1 3.3.1.3)
+end of a session                  O(all filters)                      O(the client's filters)
+================================  ==================================  ==========================
+
+(w words in the topic, b wildcard branches tried per level, m matches.)
+
+Use it where you would create a :class:`~amqtt.broker.Broker`::
+
+    from cstrie.integrations.amqtt import CstrieBroker
+
+    broker = CstrieBroker({"listeners": {"default": {"type": "tcp", "bind": "127.0.0.1:1883"}}})
+    await broker.start()
+
+or run ``python -m cstrie.integrations.amqtt [-c config.yaml]``, the
+``amqtt`` command with this broker.
+
+State kept in step
+------------------
+* ``broker.subscriptions`` is stock's ``{filter: [(session, qos), ...]}``
+  dict, updated exactly as stock updates it.  Beside it a ``Trie("mqtt")``
+  holds each filter that has subscribers once (the filter is its own
+  subscriber), and each MQTT 5 shared subscription ``$share/{name}/{filter}``
+  as a member ``(share filter, client id)`` of the group ``name``; and a dict
+  maps each client id to its filters.  Every change goes through
+  :meth:`CstrieBroker.add_subscription` and ``_del_subscription``, which
+  update the three together, between two awaits.
+* ``broker.retained_messages`` is a :class:`RetainedMessages`: a
+  ``MutableMapping`` of topic to retained message stored in a
+  ``TopicIndex("mqtt")``, so code that writes it directly (amqtt's
+  persistence plugin does) keeps it queryable.
+
+MQTT semantics
+--------------
+As stock amqtt where stock follows the specification: the ``$`` rule (a
+filter starting with a wildcard does not see ``$`` topics), ``#`` matching
+its parent level, ``+`` matching empty levels, the QoS of each subscription
+(capped by ``max-qos``), topic filtering plugins asked for every receiver,
+messages queued for disconnected persistent sessions (QoS 1 and 2), and a
+client with several matching filters getting one copy per filter (MQTT
+3.1.1 3.3.5 allows this).  Where stock is wrong, this broker follows the
+specification (``tests/test_integration_amqtt_rules.py`` pins each one, and
+``docs/brokers.md`` lists them):
+
+1. **CONNECT delivers no retained messages.**  Stock sends, at QoS 0, the
+   retained messages matching *every client's* filters to each client that
+   connects; a retained message is sent when a subscription is established
+   (MQTT 3.1.1 section 3.3.1.3), and reconnecting does not establish one.
+   Stock's loop also awaits while iterating the subscription dict, which
+   raises "dictionary changed size during iteration" when another client
+   subscribes or leaves meanwhile; this broker has no such loop.
+2. **A repeated SUBSCRIBE replaces the subscription's QoS** (MQTT-3.8.4-3).
+   Stock keeps the first QoS and acknowledges the new one.
+3. **Invalid filters are refused (SUBACK 0x80)** and **invalid topics close
+   the connection**, as for the wildcard rules stock already checks: the
+   empty filter (MQTT-4.7.3-1) and filters or topics with U+0000
+   (MQTT-4.7.3-2).  Stock stores such filters and routes such topics.
+4. **Shared subscriptions.**  ``$share/{ShareName}/{filter}`` (MQTT 5
+   section 4.8.2; amqtt's MQTT 3.1.1 protocol layer passes the filter
+   through) delivers each message to one member of the group, round-robin,
+   through :meth:`cstrie.Trie.route_by_group`; a member whose session is not
+   connected is passed over for a connected one.  No retained message is
+   sent for a shared subscription (MQTT 5 section 4.8.2).  Stock treats the
+   filter as an ordinary one whose first level is the word ``$share``.
+
+The broker runs on one asyncio event loop, as stock amqtt does.  Tested with
+amqtt 0.12.0 and 0.12.1 (the extra ``cstrie[amqtt]`` pins ``>=0.12,<0.13``):
+:meth:`CstrieBroker._handle_client_session` is stock's method without its
+retained-message loop, so a new amqtt release needs a look before the range
+grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+try:
+    from amqtt.broker import Broker, RetainedApplicationMessage, Server
+    from amqtt.contexts import Action
+    from amqtt.errors import BrokerError
+    from amqtt.events import BrokerEvents
+    from amqtt.mqtt.constants import QOS_1, QOS_2
+    from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
+    from amqtt.session import OutgoingApplicationMessage, Session
+    from transitions import MachineError
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"cstrie.integrations.amqtt needs amqtt: pip install 'cstrie[amqtt]' ({exc})"
+    ) from exc
+
+from cstrie.dialect import MQTT
+from cstrie.groups import split_shared
+from cstrie.topics import TopicIndex
+from cstrie.trie import Trie
+
+__all__ = ["CstrieBroker", "RetainedMessages"]
+
+#: SUBACK's failure return code (MQTT 3.1.1 3.9.3)
+SUBACK_FAILURE = 0x80
+
+_MISSING: Any = object()
+_log = logging.getLogger(__name__)
+
+
+class RetainedMessages(MutableMapping[str, RetainedApplicationMessage]):
+    """The broker's retained messages by topic, in a ``TopicIndex("mqtt")``.
+
+    A ``MutableMapping`` (what amqtt and its plugins use: ``[]``, ``in``,
+    ``del``, ``len``, ``items()``) plus :meth:`query`, the retained messages a
+    filter matches.  ``len`` is O(1) (a count kept beside the index), the
+    others O(levels of the topic); iteration reads a snapshot, so the mapping
+    may change meanwhile.  A topic the MQTT rules refuse (with U+0000, longer
+    than 65,535 bytes, with a wildcard) cannot be stored: ``ValueError``;
+    reading one finds nothing, like a dict.
+
+    >>> r = RetainedMessages()
+    >>> r["a/b"] = RetainedApplicationMessage(None, "a/b", b"1", 0)
+    >>> [(t, m.data) for t, m in r.query("a/+")], len(r), "a/c" in r
+    ([('a/b', b'1')], 1, False)
+    """
+
+    def __init__(self) -> None:
+        self._index = TopicIndex("mqtt")
+        self._count = 0
+
+    def __getitem__(self, topic: str) -> RetainedApplicationMessage:
+        try:
+            value = self._index.get(topic, _MISSING)
+        except (ValueError, TypeError):
+            value = _MISSING
+        if value is _MISSING:
+            raise KeyError(topic)
+        return value
+
+    def __contains__(self, topic: object) -> bool:
+        try:
+            return topic in self._index
+        except (ValueError, TypeError):
+            return False
+
+    def __setitem__(self, topic: str, message: RetainedApplicationMessage) -> None:
+        if self._index.put(topic, message):
+            self._count += 1
+
+    def __delitem__(self, topic: str) -> None:
+        try:
+            self._index.pop(topic)
+        except (ValueError, TypeError):
+            raise KeyError(topic) from None
+        self._count -= 1
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def clear(self) -> None:
+        self._index.clear()
+        self._count = 0
+
+    def query(self, topic_filter: str) -> Iterator[tuple[str, RetainedApplicationMessage]]:
+        """``(topic, message)`` for every retained topic ``topic_filter``
+        matches (MQTT rules), streamed from a snapshot taken now; costs what
+        the filter's literal levels leave open, not the number of topics.
+        ``ValueError`` for an invalid filter."""
+        return self._index.query(topic_filter)
+
+
+def _share_of(topic_filter: str) -> str | None:
+    """The ShareName of an MQTT 5 shared subscription, None for an ordinary
+    filter; ValueError for a malformed one (``$share/g`` has no filter)."""
+    return split_shared(MQTT, topic_filter)[1]
+
+
+class CstrieBroker(Broker):
+    """:class:`amqtt.broker.Broker` with its routing, retained-message lookups
+    and session cleanup done by cstrie (see the module's documentation for the
+    costs and the differences from stock amqtt).  Takes the same arguments.
+    """
+
+    def __init__(
+        self,
+        config: Any = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        plugin_namespace: str | None = None,
+    ) -> None:
+        super().__init__(config, loop, plugin_namespace)
+        self._retained_messages: RetainedMessages = RetainedMessages()
+        self._reset_routes()
+
+    def _reset_routes(self) -> None:
+        #: every filter with subscribers once (subscriber: the filter), and each
+        #: shared subscription's members ((share filter, client id), group: ShareName)
+        self._routes = Trie("mqtt")
+        #: client id -> its filters (dict as an ordered set)
+        self._filters_by_client: dict[str, dict[str, None]] = {}
+        #: (share filter, client id) -> (session, qos) of a shared subscription
+        self._share_entries: dict[tuple[str, str], tuple[Session, int]] = {}
+
+    async def start(self) -> None:
+        # stock start() clears broker.subscriptions; the routes go with it
+        self._reset_routes()
+        await super().start()
+
+    # --------------------------------------------------------------- subscriptions
+    async def add_subscription(self, subscription: tuple[str, int], session: Session) -> int:
+        """Stock's checks (wildcard placement, topic-filtering plugins,
+        ``max-qos``), plus the MQTT rules stock skips (the empty filter,
+        U+0000, a malformed ``$share``); then the subscription is recorded in
+        ``broker.subscriptions`` and the routes.  A repeated subscription
+        replaces its QoS.  Returns the granted QoS or 0x80.  O(levels +
+        subscribers of the filter)."""
+        topic_filter, _ = subscription
+        try:
+            group = _share_of(topic_filter)
+            self._routes.dialect.split_pattern(split_shared(MQTT, topic_filter)[0])
+        except (ValueError, TypeError) as exc:
+            _log.info("refusing subscription to %r: %s", topic_filter, exc)
+            return SUBACK_FAILURE
+        code: int = await super().add_subscription(subscription, session)
+        if code == SUBACK_FAILURE:
+            return code
+        # from here to the return: no await, so no other task sees a half-done change
+        cid = session.client_id or ""
+        entries = self._subscriptions[topic_filter]
+        for k, (s, qos) in enumerate(entries):
+            if s.client_id == cid and qos != code:
+                entries[k] = (s, code)  # MQTT-3.8.4-3: the new subscription replaces the old
+        if group is None:
+            self._routes.subscribe(topic_filter, topic_filter)
+        else:
+            entry = next(e for e in entries if e[0].client_id == cid)
+            self._share_entries[(topic_filter, cid)] = entry
+            self._routes.subscribe(topic_filter, (topic_filter, cid))
+        self._filters_by_client.setdefault(cid, {})[topic_filter] = None
+        return code
+
+    def _del_subscription(self, a_filter: str, session: Session) -> int:
+        deleted: int = super()._del_subscription(a_filter, session)
+        if deleted:
+            cid = session.client_id or ""
+            if _share_of(a_filter) is None:
+                if not self._subscriptions[a_filter]:
+                    self._routes.unsubscribe(a_filter, a_filter)
+            else:
+                self._share_entries.pop((a_filter, cid), None)
+                self._routes.unsubscribe(a_filter, (a_filter, cid))
+            mine = self._filters_by_client.get(cid)
+            if mine is not None:
+                mine.pop(a_filter, None)
+                if not mine:
+                    del self._filters_by_client[cid]
+        return deleted
+
+    async def _del_all_subscriptions(self, session: Session) -> None:
+        """Remove every subscription of ``session``: O(its filters), where
+        stock scans every filter in the broker."""
+        for topic_filter in list(self._filters_by_client.get(session.client_id or "", ())):
+            if self._del_subscription(topic_filter, session) and not self._subscriptions.get(
+                topic_filter
+            ):
+                self._subscriptions.pop(topic_filter, None)
+
+    # ------------------------------------------------------------------- routing
+    async def _handle_message_delivery(
+        self,
+        client_session: Session,
+        handler: BrokerProtocolHandler,
+        wait_deliver: asyncio.Future[Any],
+    ) -> bool:
+        """Stock's handling of a PUBLISH from a client, after the MQTT topic
+        rules stock does not check (U+0000, 65,535 bytes): such a topic closes
+        the connection, as stock does for a wildcard in a topic."""
+        app_message = wait_deliver.result()
+        topic = getattr(app_message, "topic", None)
+        if topic and "#" not in topic and "+" not in topic and not topic.startswith("$"):
+            try:
+                self._routes.dialect.split_topic(topic)
+            except (ValueError, TypeError) as exc:
+                await self.plugins_manager.fire_event(
+                    BrokerEvents.MESSAGE_RECEIVED,
+                    client_id=client_session.client_id,
+                    message=app_message,
+                )
+                _log.warning(
+                    "%s invalid TOPIC sent in PUBLISH message, closing connection: %s",
+                    client_session.client_id,
+                    exc,
+                )
+                return False
+        result: bool = await super()._handle_message_delivery(client_session, handler, wait_deliver)
+        return result
+
+    async def _run_broadcast(self, running_tasks: Any) -> None:
+        """Deliver one queued message: the subscribers of every filter the
+        topic matches (one cstrie route, not a scan of all filters), then one
+        connected member of each matching shared subscription group."""
+        broadcast = await self._broadcast_queue.get()
+        topic = broadcast["topic"]
+        try:
+            filters, picks = self._routes.route_by_group(topic)
+        except (ValueError, TypeError) as exc:
+            _log.warning("not broadcasting to invalid topic %r: %s", topic, exc)
+            return
+        for k_filter in filters:
+            # a copy: the awaits below let other tasks (un)subscribe meanwhile
+            for target_session, sub_qos in list(self._subscriptions.get(k_filter, ())):
+                await self._deliver(broadcast, target_session, sub_qos, running_tasks)
+        for member in picks.values():
+            entry = self._share_target(*member)
+            if entry is not None:
+                await self._deliver(broadcast, entry[0], entry[1], running_tasks)
+
+    def _share_target(self, share_filter: str, cid: str) -> tuple[Session, int] | None:
+        """The (session, qos) a shared subscription's pick delivers to: the
+        picked member when it is connected, else the next connected member of
+        that filter (O(members), only then), else the pick (whose session
+        may queue the message, as stock does for a disconnected session)."""
+        entry = self._share_entries.get((share_filter, cid))
+        if entry is None or entry[0].transitions.state == "connected":
+            return entry
+        members = self._subscriptions.get(share_filter, [])
+        start = next((k for k, e in enumerate(members) if e[0].client_id == cid), 0)
+        for k in range(1, len(members)):
+            other: tuple[Session, int] = members[(start + k) % len(members)]
+            if other[0].transitions.state == "connected":
+                return other
+        return entry
+
+    async def _deliver(
+        self,
+        broadcast: dict[str, Any],
+        target_session: Session,
+        sub_qos: int,
+        running_tasks: Any,
+    ) -> None:
+        """Stock's delivery of one broadcast to one subscription (the body of
+        amqtt 0.12's ``Broker._run_broadcast`` loop)."""
+        qos = broadcast.get("qos", sub_qos)
+        sendable = await self._topic_filtering(
+            target_session, topic=broadcast["topic"], action=Action.RECEIVE
+        )
+        if not sendable:
+            self.logger.info(
+                f"{target_session.client_id} not allowed to receive messages from "
+                f"TOPIC {broadcast['topic']}."
+            )
+            return
+        # Queue what cannot be sent to a disconnected session: only when clean
+        # session is false, for QoS 1 and 2 and a client that authenticated
+        # [MQTT 3.1.2.4]
+        if (
+            target_session.transitions.state != "connected"
+            and not target_session.clean_session
+            and qos in (QOS_1, QOS_2)
+            and not target_session.is_anonymous
+        ):
+            await self._retain_broadcast_message(broadcast, qos, target_session)
+            return
+        if target_session.transitions.state != "connected":
+            return
+        handler = self._get_handler(target_session)
+        if handler:
+            task: asyncio.Task[OutgoingApplicationMessage] = asyncio.ensure_future(
+                handler.mqtt_publish(broadcast["topic"], broadcast["data"], qos, retain=False)
+            )
+            running_tasks.append(task)
+
+    # ---------------------------------------------------------- retained messages
+    async def _publish_retained_messages_for_subscription(
+        self, subscription: tuple[str, int], session: Session
+    ) -> None:
+        """Send the retained messages a new subscription matches: one topic
+        index query, O(what the filter leaves open + matches), where stock
+        compares the filter with every retained topic.  Nothing for a shared
+        subscription (MQTT 5 section 4.8.2)."""
+        topic_filter, qos = subscription
+        try:
+            if _share_of(topic_filter) is not None:
+                return
+            found = self._retained_messages.query(topic_filter)
+        except (ValueError, TypeError):
+            return
+        handler = self._get_handler(session)
+        if handler is None:
+            return
+        tasks = [
+            asyncio.Task(
+                handler.mqtt_publish(
+                    retained.topic, retained.data, min(qos, retained.qos or qos), retain=True
+                )
+            )
+            for _, retained in found
+        ]
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _handle_client_session(
+        self,
+        reader: Any,
+        writer: Any,
+        client_session: Session,
+        handler: BrokerProtocolHandler,
+        server: Server,
+        listener_name: str,
+    ) -> None:
+        """amqtt 0.12's session lifecycle without its last step before the
+        message loop, which sent every client's retained messages on CONNECT
+        (see the module's documentation, difference 1)."""
+        authenticated = await self._authenticate(
+            client_session, self.listeners_config[listener_name]
+        )
+        if client_session.client_id is None:
+            raise BrokerError("Client ID was not correctly created/set.")
+        while True:
+            try:
+                client_session.transitions.connect()
+                break
+            except (MachineError, ValueError):
+                if client_session.transitions.is_connected():
+                    self.logger.warning(
+                        f"Client {client_session.client_id} is already connected, "
+                        "performing take-over."
+                    )
+                    old_session = self._sessions[client_session.client_id]
+                    await old_session[1].handle_connection_closed()
+                    await old_session[1].stop()
+                    break
+                self.logger.warning(
+                    f"Client {client_session.client_id} is reconnecting too quickly, make it wait"
+                )
+                await asyncio.sleep(1)
+        handler.attach(client_session, reader, writer)
+        self._sessions[client_session.client_id] = (client_session, handler)
+        await handler.mqtt_connack_authorize(authenticated)
+        if not authenticated:
+            await writer.close()
+            return
+        await self.plugins_manager.fire_event(
+            BrokerEvents.CLIENT_CONNECTED,
+            client_id=client_session.client_id,
+            client_session=client_session,
+        )
+        await handler.start()
+        # messages queued for this session while it was disconnected
+        await self._publish_session_retained_messages(client_session)
+        await self._client_message_loop(client_session, handler)
+
+    # ------------------------------------------------------------------ debugging
+    def check_routes(self) -> None:
+        """Check that the routes equal ``broker.subscriptions`` and that the
+        per-client index lists exactly each client's filters; ``AssertionError``
+        naming the first difference.  O(subscriptions); for tests."""
+        want_plain = {
+            f for f, entries in self._subscriptions.items() if entries and _share_of(f) is None
+        }
+        have = self._routes.subscriptions()
+        have_plain = {f for f in have if isinstance(f, str)}
+        assert have_plain == want_plain, f"routed filters {have_plain ^ want_plain} differ"
+        want_members = {
+            (f, s.client_id)
+            for f, entries in self._subscriptions.items()
+            if _share_of(f) is not None
+            for s, _ in entries
+        }
+        have_members = {m for k, subs in have.items() if not isinstance(k, str) for m in subs}
+        assert have_members == want_members, f"share members {have_members ^ want_members} differ"
+        assert set(self._share_entries) == want_members, "share entries differ"
+        by_client: dict[str, set[str]] = {}
+        for f, entries in self._subscriptions.items():
+            for s, _ in entries:
+                by_client.setdefault(s.client_id or "", set()).add(f)
+        mine = {c: set(fs) for c, fs in self._filters_by_client.items()}
+        assert mine == by_client, "the per-client filter index differs"
+        self._routes.check_invariants()
+
+
+def main() -> None:
+    """``python -m cstrie.integrations.amqtt``: amqtt's ``amqtt`` command
+    (same options: ``-c config.yaml``, ``-d``) running a :class:`CstrieBroker`."""
+    from amqtt.scripts import broker_script
+
+    broker_script.Broker = CstrieBroker
+    broker_script.main()
+
+
+if __name__ == "__main__":
+    main()
