@@ -30,6 +30,8 @@ REGISTRY: dict[str, str] = {
     "suite-scale": "cstrie.bench.scenarios.suite_scale",
     # cstrie inside kombu (Celery's messaging layer): real clients, memory transport
     "kombu": "cstrie.bench.scenarios.kombu",
+    # cstrie inside amqtt (asyncio MQTT broker): paho clients over loopback
+    "amqtt": "cstrie.bench.scenarios.amqtt",
     # issue 14: share groups (Trie.route vs Trie.lookup, round-robin spread)
     "route": "cstrie.bench.scenarios.route",
     # issue 15: the topic index (reverse queries: filter -> stored topics, retained messages)
