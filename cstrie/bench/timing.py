@@ -31,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "Stats",
+    "calibrated_batch",
     "chunks",
     "gc_paused",
     "interleave",
@@ -196,3 +197,21 @@ def paired_ratio(num: Stats, den: Stats) -> Stats:
     """
     pairs = [a / b for a, b in zip(num.samples, den.samples, strict=False) if b > 0]
     return summarize(pairs or [float("nan")])
+
+
+def calibrated_batch(
+    run_round: Callable[[int], float], round_seconds: float, min_batch: int, max_batch: int
+) -> int:
+    """A batch size whose round takes about ``round_seconds``, for end-to-end
+    rounds (a broker's publish and delivery).  ``run_round(size)`` runs one
+    round of ``size`` items and returns its rate (items per second).  One
+    untimed warm-up round of ``min_batch`` (caches, lazily compiled state),
+    then batches doubling from ``min_batch`` until one takes a tenth of
+    ``round_seconds``; the result is clamped to [min_batch, max_batch]."""
+    run_round(min_batch)
+    size = min_batch
+    while True:
+        rate = run_round(size)
+        if size / rate >= round_seconds / 10 or size >= max_batch:
+            return max(min_batch, min(max_batch, int(rate * round_seconds)))
+        size *= 2

@@ -55,6 +55,7 @@ from typing import Any
 from cstrie.bench.base import BenchError, Context, Floor, MissingDependency, Result, Scenario, Table
 from cstrie.bench.format import fmt_ns, fmt_ratio, fmt_size
 from cstrie.bench.plots import lines, save
+from cstrie.bench.timing import calibrated_batch
 
 NAME = "amqtt"
 DEFAULT = [100, 1_000, 10_000, 50_000]
@@ -280,15 +281,13 @@ class _Rig:
 
 
 def _batch(rig: _Rig, rng: random.Random, n: int) -> int:
-    """A batch that takes about ROUND_SECONDS: an untimed warm-up round, then
-    batches doubling from MIN_BATCH until one takes a tenth of a round."""
-    rig.round([rng.randrange(n) for _ in range(MIN_BATCH)])
-    size = MIN_BATCH
-    while True:
-        rate, _ = rig.round([rng.randrange(n) for _ in range(size)])
-        if size / rate >= ROUND_SECONDS / 10 or size >= MAX_BATCH:
-            return max(MIN_BATCH, min(MAX_BATCH, int(rate * ROUND_SECONDS)))
-        size *= 2
+    """A batch that takes about ROUND_SECONDS on this broker and size."""
+    return calibrated_batch(
+        lambda size: rig.round([rng.randrange(n) for _ in range(size)])[0],
+        ROUND_SECONDS,
+        MIN_BATCH,
+        MAX_BATCH,
+    )
 
 
 def _routing(
@@ -449,46 +448,48 @@ def run(ctx: Context) -> Result:
     repeat = ctx.pick_repeat(5, 2)
     res = Result(NAME, params={"sizes": sizes, "repeat": repeat, "amqtt": amqtt.__version__})
     med = _routing(ctx, res, sizes, repeat)
-    if FLOOR_SIZE in med:
+
+    def floor(name: str, description: str, measured: float, limit: float, **kw: Any) -> None:
         res.floors.append(
             Floor(
-                name=f"amqtt-own-{fmt_size(FLOOR_SIZE)}",
-                description=f"cstrie msg/s at {FLOOR_SIZE:,} filters / at {BASE_SIZE} filters",
-                measured=med[FLOOR_SIZE]["cstrie"] / med[FLOOR_SIZE]["ref"],
-                limit=OWN_FLOOR,
-                kind="min",
+                name=name,
+                description=description,
+                measured=measured,
+                limit=limit,
                 standard=not ctx.quick,
                 indicative="--quick (fewer rounds)",
+                **kw,
             )
         )
+
     if FLOOR_SIZE in med:
-        res.floors.append(
-            Floor(
-                name=f"amqtt-stock-{fmt_size(FLOOR_SIZE)}",
-                description=f"cstrie / stock amqtt msg/s at {FLOOR_SIZE:,} filters",
-                measured=med[FLOOR_SIZE]["cstrie"] / med[FLOOR_SIZE]["stock"],
-                limit=STOCK_FLOOR,
-                kind="min",
-                standard=not ctx.quick,
-                indicative="--quick (fewer rounds)",
-            )
+        m = med[FLOOR_SIZE]
+        floor(
+            f"amqtt-own-{fmt_size(FLOOR_SIZE)}",
+            f"cstrie msg/s at {FLOOR_SIZE:,} filters / at {BASE_SIZE} filters",
+            m["cstrie"] / m["ref"],
+            OWN_FLOOR,
+            kind="min",
+        )
+        floor(
+            f"amqtt-stock-{fmt_size(FLOOR_SIZE)}",
+            f"cstrie / stock amqtt msg/s at {FLOOR_SIZE:,} filters",
+            m["cstrie"] / m["stock"],
+            STOCK_FLOOR,
+            kind="min",
         )
     else:
         res.notes.append(
             f"no routing floor checked: {FLOOR_SIZE:,} filters not among the sizes run"
         )
     ret = asyncio.run(_retained(res, ctx.pick_repeat(25, 5)))
-    res.floors.append(
-        Floor(
-            name="amqtt-retained-lookup",
-            description=(f"cstrie retained lookup at {RETAINED:,} retained, {RETAINED_HITS} hits"),
-            measured=ret["cstrie"] / 1000,
-            limit=RETAINED_FLOOR_NS / 1000,
-            unit="us",
-            kind="max",
-            standard=not ctx.quick,
-            indicative="--quick (fewer rounds)",
-        )
+    floor(
+        "amqtt-retained-lookup",
+        f"cstrie retained lookup at {RETAINED:,} retained, {RETAINED_HITS} hits",
+        ret["cstrie"] / 1000,
+        RETAINED_FLOOR_NS / 1000,
+        kind="max",
+        unit="us",
     )
     return res
 

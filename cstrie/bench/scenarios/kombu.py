@@ -47,6 +47,7 @@ from cstrie.bench.base import (
 )
 from cstrie.bench.format import fmt_ratio, fmt_size
 from cstrie.bench.plots import lines, save
+from cstrie.bench.timing import calibrated_batch
 
 NAME = "kombu"
 DEFAULT = [100, 1_000, 10_000, 50_000]
@@ -158,16 +159,11 @@ class _Rig:
 
 
 def _batch(rig: _Rig, rng: random.Random, n: int) -> int:
-    """A batch size that takes about ROUND_SECONDS on this rig: one untimed warm-up
-    round (stock kombu compiles its regexes on the first lookups), then batches
-    doubling from MIN_BATCH until one takes a tenth of a round."""
-    rig.round(routing_keys(rng, n, MIN_BATCH))
-    size = MIN_BATCH
-    while True:
-        rate = rig.round(routing_keys(rng, n, size))
-        if size / rate >= ROUND_SECONDS / 10 or size >= MAX_BATCH:
-            return max(MIN_BATCH, min(MAX_BATCH, int(rate * ROUND_SECONDS)))
-        size *= 2
+    """A batch that takes about ROUND_SECONDS (stock kombu compiles its regexes
+    on the first lookups: the warm-up round)."""
+    return calibrated_batch(
+        lambda size: rig.round(routing_keys(rng, n, size)), ROUND_SECONDS, MIN_BATCH, MAX_BATCH
+    )
 
 
 def run(ctx: Context) -> Result:
