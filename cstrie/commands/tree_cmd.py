@@ -1,7 +1,8 @@
 """``cstrie tree``: the subscription tree as text, JSON, Graphviz DOT, PNG or SVG.
 
 Every node is one pattern word with the number of subscriptions below it;
-children are sorted by that count, the largest first.  ``--depth`` limits the
+children are sorted by that count, the largest first.  A topic index export
+is drawn the same way: one node per topic word, counting topics.  ``--depth`` limits the
 levels (default 3), ``--max-children`` the children drawn per node (the rest
 are summed up as "… N more").  PNG and SVG need Graphviz (the ``dot`` program);
 the format comes from ``--format`` or the suffix of ``-o``.
@@ -16,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from cstrie.commands import add_common, read_subscriptions
+from cstrie.commands import TOPICS, add_common, read_source
 
 FORMATS = ("text", "json", "dot", "png", "svg")
 
@@ -28,8 +29,9 @@ def _jsonable(node: Any) -> Any:
         return json_value(s) if type(s) in (str, int, bytes) else repr(s)
 
     out = dict(node)
-    if "subscribers" in out:
-        out["subscribers"] = [value(s) for s in out["subscribers"]]
+    for key in ("subscribers", "values"):  # a topic index tree lists values
+        if key in out:
+            out[key] = [value(s) for s in out[key]]
     if "members" in out:  # share-group members, by group
         out["members"] = {g: [value(s) for s in subs] for g, subs in out["members"].items()}
     out["children"] = {w: _jsonable(c) for w, c in node["children"].items()}
@@ -55,9 +57,12 @@ def run(args: argparse.Namespace) -> int:
             )
             return 1
     depth = None if args.depth < 0 else args.depth
-    trie, _ = read_subscriptions(args.source, args.dialect, args.input_format)
+    trie, info = read_source(args.source, args.dialect, args.input_format)
     want_subs = (fmt == "json" and args.subscribers > 0) or (fmt == "text" and args.subscribers > 0)
-    root = tree(trie, depth, subscribers=want_subs)
+    if info["content"] == TOPICS:
+        root = tree(trie, depth, values=want_subs)
+    else:
+        root = tree(trie, depth, subscribers=want_subs)
     if fmt in ("png", "svg"):
         try:
             render_image(
@@ -104,7 +109,7 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="text/json: list up to N subscribers per node (default 0)",
+        help="text/json: list up to N subscribers (a topic index: values) per node (default 0)",
     )
     add_common(p, progress=False)
     p.set_defaults(func=run)
