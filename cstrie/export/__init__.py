@@ -204,7 +204,7 @@ def _topic_writer(
     checked (and encoded) now, before anything is written."""
     from cstrie.export import topicfile
 
-    tplan = topicfile.plan(snap, encode)
+    tplan = topicfile.plan(snap, encode, members=fmt == "parquet")
     if fmt == "jsonl":
         from cstrie.export import jsonl
 

@@ -187,7 +187,7 @@ class Plan:
 
 #: ints longer than this many bits are refused up front: str() and JSON cannot
 #: write them (sys.get_int_max_str_digits is 4300 digits by default)
-_MAX_INT_BITS = 14000
+MAX_INT_BITS = _MAX_INT_BITS = 14000
 
 
 def native_types(values: Any, types: set[type] | None = None) -> set[type] | None:

@@ -36,18 +36,18 @@ import itertools
 import operator
 from array import array
 from collections.abc import Callable, Sequence
-from itertools import islice
+from itertools import compress, islice, repeat
 from typing import Any
 
 from cstrie import _binding as nb
 from cstrie.dialect import Dialect, resolve_dialect
 from cstrie.export.codec import (
     _KINDS,
+    MAX_INT_BITS,
     Decode,
     Encode,
     encoded_kind,
     native_kind,
-    native_types,
 )
 from cstrie.export.errors import FormatError
 from cstrie.export.meta import decode_values
@@ -82,28 +82,38 @@ class TopicPlan:
         self.total = total
 
 
-def plan(snap: Any, encode: Encode | None) -> TopicPlan:
+def plan(snap: Any, encode: Encode | None, members: bool = False) -> TopicPlan:
     """Check (and with ``encode``, encode) the values of the topic snapshot
     ``snap`` before anything is written.  ``TypeError`` names the first value
     that cannot be stored (or whose encoding is not a str, int or bytes).
+    ``members``: collect the distinct stored values (Parquet checks its
+    column type against them).
 
-    O(values in the index family) at C speed when they are all storable as
-    they are and ``encode`` is None; else one walk of the snapshot, calling
-    ``encode`` once per distinct value object.
+    O(values in the index family) at C speed, with no copy of them, when they
+    are all storable as they are and ``encode`` is None; else one walk of the
+    snapshot, calling ``encode`` once per distinct value object.  Memory
+    O(distinct values).
     """
     values = snap._values
     by_id = values.by_id
     if encode is None:
-        with values.lock:  # a consistent copy (writers add to by_id meanwhile)
-            objs: list[Any] = list(by_id.values())
-        types = native_types(objs)
-        if types is not None:
+        # C-speed passes over the family's values (a superset of the
+        # snapshot's), under the lock that writers take to change by_id
+        with values.lock:
+            found = set(map(type, by_id.values()))
+            ok = found <= _KINDS.keys()
+            if ok and int in found:
+                ints = compress(
+                    by_id.values(), map(operator.is_, map(type, by_id.values()), repeat(int))
+                )
+                ok = max(map(int.bit_length, ints), default=0) <= MAX_INT_BITS
+            distinct: list[Stored] = list(dict.fromkeys(by_id.values())) if ok and members else []
+        if ok:
 
             def direct(ids: Any) -> list[Stored]:
                 return list(map(by_id.__getitem__, ids))
 
-            return TopicPlan(direct, {_KINDS[t] for t in types}, objs, "native", None)
-        del objs
+            return TopicPlan(direct, {_KINDS[t] for t in found}, distinct, "native", None)
     # One stored value per value object, keyed by id(): the snapshot's pin
     # keeps every object it can reach alive, so no id() is reused meanwhile.
     cache: dict[int, Stored] = {}
