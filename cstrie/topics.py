@@ -32,6 +32,21 @@ Values are any Python objects.  The engine stores a 64-bit id per topic;
 the index maps ids to values (:class:`_Values`).  An id is never reused, and
 a replaced or removed value is released once no snapshot or query that may
 still see it is open.
+
+``export`` writes the records of one snapshot to a topic index file (JSON
+Lines, Parquet or binary; :mod:`cstrie.export`, values ``str``/``int``/
+``bytes`` or ``encode=``) that :func:`cstrie.load` reads back as a
+:class:`TopicIndex`, and ``tree`` gives the nested-dict view that
+:mod:`cstrie.tree` renders (docs/topic-index.md, "Export, load and tree
+views")::
+
+    >>> import io, cstrie
+    >>> buf = io.BytesIO(); retained.export(buf, "binary")
+    3
+    >>> sorted(cstrie.load(io.BytesIO(buf.getvalue())).query("sensors/#"))
+    [('sensors/attic/temp', b'17.0'), ('sensors/kitchen/temp', b'21.5')]
+    >>> retained.tree()["children"]["sensors"]["count"]
+    2
 """
 
 from __future__ import annotations

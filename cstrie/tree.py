@@ -35,6 +35,11 @@ SVG through the ``dot`` program of Graphviz, when installed).
 │   └── +  1  (1 here)
 └── c  1  (1 here)
 
+A :class:`~cstrie.TopicIndex` (or its snapshot) gives the same shape, one
+node per topic prefix, ``here`` 1 where a topic ends and its value in
+``"values"`` when asked (``tree(index, values=True)``); the root says
+``"content": "topics"`` and has no wildcards (see :func:`tree`).
+
 Share-group memberships (:mod:`cstrie.groups`) show under their filter: a
 ``[group name]`` line in the text, a green hexagon in DOT:
 

@@ -58,6 +58,23 @@ buffers :meth:`cstrie.Trie.from_buffers` takes.  All integers little-endian::
 The writer streams (memory bounded by one section) and computes the CRC as it
 goes; the loader checks the CRC before it parses anything else, so a truncated
 or corrupt file raises :class:`~cstrie.export.FormatError` and builds nothing.
+
+Topic index files (:mod:`cstrie.export.topicfile`) share the frame (magic,
+u16 version 1, flags 0, meta of format ``cstrie-topics-binary``, trailer)
+with other sections; :func:`loads` returns a :class:`~cstrie.TopicIndex` for
+them::
+
+    topic sections, each (one per engine chunk)
+            4     b"TOPS"
+            8     u64 n topics
+            8     u64 d data bytes
+            8*n   i64 end offset of each topic (from the start of all topic data)
+            8*n   u64 the topic's value: a 1-based index into the value table
+            d     the topics, UTF-8, back to back
+    value table (distinct values, numbered as the writer meets them)
+            4     b"VALS", then as SUBS: u64 count, u64 blob_len, u8 kinds,
+                  i64 end offsets, blob
+    trailer as above (total topics, total topic bytes, topic sections, CRC)
 """
 
 from __future__ import annotations

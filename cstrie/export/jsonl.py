@@ -21,6 +21,19 @@ still checked).  The writer uses compact separators; the readers accept any
 JSON spacing.  With pyarrow installed, plain files (all-string or all-int64
 subscribers) are parsed by Arrow's JSON reader straight into buffers; others
 by :mod:`json`.
+
+Topic index files (:mod:`cstrie.export.topicfile`) have the same frame with
+a header of format ``cstrie-topics-jsonl`` (version 1, ``value_codec``), one
+``{"topic": "...", "value": ...}`` line per topic (values written as
+subscribers are, each on its line; shared values repeat) and the footer
+``{"end": {"topics": N, "crc32": C}}``; :func:`loads` returns a
+:class:`~cstrie.TopicIndex` for them (parsed by :mod:`json`, built by engine
+puts)::
+
+    {"format": "cstrie-topics-jsonl", "version": 1, "dialect": {...}, "value_codec": "native", ...}
+    {"topic":"sensors/kitchen/temp","value":{"bytes":"MjEuNQ=="}}
+    {"topic":"$SYS/broker/uptime","value":42}
+    {"end": {"topics": 2, "crc32": 123}}
 """
 
 from __future__ import annotations

@@ -26,6 +26,13 @@ at a time; data pages carry Parquet page checksums.  Loading verifies all of it
 and feeds :meth:`cstrie.Trie.from_buffers` straight from the Arrow buffers:
 the subscriber column is dictionary-encoded in Arrow to get the distinct
 subscribers and each row's index, so no Python object is made per pair.
+
+Topic index files (:mod:`cstrie.export.topicfile`): columns ``topic``
+(large_string) and ``value`` (typed as ``subscriber`` is, plus
+``value_type`` when mixed); metadata ``cstrie`` with format
+``cstrie-topics-parquet``, version 1, ``value_codec`` and ``value_kind``, and
+``cstrie.end`` with ``{"topics": n, "crc32": ...}``.  :func:`read` returns a
+:class:`~cstrie.TopicIndex` for them.
 """
 
 from __future__ import annotations
