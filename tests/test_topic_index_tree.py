@@ -261,3 +261,26 @@ def test_cli_tree_of_a_corrupt_export_exits_2(
     assert main(["tree", str(bad)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "error" in captured.err
+
+
+def test_cli_tree_json_of_the_deepest_topic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON of a 65,535-level tree (json.dumps of the nested dicts would hit
+    the recursion limit): every level is there, the value at the bottom.  A
+    subscription tree as deep too."""
+    idx = TopicIndex(MQTT)
+    idx["/" * 65534] = "deep"
+    path = tmp_path / "deep.jsonl"
+    idx.export(path)
+    assert main(["tree", str(path), "--format", "json", "--depth", "-1", "--subscribers", "1"]) == 0
+    text = capsys.readouterr().out
+    assert text.count('"children": {') == 1 + 65535
+    assert text.count('"values": ["deep"]') == 1 and text.count('"here": 1') == 1
+    assert text.count("{") == text.count("}") and text.startswith('{"count": 1,')
+    trie = Trie(MQTT)
+    trie.subscribe("/" * 65534, "s")
+    spath = tmp_path / "deep.cstrie"
+    trie.export(spath)
+    assert main(["tree", str(spath), "--format", "json", "--depth", "-1"]) == 0
+    assert capsys.readouterr().out.count('"children": {') == 1 + 65535

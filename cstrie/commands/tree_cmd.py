@@ -22,20 +22,48 @@ from cstrie.commands import TOPICS, add_common, read_source
 FORMATS = ("text", "json", "dot", "png", "svg")
 
 
-def _jsonable(node: Any) -> Any:
+def _field(key: str, v: Any) -> Any:
+    """A node's field (not ``children``) as JSON data: subscribers, values and
+    group members as stored values (``json_value``) or their repr."""
     from cstrie.export.codec import json_value
 
     def value(s: Any) -> Any:
         return json_value(s) if type(s) in (str, int, bytes) else repr(s)
 
-    out = dict(node)
-    for key in ("subscribers", "values"):  # a topic index tree lists values
-        if key in out:
-            out[key] = [value(s) for s in out[key]]
-    if "members" in out:  # share-group members, by group
-        out["members"] = {g: [value(s) for s in subs] for g, subs in out["members"].items()}
-    out["children"] = {w: _jsonable(c) for w, c in node["children"].items()}
-    return out
+    if key in ("subscribers", "values"):  # a topic index tree lists values
+        return [value(s) for s in v]
+    if key == "members":  # share-group members, by group
+        return {g: [value(s) for s in subs] for g, subs in v.items()}
+    return v
+
+
+def tree_json(root: Any) -> str:
+    """The tree as JSON text (what ``json.dumps`` of the nested dicts would
+    give), written with an explicit stack: a tree may be 65,535 levels deep,
+    far deeper than recursion (``json.dumps`` itself) goes."""
+    dumps = json.dumps
+    out = ["{"]
+    # frames: (is a node's fields, iterator over its items, first item still due)
+    stack: list[list[Any]] = [[True, iter(root.items()), True]]
+    while stack:
+        frame = stack[-1]
+        item = next(frame[1], None)
+        if item is None:
+            stack.pop()
+            out.append("}")
+            continue
+        key, v = item
+        out.append(("" if frame[2] else ", ") + dumps(key, ensure_ascii=False) + ": ")
+        frame[2] = False
+        if not frame[0]:  # a child node: its fields
+            out.append("{")
+            stack.append([True, iter(v.items()), True])
+        elif key == "children":
+            out.append("{")
+            stack.append([False, iter(v.items()), True])
+        else:
+            out.append(dumps(_field(key, v), ensure_ascii=False))
+    return "".join(out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     elif fmt == "dot":
         text = render_dot(root, depth, max_children=args.max_children)
     else:
-        text = json.dumps(_jsonable(root), ensure_ascii=False) + "\n"
+        text = tree_json(root) + "\n"
     if args.output and args.output != "-":
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
