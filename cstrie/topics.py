@@ -32,6 +32,21 @@ Values are any Python objects.  The engine stores a 64-bit id per topic;
 the index maps ids to values (:class:`_Values`).  An id is never reused, and
 a replaced or removed value is released once no snapshot or query that may
 still see it is open.
+
+``export`` writes the records of one snapshot to a topic index file (JSON
+Lines, Parquet or binary; :mod:`cstrie.export`, values ``str``/``int``/
+``bytes`` or ``encode=``) that :func:`cstrie.load` reads back as a
+:class:`TopicIndex`, and ``tree`` gives the nested-dict view that
+:mod:`cstrie.tree` renders (docs/topic-index.md, "Export, load and tree
+views")::
+
+    >>> import io, cstrie
+    >>> buf = io.BytesIO(); retained.export(buf, "binary")
+    3
+    >>> sorted(cstrie.load(io.BytesIO(buf.getvalue())).query("sensors/#"))
+    [('sensors/attic/temp', b'17.0'), ('sensors/kitchen/temp', b'21.5')]
+    >>> retained.tree()["children"]["sensors"]["count"]
+    2
 """
 
 from __future__ import annotations
@@ -40,7 +55,7 @@ import itertools
 import threading
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from cstrie import _binding as nb
@@ -214,6 +229,57 @@ class _Reader:
         """
         data = _encode(filt, "pattern", self._dialect)
         return nb.reverse_count(self._handle, data, self._dialect, filt)
+
+    def snapshot(self) -> TopicSnapshot:
+        """A read-only :class:`TopicSnapshot` of this moment.  O(1)."""
+        raise NotImplementedError  # TopicIndex and TopicSnapshot define it
+
+    def export(
+        self,
+        dest: Any,
+        format: str | None = None,
+        *,
+        encode: Callable[[Any], str | int | bytes] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Write the (topic, value) records of a snapshot taken now (O(1):
+        writers may carry on) to ``dest`` (a path or a binary file) as JSON
+        Lines, Parquet or the compact binary form; the format defaults from the
+        suffix.  Values must be str, int or bytes unless ``encode`` (object ->
+        str|int|bytes) is given (``TypeError`` before anything is written).
+        Returns the number of topics written.  O(n), memory O(distinct values
+        + one chunk).  :func:`cstrie.load` gives a :class:`TopicIndex` back.
+        See :func:`cstrie.export.export` and docs/export.md.
+
+        >>> import io, cstrie
+        >>> idx = TopicIndex("nats"); idx["a.b"] = 1; idx["a.c"] = 1
+        >>> buf = io.BytesIO(); idx.export(buf, "binary")
+        2
+        >>> sorted(cstrie.load(io.BytesIO(buf.getvalue())).items())
+        [('a.b', 1), ('a.c', 1)]
+        """
+        from cstrie.export import export
+
+        return export(self, dest, format, encode, progress=progress)
+
+    def tree(self, max_depth: int | None = None, *, values: bool = False) -> dict[str, Any]:
+        """The topics as nested dicts (word -> children, with the number of
+        topics below each node and, with ``values=True``, the value of the
+        topic ending there), from one snapshot; :func:`cstrie.tree.render_text`
+        and the other renderers draw it.  O(n * levels).  See
+        :func:`cstrie.tree.tree`.
+
+        >>> idx = TopicIndex("mqtt"); idx["a/b"] = 1; idx["a/c"] = 2
+        >>> from cstrie.tree import render_text
+        >>> print(render_text(idx.tree()))
+        (root)  2
+        └── a  2
+            ├── b  1  (1 here)
+            └── c  1  (1 here)
+        """
+        from cstrie.tree import tree
+
+        return tree(self, max_depth, values=values)
 
     def stats(self) -> dict[str, int]:
         """Engine node counts (``pairs`` is the number of topics)."""

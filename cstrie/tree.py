@@ -35,6 +35,11 @@ SVG through the ``dot`` program of Graphviz, when installed).
 │   └── +  1  (1 here)
 └── c  1  (1 here)
 
+A :class:`~cstrie.TopicIndex` (or its snapshot) gives the same shape, one
+node per topic prefix, ``here`` 1 where a topic ends and its value in
+``"values"`` when asked (``tree(index, values=True)``); the root says
+``"content": "topics"`` and has no wildcards (see :func:`tree`).
+
 Share-group memberships (:mod:`cstrie.groups`) show under their filter: a
 ``[group name]`` line in the text, a green hexagon in DOT:
 
@@ -57,7 +62,7 @@ import math
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,52 +88,120 @@ def grouped(node: Node) -> int:
     return sum(node["groups"].values())
 
 
-def tree(reader: Any, max_depth: int | None = None, *, subscribers: bool = True) -> Node:
-    """The subscriptions of ``reader`` (a Trie or Snapshot) as nested dicts.
+def tree(
+    reader: Any,
+    max_depth: int | None = None,
+    *,
+    subscribers: bool | None = None,
+    values: bool | None = None,
+) -> Node:
+    """The subscriptions of ``reader`` (a Trie or Snapshot), or the topics of
+    a :class:`~cstrie.TopicIndex` or :class:`~cstrie.TopicSnapshot`, as
+    nested dicts.
 
     Taken from one O(1) snapshot, so it is consistent while other threads
     write.  ``max_depth`` keeps only the first levels (the counts still include
     everything below; ``"cut"`` tells how much of a node's count is hidden).
-    ``subscribers=False`` keeps counts only (cheaper for large tries).  O(n).
+    ``subscribers=False`` keeps counts only (cheaper for large tries; the
+    default lists them).  A topic index's tree counts topics (``here`` is 1
+    where a topic ends) and lists their ``"values"`` only with
+    ``values=True``; its root has ``"content": "topics"`` and no wildcards
+    (a topic's words are literal).  ``subscribers=`` is for tries and
+    ``values=`` for topic indexes: the other raises ``TypeError``.
+    O(n * levels), iterative (topics and filters of 65,535 levels are fine).
+
+    >>> from cstrie import TopicIndex
+    >>> idx = TopicIndex("mqtt")
+    >>> for t in ("a/b", "a/c", "a"): idx[t] = t.upper()
+    >>> root = tree(idx, values=True)
+    >>> root["count"], root["children"]["a"]["here"], root["children"]["a"]["values"]
+    (3, 1, ['A'])
     """
     if max_depth is not None and max_depth < 0:
         raise ValueError("max_depth must be >= 0")
+    from cstrie.topics import _Reader as TopicReader
+
+    if isinstance(reader, TopicReader):
+        if subscribers is not None:
+            raise TypeError("a topic index's tree lists values (values=), not subscribers")
+        return _topic_tree(reader.snapshot(), max_depth, bool(values))
+    if values is not None:
+        raise TypeError("a subscription tree lists subscribers (subscribers=), not values")
+    listed = subscribers is None or subscribers
     snap = reader.snapshot()
     sep = snap.dialect.separator
-    root = _node(subscribers)
+    root = _node(listed)
     root["dialect"] = snap.dialect.name
     root["wildcards"] = [snap.dialect.single, snap.dialect.multi]
     for key, subs in snap._groups():
-        n = len(subs)
         if isinstance(key, Shared):
             pattern, group = key.pattern, key.group
         else:
             pattern, group = key, None
         words = pattern.split(sep) if pattern else []
-        node = root
-        node["count"] += n
-        depth = 0
-        for word in words:
-            if max_depth is not None and depth >= max_depth:
-                node["cut"] += n
-                break
-            children = node["children"]
-            child = children.get(word)
-            if child is None:
-                child = children[word] = _node(subscribers)
-            child["count"] += n
-            node = child
-            depth += 1
-        else:
-            if group is not None:
-                groups = node["groups"]
-                groups[group] = groups.get(group, 0) + n
-                if subscribers:
-                    node["members"].setdefault(group, []).extend(subs)
-                continue
-            node["here"] += n
-            if subscribers:
-                node["subscribers"].extend(subs)
+        node = _descend(root, words, len(subs), max_depth, lambda: _node(listed))
+        if node is None:
+            continue
+        if group is not None:
+            groups = node["groups"]
+            groups[group] = groups.get(group, 0) + len(subs)
+            if listed:
+                node["members"].setdefault(group, []).extend(subs)
+            continue
+        node["here"] += len(subs)
+        if listed:
+            node["subscribers"].extend(subs)
+    return root
+
+
+def _descend(
+    root: Node, words: list[str], n: int, max_depth: int | None, make: Callable[[], Node]
+) -> Node | None:
+    """Count ``n`` records under ``root`` along ``words`` (making the nodes),
+    and return the node where they end; None when they end below
+    ``max_depth`` (then the deepest shown node's ``cut`` counts them)."""
+    node = root
+    node["count"] += n
+    for depth, word in enumerate(words):
+        if max_depth is not None and depth >= max_depth:
+            node["cut"] += n
+            return None
+        children = node["children"]
+        child = children.get(word)
+        if child is None:
+            child = children[word] = make()
+        child["count"] += n
+        node = child
+    return node
+
+
+def _topic_tree(snap: Any, max_depth: int | None, listed: bool) -> Node:
+    """:func:`tree` of a topic snapshot: one record per topic, its value in
+    ``"values"`` when ``listed``."""
+    from cstrie import _binding as nb
+
+    d = snap.dialect
+    sep = d.separator
+    by_id = snap._values.by_id  # the snapshot's pin keeps its values there
+
+    def make() -> Node:
+        node: Node = {"count": 0, "here": 0, "groups": {}, "children": {}, "cut": 0}
+        if listed:
+            node["values"] = []
+        return node
+
+    root = make()
+    root["dialect"] = d.name
+    root["wildcards"] = [None, None]  # a topic's words are all literal
+    root["content"] = "topics"
+    for raw, ids in nb.iterate(snap._handle):
+        topic = raw.decode()
+        node = _descend(root, topic.split(sep) if topic else [], len(ids), max_depth, make)
+        if node is None:
+            continue
+        node["here"] += len(ids)
+        if listed:
+            node["values"].extend(map(by_id.__getitem__, ids))
     return root
 
 
@@ -184,7 +257,9 @@ def _suffix(node: Node, depth: int, max_depth: int | None) -> str:
 
 
 def _subscriber_lines(node: Node, prefix: str, limit: int) -> Iterator[str]:
-    subs = node.get("subscribers") or []
+    """A ``= ...`` line with the subscribers (a topic tree: the value) that
+    end at ``node``."""
+    subs = node.get("subscribers") or node.get("values") or []
     if not limit or not subs:
         return
     shown = ", ".join(repr(s) for s in subs[:limit])
@@ -328,7 +403,8 @@ def render_dot(
         wildcards = (single, multi)
     top = max((c["count"] for c in root["children"].values()), default=0)
     top = max(top, root["here"], 1)
-    heading = title if title is not None else f"cstrie subscriptions: {root['count']:,}"
+    what = "topics" if root.get("content") == "topics" else "subscriptions"
+    heading = title if title is not None else f"cstrie {what}: {root['count']:,}"
     out = [
         "digraph cstrie {",
         "  graph [rankdir=LR, nodesep=0.15, ranksep=0.6, fontname=Helvetica, "

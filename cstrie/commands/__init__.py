@@ -9,7 +9,10 @@ registers them all.  Shared here: reading a subscription file and the common opt
 A *subscription file* is either an export (JSON Lines, Parquet or binary; told
 by suffix, then by its first bytes) or a text file of ``PATTERN<TAB>SUBSCRIBER``
 lines (subscribers are strings; the dialect comes from ``--dialect``).  ``-``
-reads standard input.
+reads standard input.  ``export``, ``load``, ``tree`` and ``stats`` also read
+a *topic index export* (a :class:`cstrie.TopicIndex` written by
+:func:`cstrie.export.export`: its header says so, :func:`read_source`);
+``retained`` reads those or topic text; ``match`` refuses them.
 
 Exit codes (for scripts): 0 success; 1 the command ran but something failed
 (``match``: some topics were invalid; ``tree``: Graphviz could not draw);
@@ -27,7 +30,7 @@ from typing import IO, Any
 
 from cstrie.dialect import Dialect, resolve_dialect
 
-__all__ = ["add_common", "add_parsers", "read_subscriptions"]
+__all__ = ["add_common", "add_parsers", "read_source", "read_subscriptions"]
 
 TEXT_SUFFIXES = (".tsv", ".txt", ".tab")
 
@@ -92,13 +95,32 @@ def input_format(path: str, choice: str = "auto") -> str:
     return "auto"
 
 
+SUBSCRIPTIONS, TOPICS = "subscriptions", "topics"
+
+
 def read_subscriptions(
     path: str, dialect: str | None = None, choice: str = "auto"
 ) -> tuple[Any, dict[str, Any]]:
     """(Trie, info) from a subscription file.  ``info`` has "format" and, for
     exports, the header ("subscriber_codec" is kept: user-encoded subscribers
-    are loaded as their stored values)."""
-    from cstrie.export import detect_format, load, read_header
+    are loaded as their stored values).  A topic index export is refused
+    (``ValueError``, before its records are read)."""
+    return read_source(path, dialect, choice, (SUBSCRIPTIONS,))
+
+
+def read_source(
+    path: str,
+    dialect: str | None = None,
+    choice: str = "auto",
+    kinds: tuple[str, ...] = (SUBSCRIPTIONS, TOPICS),
+) -> tuple[Any, dict[str, Any]]:
+    """(Trie or TopicIndex, info) from a subscription file or a topic index
+    export, as its header says (``info["content"]`` is ``"subscriptions"`` or
+    ``"topics"``; a text file is subscriptions).  A file of a kind not in
+    ``kinds`` raises ``ValueError`` naming what it is, before its records are
+    read.  User-encoded subscribers or values are loaded as their stored
+    values (``keep_encoded``)."""
+    from cstrie.export import content_of, detect_format, load, read_header
     from cstrie.export.codec import keep_encoded
 
     fmt = input_format(path, choice)
@@ -111,13 +133,19 @@ def read_subscriptions(
         stream = open(path, "rb")
     try:
         if fmt == "tsv":
+            if SUBSCRIPTIONS not in kinds:
+                raise ValueError(f"{path}: expected a topic index export, found text")
             trie = _read_tsv(stream, resolve_dialect(dialect or "amqp"), path)
-            return trie, {"format": "tsv", "dialect": trie.dialect.name}
+            return trie, {"format": "tsv", "dialect": trie.dialect.name, "content": SUBSCRIPTIONS}
         if fmt == "parquet" and path != "-":
             header = read_header(path, "parquet")
         else:
             header = read_header(stream, fmt)
-        decode = keep_encoded if header.get("subscriber_codec") == "user" else None
+        content = content_of(header)
+        if content not in kinds:
+            raise ValueError(_wrong_kind(path, content))
+        codec = header.get("value_codec" if content == TOPICS else "subscriber_codec")
+        decode = keep_encoded if codec == "user" else None
         trie = load(path if (fmt == "parquet" and path != "-") else stream, fmt, decode)
     finally:
         stream.close()
@@ -132,7 +160,37 @@ def read_subscriptions(
         raise ValueError(
             f"--dialect {dialect} does not match the file's dialect {trie.dialect.name!r} ({diff})"
         )
-    return trie, {**header, "format": fmt}
+    return trie, {**header, "format": fmt, "content": content}
+
+
+def _wrong_kind(path: str, content: str) -> str:
+    if content == TOPICS:
+        return (
+            f"{path} is a topic index export (stored topics with values), not "
+            "subscriptions: query it with 'cstrie retained', or read it with "
+            "'cstrie load', 'tree', 'stats' or 'export'"
+        )
+    return (
+        f"{path} is a subscription export, not a topic index export (stored topics): "
+        "'cstrie retained' reads topic index exports or TOPIC[<TAB>VALUE] text"
+    )
+
+
+def codec_of(info: dict[str, Any]) -> str:
+    """The codec of what :func:`read_source` read (``"user"`` when its
+    subscribers or values were written with ``encode=``)."""
+    key = "value_codec" if info.get("content") == TOPICS else "subscriber_codec"
+    return str(info.get(key, "native"))
+
+
+def write_topics_tsv(index: Any, out: IO[str]) -> int:
+    """Write ``TOPIC<TAB>VALUE`` lines of a topic index (what ``cstrie
+    retained`` reads); returns the number of topics."""
+    n = 0
+    for topic, value in index.snapshot().items():
+        out.write(f"{topic}\t{value}\n")
+        n += 1
+    return n
 
 
 def _read_tsv(stream: IO[bytes], dialect: Dialect, name: str) -> Any:

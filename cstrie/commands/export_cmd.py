@@ -3,7 +3,9 @@
 Reads SOURCE (an export in any format, or PATTERN<TAB>SUBSCRIBER text) and
 writes OUTPUT as JSON Lines, Parquet or the compact binary form, chosen by
 ``--format`` or by OUTPUT's suffix (.jsonl, .parquet, .cstrie).  ``-`` as
-OUTPUT writes to standard output (then ``--format`` is required).
+OUTPUT writes to standard output (then ``--format`` is required).  A topic
+index export as SOURCE is written as a topic index export (converted between
+formats).
 
 Exit codes: 0 written; 2 bad usage or bad input (nothing is written).
 """
@@ -14,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from cstrie.commands import add_common, output_stream, read_subscriptions
+from cstrie.commands import TOPICS, add_common, codec_of, output_stream, read_source
 from cstrie.commands._progress import Bar, enabled
 
 
@@ -30,9 +32,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    trie, info = read_subscriptions(args.source, args.dialect, args.input_format)
-    encode = keep_encoded if info.get("subscriber_codec") == "user" else None
-    bar = Bar(f"export {fmt}", enabled(args.progress), unit="pairs")
+    trie, info = read_source(args.source, args.dialect, args.input_format)
+    encode = keep_encoded if codec_of(info) == "user" else None
+    unit = "topics" if info["content"] == TOPICS else "pairs"
+    bar = Bar(f"export {fmt}", enabled(args.progress), unit=unit)
     if args.output == "-":
         n = export(trie, output_stream("-"), fmt, encode, progress=bar)
         sys.stdout.buffer.flush()
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     if not args.quiet:
         print(
-            f"cstrie export: {n:,} pairs ({trie.dialect.name}) from {args.source} "
+            f"cstrie export: {n:,} {unit} ({trie.dialect.name}) from {args.source} "
             f"({info['format']}) to {args.output} ({fmt})",
             file=sys.stderr,
         )

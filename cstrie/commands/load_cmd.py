@@ -6,6 +6,11 @@ dialect, pairs, patterns, subscribers).  With ``-o`` it also writes the pairs:
 as PATTERN<TAB>SUBSCRIBER text for .tsv/.txt or ``-`` (stdout), otherwise as
 the export format of the suffix (or ``--format``).
 
+A topic index export (stored topics with values) is checked the same way by
+building the index; its summary says ``content  topic index`` and counts
+topics, distinct values and the deepest topic's levels, and ``-o`` writes
+TOPIC<TAB>VALUE text (what ``cstrie retained`` reads) or another export.
+
 Exit codes: 0 the file is valid; 2 it is unreadable, truncated, corrupt or of
 an unknown format, or bad usage.
 """
@@ -20,9 +25,12 @@ from typing import Any
 
 from cstrie.commands import (
     TEXT_SUFFIXES,
+    TOPICS,
     add_common,
     check_tsv,
-    read_subscriptions,
+    codec_of,
+    read_source,
+    write_topics_tsv,
     write_tsv,
 )
 from cstrie.commands._progress import Bar, enabled
@@ -32,18 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from cstrie.export import _from_suffix, export
     from cstrie.export.codec import keep_encoded
 
-    trie, info = read_subscriptions(args.file, args.dialect, args.input_format)
-    stats = trie.stats()
-    summary = {
-        "file": args.file,
-        "format": info["format"],
-        "version": info.get("version"),
-        "dialect": trie.dialect.name,
-        "subscriber_codec": info.get("subscriber_codec", "native"),
-        "pairs": stats["subscriptions"],
-        "patterns": stats["patterns"],
-        "subscribers": stats["subscribers"],
-    }
+    trie, info = read_source(args.file, args.dialect, args.input_format)
+    topics = info["content"] == TOPICS
+    summary = _topic_summary(trie, info) if topics else _summary(trie, info)
+    summary = {"file": args.file, **summary}
     if args.output:
         out = args.output
         fmt = args.format or (
@@ -55,17 +55,20 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+        write = write_topics_tsv if topics else write_tsv
         if fmt == "tsv":
             if out == "-":
-                write_tsv(trie, sys.stdout)
+                write(trie, sys.stdout)
                 sys.stdout.flush()
             else:
-                check_tsv(trie)  # before the file is made
+                if not topics:
+                    check_tsv(trie)  # before the file is made
                 with open(out, "w", encoding="utf-8", newline="\n") as f:
-                    write_tsv(trie, f)
+                    write(trie, f)
         else:
-            encode = keep_encoded if summary["subscriber_codec"] == "user" else None
-            bar = Bar(f"write {fmt}", enabled(args.progress), unit="pairs")
+            encode = keep_encoded if codec_of(info) == "user" else None
+            unit = "topics" if topics else "pairs"
+            bar = Bar(f"write {fmt}", enabled(args.progress), unit=unit)
             export(trie, out, fmt, encode, progress=bar)
             bar.close()
         summary["output"] = out
@@ -80,6 +83,40 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{key:17} {text}", file=buf)
         print(buf.getvalue(), end="", file=stream)
     return 0
+
+
+def _summary(trie: Any, info: dict[str, Any]) -> dict[str, Any]:
+    stats = trie.stats()
+    return {
+        "format": info["format"],
+        "version": info.get("version"),
+        "dialect": trie.dialect.name,
+        "subscriber_codec": info.get("subscriber_codec", "native"),
+        "pairs": stats["subscriptions"],
+        "patterns": stats["patterns"],
+        "subscribers": stats["subscribers"],
+    }
+
+
+def _topic_summary(index: Any, info: dict[str, Any]) -> dict[str, Any]:
+    """A topic index file's summary: it says what it is ("content": "topic
+    index"), the number of topics and of distinct values (stored values:
+    str, int or bytes, so hashable), and the deepest topic's levels."""
+    values: set[Any] = set()
+    topics = 0
+    for _, value in index.items():
+        topics += 1
+        values.add((type(value), value))
+    return {
+        "format": info["format"],
+        "content": "topic index",
+        "version": info.get("version"),
+        "dialect": index.dialect.name,
+        "value_codec": info.get("value_codec", "native"),
+        "topics": topics,
+        "values": len(values),
+        "max_levels": index.stats()["max_depth"],
+    }
 
 
 def add_parser(sub: Any) -> None:

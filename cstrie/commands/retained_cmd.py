@@ -19,20 +19,27 @@ instead (``N``, or ``FILTER<TAB>N``).  ``--json`` writes JSON Lines instead:
 ``{"filter": F, "topic": T, "value": V}`` (``V`` null without a value) or
 ``{"filter": F, "count": N}``.
 
+TOPICS may also be a topic index export (``TopicIndex.export``, any format;
+told by ``--input-format``, the suffix or the first bytes): its topics, values
+and dialect are loaded as written (``--dialect``, when given, must be the
+file's).  A subscription export is refused.  Values that are bytes print as
+their Python repr, and as ``{"bytes": "<base64>"}`` with ``--json``.
+
 Exit codes: 0 done (also when nothing matched); 2 bad usage, an invalid
-filter (named), an invalid or non-UTF-8 input line (its line number is given)
-or unreadable input: nothing is written then.
+filter (named), an invalid or non-UTF-8 input line (its line number is given),
+a corrupt or truncated export, or unreadable input: nothing is written then.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from cstrie.dialect import resolve_dialect
+from cstrie.dialect import Dialect, resolve_dialect
 from cstrie.topics import TopicIndex
 
 
@@ -71,21 +78,72 @@ def _matches(index: TopicIndex, filt: str, sort: bool) -> Iterator[tuple[str, An
     return iter(sorted(found, key=lambda pair: pair[0])) if sort else found
 
 
-def run(args: argparse.Namespace) -> int:
-    dialect = resolve_dialect(args.dialect)
+#: the first bytes of a JSON Lines export's header as cstrie writes it
+_JSONL_HEAD = re.compile(rb'\{\s*"format"\s*:\s*"cstrie-')
+
+
+def source_format(path: str | None, choice: str = "auto") -> str:
+    """``"text"`` or the export format (jsonl, parquet, binary) of TOPICS:
+    ``--input-format``, else the suffix (.tsv/.txt/.tab: text), else the
+    first bytes (a binary or Parquet export's magic, a JSON Lines export's
+    header), else text."""
+    from cstrie.commands import TEXT_SUFFIXES
+    from cstrie.export import _from_suffix
+    from cstrie.export.binary import MAGIC
+
+    if choice != "auto":
+        return choice
+    if path not in (None, "-"):
+        assert path is not None
+        if path.lower().endswith(TEXT_SUFFIXES):
+            return "text"
+        fmt = _from_suffix(path)
+        if fmt is not None:
+            return fmt
+        with open(path, "rb") as f:
+            head = f.read(64)
+    else:
+        stdin = sys.stdin.buffer
+        head = stdin.peek(64)[:64] if hasattr(stdin, "peek") else b""
+    if head.startswith(MAGIC):
+        return "binary"
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if _JSONL_HEAD.match(head):
+        return "jsonl"
+    return "text"
+
+
+def _check_filters(dialect: Dialect, filters: list[str]) -> None:
     probe = TopicIndex(dialect)
-    for f in args.filter:  # every filter is checked before anything is read or written
+    for f in filters:
         try:
             probe.count(f)
         except ValueError as exc:
             raise ValueError(f"argument --filter: {exc}") from None
-    index = TopicIndex(dialect)
-    stream, name = _open(args.topics)
-    try:
-        read_topics(stream, index, name)
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt = source_format(args.topics, args.input_format)
+    if fmt != "text":
+        from cstrie.commands import TOPICS, read_source
+
+        # a topic index export carries its dialect (--dialect, when given,
+        # must be the same); its records are loaded whole, then the filters
+        # are checked, before anything is written
+        index, _ = read_source(args.topics or "-", args.dialect, fmt, (TOPICS,))
+        _check_filters(index.dialect, args.filter)
+    else:
+        dialect = resolve_dialect(args.dialect or "amqp")
+        # every filter is checked before anything is read or written
+        _check_filters(dialect, args.filter)
+        index = TopicIndex(dialect)
+        stream, name = _open(args.topics)
+        try:
+            read_topics(stream, index, name)
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
 
     out = sys.stdout
     prefix = len(args.filter) > 1
@@ -101,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         lines: list[str] = []
         for topic, value in _matches(index, f, args.sort):
             if args.json:
-                lines.append(dumps({"filter": f, "topic": topic, "value": value}))
+                lines.append(dumps({"filter": f, "topic": topic, "value": _json(value)}))
             else:
                 text = topic if value is None else f"{topic}\t{value}"
                 lines.append(f"{f}\t{text}" if prefix else text)
@@ -114,6 +172,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json(value: Any) -> Any:
+    """A value as JSON: None, str and int as they are, bytes (from a topic
+    index export) as ``{"bytes": "<base64>"}``."""
+    if value is None or type(value) in (str, int):
+        return value
+    from cstrie.export.codec import json_value
+
+    return json_value(value) if type(value) is bytes else repr(value)
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "retained",
@@ -122,7 +190,9 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "topics", nargs="?", help="file of TOPIC or TOPIC<TAB>VALUE lines (default/- = stdin)"
+        "topics",
+        nargs="?",
+        help="file of TOPIC or TOPIC<TAB>VALUE lines, or a topic index export (default/- = stdin)",
     )
     p.add_argument(
         "-f",
@@ -132,7 +202,16 @@ def add_parser(sub: Any) -> None:
         required=True,
         help="a filter to answer (repeatable)",
     )
-    p.add_argument("--dialect", default="amqp", help="amqp (default), mqtt or nats")
+    p.add_argument(
+        "--dialect",
+        help="amqp (default), mqtt or nats; an export carries its own (then --dialect must match)",
+    )
+    p.add_argument(
+        "--input-format",
+        choices=("auto", "text", "jsonl", "parquet", "binary"),
+        default="auto",
+        help="TOPICS is text or a topic index export (default: from the suffix or first bytes)",
+    )
     p.add_argument("-c", "--count", action="store_true", help="print the number of matches only")
     p.add_argument("--sort", action="store_true", help="sort each filter's matches by topic")
     p.add_argument("--json", action="store_true", help="write JSON Lines")

@@ -3,7 +3,9 @@
 Prints the trie's statistics (subscriptions, patterns, subscribers, nodes by
 kind, depth, engine memory) plus the patterns with the most subscribers, the
 subscribers with the most patterns, the share of wildcard patterns and the
-distribution of pattern lengths.
+distribution of pattern lengths.  For a topic index export: topics, distinct
+values, nodes, depth, topics per number of words, the first-level words with
+the most topics and the values shared by the most topics.
 
 Exit codes: 0 done; 2 bad usage or input.
 """
@@ -17,7 +19,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from cstrie.commands import add_common, read_subscriptions
+from cstrie.commands import TOPICS, add_common, read_source
 from cstrie.groups import Shared
 
 
@@ -52,15 +54,51 @@ def collect(trie: Any, top: int) -> dict[str, Any]:
         {"pattern": p, "subscribers": n} for n, p in sorted(biggest, reverse=True)
     ]
     stats["top_subscribers"] = [
-        {"subscriber": s if type(s) in (str, int) else repr(s), "patterns": n}
-        for s, n in per_sub.most_common(top)
+        {"subscriber": _shown(s), "patterns": n} for s, n in per_sub.most_common(top)
     ]
     return stats
 
 
+def _shown(v: Any) -> Any:
+    """A value for the JSON and text output (str and int as they are)."""
+    return v if type(v) in (str, int) else repr(v)
+
+
+def collect_topics(index: Any, top: int) -> dict[str, Any]:
+    """The statistics of a topic index as a JSON-ready dict: topics, engine
+    nodes, depth, distinct values, topics per number of words, the first-level
+    words with the most topics and the values shared by the most topics."""
+    from cstrie import _binding as nb
+
+    d = index.dialect
+    s = index.stats()
+    lengths: Counter[int] = Counter()
+    firsts: Counter[str] = Counter()
+    values: Counter[Any] = Counter()
+    sep = d.separator
+    for topic, value in index.items():
+        words = topic.split(sep) if topic else []
+        lengths[len(words)] += 1
+        firsts[words[0] if words else ""] += 1
+        values[(type(value), value)] += 1
+    return {
+        "content": "topic index",
+        "dialect": d.name,
+        "topics": s["pairs"],
+        "values": len(values),
+        "nodes": s["inodes"] + s["cnodes"] + s["snodes"] + s["tnodes"] + s["lnodes"],
+        "max_depth": s["max_depth"],
+        "engine_bytes": int(nb.lib.cst_live_bytes()),
+        "words_per_topic": {str(k): v for k, v in sorted(lengths.items())},
+        "top_first_words": [{"word": w, "topics": n} for w, n in firsts.most_common(top)],
+        "top_values": [{"value": _shown(v), "topics": n} for (_, v), n in values.most_common(top)],
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    trie, info = read_subscriptions(args.source, args.dialect, args.input_format)
-    stats = collect(trie, args.top)
+    trie, info = read_source(args.source, args.dialect, args.input_format)
+    topics = info["content"] == TOPICS
+    stats = collect_topics(trie, args.top) if topics else collect(trie, args.top)
     stats["format"] = info["format"]
     if args.json:
         print(json.dumps(stats, ensure_ascii=False))
@@ -71,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
             continue
         text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
         print(f"{key:23} {text}", file=out)
+    if topics:
+        _print_topics(stats)
+        return 0
     print(
         "words per pattern       "
         + ", ".join(f"{k}: {v:,}" for k, v in stats["words_per_pattern"].items()),
@@ -85,6 +126,23 @@ def run(args: argparse.Namespace) -> int:
         for row in stats["top_subscribers"]:
             print(f"  {row['patterns']:>10,}  {row['subscriber']}", file=out)
     return 0
+
+
+def _print_topics(stats: dict[str, Any]) -> None:
+    out = sys.stdout
+    print(
+        "words per topic         "
+        + ", ".join(f"{k}: {v:,}" for k, v in stats["words_per_topic"].items()),
+        file=out,
+    )
+    if stats["top_first_words"]:
+        print(f"\ntop {len(stats['top_first_words'])} first words by topics:", file=out)
+        for row in stats["top_first_words"]:
+            print(f"  {row['topics']:>10,}  {row['word']}", file=out)
+    if stats["top_values"]:
+        print(f"\ntop {len(stats['top_values'])} values by topics:", file=out)
+        for row in stats["top_values"]:
+            print(f"  {row['topics']:>10,}  {row['value']}", file=out)
 
 
 def add_parser(sub: Any) -> None:

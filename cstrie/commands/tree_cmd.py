@@ -1,7 +1,8 @@
 """``cstrie tree``: the subscription tree as text, JSON, Graphviz DOT, PNG or SVG.
 
 Every node is one pattern word with the number of subscriptions below it;
-children are sorted by that count, the largest first.  ``--depth`` limits the
+children are sorted by that count, the largest first.  A topic index export
+is drawn the same way: one node per topic word, counting topics.  ``--depth`` limits the
 levels (default 3), ``--max-children`` the children drawn per node (the rest
 are summed up as "… N more").  PNG and SVG need Graphviz (the ``dot`` program);
 the format comes from ``--format`` or the suffix of ``-o``.
@@ -16,24 +17,53 @@ import json
 import sys
 from typing import Any
 
-from cstrie.commands import add_common, read_subscriptions
+from cstrie.commands import TOPICS, add_common, read_source
 
 FORMATS = ("text", "json", "dot", "png", "svg")
 
 
-def _jsonable(node: Any) -> Any:
+def _field(key: str, v: Any) -> Any:
+    """A node's field (not ``children``) as JSON data: subscribers, values and
+    group members as stored values (``json_value``) or their repr."""
     from cstrie.export.codec import json_value
 
     def value(s: Any) -> Any:
         return json_value(s) if type(s) in (str, int, bytes) else repr(s)
 
-    out = dict(node)
-    if "subscribers" in out:
-        out["subscribers"] = [value(s) for s in out["subscribers"]]
-    if "members" in out:  # share-group members, by group
-        out["members"] = {g: [value(s) for s in subs] for g, subs in out["members"].items()}
-    out["children"] = {w: _jsonable(c) for w, c in node["children"].items()}
-    return out
+    if key in ("subscribers", "values"):  # a topic index tree lists values
+        return [value(s) for s in v]
+    if key == "members":  # share-group members, by group
+        return {g: [value(s) for s in subs] for g, subs in v.items()}
+    return v
+
+
+def tree_json(root: Any) -> str:
+    """The tree as JSON text (what ``json.dumps`` of the nested dicts would
+    give), written with an explicit stack: a tree may be 65,535 levels deep,
+    far deeper than recursion (``json.dumps`` itself) goes."""
+    dumps = json.dumps
+    out = ["{"]
+    # frames: (is a node's fields, iterator over its items, first item still due)
+    stack: list[list[Any]] = [[True, iter(root.items()), True]]
+    while stack:
+        frame = stack[-1]
+        item = next(frame[1], None)
+        if item is None:
+            stack.pop()
+            out.append("}")
+            continue
+        key, v = item
+        out.append(("" if frame[2] else ", ") + dumps(key, ensure_ascii=False) + ": ")
+        frame[2] = False
+        if not frame[0]:  # a child node: its fields
+            out.append("{")
+            stack.append([True, iter(v.items()), True])
+        elif key == "children":
+            out.append("{")
+            stack.append([False, iter(v.items()), True])
+        else:
+            out.append(dumps(_field(key, v), ensure_ascii=False))
+    return "".join(out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,9 +85,12 @@ def run(args: argparse.Namespace) -> int:
             )
             return 1
     depth = None if args.depth < 0 else args.depth
-    trie, _ = read_subscriptions(args.source, args.dialect, args.input_format)
+    trie, info = read_source(args.source, args.dialect, args.input_format)
     want_subs = (fmt == "json" and args.subscribers > 0) or (fmt == "text" and args.subscribers > 0)
-    root = tree(trie, depth, subscribers=want_subs)
+    if info["content"] == TOPICS:
+        root = tree(trie, depth, values=want_subs)
+    else:
+        root = tree(trie, depth, subscribers=want_subs)
     if fmt in ("png", "svg"):
         try:
             render_image(
@@ -78,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     elif fmt == "dot":
         text = render_dot(root, depth, max_children=args.max_children)
     else:
-        text = json.dumps(_jsonable(root), ensure_ascii=False) + "\n"
+        text = tree_json(root) + "\n"
     if args.output and args.output != "-":
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
@@ -104,7 +137,7 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="text/json: list up to N subscribers per node (default 0)",
+        help="text/json: list up to N subscribers (a topic index: values) per node (default 0)",
     )
     add_common(p, progress=False)
     p.set_defaults(func=run)

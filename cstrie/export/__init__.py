@@ -26,6 +26,14 @@ member), with each group's policy; a version 1 file has none.  A group's
 round-robin counter and a policy set for a group without members are not
 stored.
 
+Topic index files: :func:`export` of a :class:`~cstrie.TopicIndex` or
+:class:`~cstrie.TopicSnapshot` writes its (topic, value) records (values with
+the subscriber codec's rules, but shared values are fine) as a file of its own
+kind, ``"format": "cstrie-topics-<fmt>"`` (topic format version 1), which
+:func:`load` gives back as a :class:`~cstrie.TopicIndex`; readers from before
+topic files refuse it with their :class:`FormatError` (see
+:mod:`cstrie.export.topicfile` and the layouts in ``docs/export.md``).
+
 Every format records the dialect (all fields) and a format version, and is
 checked on load (CRC-32s, counts, structure): a truncated or corrupt file
 raises :class:`FormatError` and builds nothing.  The export reads one O(1)
@@ -55,6 +63,7 @@ from cstrie.export.errors import FormatError
 __all__ = [
     "FORMATS",
     "FormatError",
+    "content_of",
     "detect_format",
     "export",
     "keep_encoded",
@@ -116,16 +125,31 @@ def export(
     *,
     progress: Progress | None = None,
 ) -> int:
-    """Write the subscriptions of ``reader`` (a Trie or Snapshot) to ``dest``.
+    """Write the subscriptions of ``reader`` (a Trie or Snapshot), or the
+    topics of a :class:`~cstrie.TopicIndex` or
+    :class:`~cstrie.TopicSnapshot`, to ``dest``.
 
     ``dest`` is a path or a writable binary file.  ``format`` is ``"jsonl"``,
     ``"parquet"`` or ``"binary"``; by default it comes from the path's suffix.
-    Subscribers must be str, int or bytes unless ``encode`` (object ->
-    str|int|bytes, applied to every subscriber) is given; a subscriber that
+    Subscribers (values) must be str, int or bytes unless ``encode`` (object ->
+    str|int|bytes, applied to every subscriber or value) is given; one that
     cannot be stored raises ``TypeError`` before anything is written (and no
     file is created).  ``progress(done, total)`` is called after each chunk.
     Returns the number of pairs written, share-group memberships included (as
-    ``len(reader)``).  O(n) time, memory O(subscribers + one chunk).
+    ``len(reader)``), or of topics.  O(n) time, memory O(subscribers + one
+    chunk) (a topic index: O(distinct values + one chunk)).
+
+    A topic index is written as a topic index file (``"format":
+    "cstrie-topics-<fmt>"``, see ``docs/export.md``): the records of one O(1)
+    snapshot, so writers may carry on meanwhile.
+
+    >>> import io
+    >>> from cstrie import TopicIndex
+    >>> idx = TopicIndex("mqtt"); idx["a/b"] = b"1"; idx["a/c"] = b"1"
+    >>> buf = io.BytesIO(); export(idx, buf, format="jsonl")
+    2
+    >>> sorted(load(io.BytesIO(buf.getvalue())).items())
+    [('a/b', b'1'), ('a/c', b'1')]
     """
     if format is None:
         name = dest if _is_path(dest) else getattr(dest, "name", None)
@@ -137,6 +161,8 @@ def export(
             )
     fmt = _canonical(format)
     snap = reader.snapshot()
+    if _is_topic_reader(snap):
+        return _write_to(dest, _topic_writer(snap, fmt, encode, progress))
     plan = _codec.plan(snap, encode)
     if fmt == "jsonl":
         from cstrie.export import jsonl
@@ -158,14 +184,51 @@ def export(
         def write(f: BinaryIO) -> None:
             binary.write(snap, f, plan, progress)
 
-    if not _is_path(dest):
-        write(dest)  # type: ignore[arg-type]
+    def write_all(f: BinaryIO) -> int:
+        write(f)
         return len(snap)
+
+    return _write_to(dest, write_all)
+
+
+def _is_topic_reader(reader: object) -> bool:
+    from cstrie.topics import _Reader
+
+    return isinstance(reader, _Reader)
+
+
+def _topic_writer(
+    snap: Any, fmt: str, encode: Encode | None, progress: Progress | None
+) -> Callable[[BinaryIO], int]:
+    """The writer of a topic index file of format ``fmt``; its values are
+    checked (and encoded) now, before anything is written."""
+    from cstrie.export import topicfile
+
+    tplan = topicfile.plan(snap, encode, members=fmt == "parquet")
+    if fmt == "jsonl":
+        from cstrie.export import jsonl
+
+        return lambda f: jsonl.write_topics(snap, f, tplan, progress)
+    if fmt == "parquet":
+        from cstrie.export import parquet
+
+        prep = parquet.prepare_topics(tplan)
+        return lambda f: parquet.write_topics(snap, f, tplan, prep, progress)
+    from cstrie.export import binary
+
+    return lambda f: binary.write_topics(snap, f, tplan, progress)
+
+
+def _write_to(dest: Dest, write: Callable[[BinaryIO], int]) -> int:
+    """Run ``write`` on ``dest``: a file as it is, a path through a temporary
+    file in the same directory that replaces it only when ``write`` is done."""
+    if not _is_path(dest):
+        return write(dest)  # type: ignore[arg-type]
     path = Path(os.fspath(dest))  # type: ignore[arg-type]
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            n = write(f)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -173,7 +236,7 @@ def export(
         except OSError:
             pass
         raise
-    return len(snap)
+    return n
 
 
 def load(
@@ -182,12 +245,14 @@ def load(
     decode: Decode | None = None,
 ) -> Any:
     """Load an export into a new :class:`cstrie.Trie` (same dialect, pairs,
-    share-group memberships and group policies).
+    share-group memberships and group policies), or a topic index file into
+    a new :class:`cstrie.TopicIndex` (same dialect, topics and values).
 
     ``src`` is a path or a readable binary file.  ``format`` defaults from the
-    suffix, then from the file's first bytes.  ``decode`` is applied to every
-    stored subscriber value; it is required for files written with
-    ``encode=`` (:func:`keep_encoded` keeps the stored values).  Raises
+    suffix, then from the file's first bytes; the header says which kind of
+    file it is.  ``decode`` is applied to every distinct stored subscriber
+    (value); it is required for files written with ``encode=``
+    (:func:`keep_encoded` keeps the stored values).  Raises
     :class:`FormatError` (a ``ValueError``) for a truncated, corrupt or
     unknown file; nothing is built then.
     """
@@ -245,7 +310,9 @@ def read_header(
     src: str | os.PathLike[str] | IO[bytes], format: str | None = None
 ) -> dict[str, Any]:
     """The header record of an export (format, version, dialect, subscriber
-    codec, ...) without loading the pairs or checking the whole file."""
+    codec, ...) without loading the pairs or checking the whole file.  A
+    topic index file's ``"format"`` is ``"cstrie-topics-<fmt>"`` (and it has
+    ``"value_codec"``); :func:`content_of` tells the kinds apart."""
     import json
 
     if _is_path(src):
@@ -277,10 +344,17 @@ def read_header(
             raise ValueError("read_header needs a path for Parquet files")
         meta = _stream_header(stream, fmt)
         stream.seek(start)
-    from cstrie.export.meta import check_meta
+    from cstrie.export.meta import check_any_meta
 
-    check_meta(meta, fmt or "")
+    check_any_meta(meta, fmt or "")
     return dict(meta)
+
+
+def content_of(header: dict[str, Any]) -> str:
+    """``"topics"`` for the header (:func:`read_header`) of a topic index file,
+    ``"subscriptions"`` for a subscription file."""
+    fmt = str(header.get("format", ""))
+    return "topics" if fmt.startswith("cstrie-topics-") else "subscriptions"
 
 
 def _stream_header(f: IO[bytes], fmt: str | None) -> Any:

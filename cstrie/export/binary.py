@@ -58,6 +58,23 @@ buffers :meth:`cstrie.Trie.from_buffers` takes.  All integers little-endian::
 The writer streams (memory bounded by one section) and computes the CRC as it
 goes; the loader checks the CRC before it parses anything else, so a truncated
 or corrupt file raises :class:`~cstrie.export.FormatError` and builds nothing.
+
+Topic index files (:mod:`cstrie.export.topicfile`) share the frame (magic,
+u16 version 1, flags 0, meta of format ``cstrie-topics-binary``, trailer)
+with other sections; :func:`loads` returns a :class:`~cstrie.TopicIndex` for
+them::
+
+    topic sections, each (one per engine chunk)
+            4     b"TOPS"
+            8     u64 n topics
+            8     u64 d data bytes
+            8*n   i64 end offset of each topic (from the start of all topic data)
+            8*n   u64 the topic's value: a 1-based index into the value table
+            d     the topics, UTF-8, back to back
+    value table (distinct values, numbered as the writer meets them)
+            4     b"VALS", then as SUBS: u64 count, u64 blob_len, u8 kinds,
+                  i64 end offsets, blob
+    trailer as above (total topics, total topic bytes, topic sections, CRC)
 """
 
 from __future__ import annotations
@@ -67,6 +84,7 @@ import operator
 import struct
 import zlib
 from array import array
+from collections.abc import Callable, Iterable
 from itertools import accumulate, chain, islice
 from typing import Any, BinaryIO
 
@@ -74,8 +92,9 @@ from cstrie.export import meta as m
 from cstrie.export.codec import BYTES, INT, STR, Decode, Plan
 from cstrie.export.errors import FormatError
 from cstrie.export.source import GroupNames, Numbering, chunks, membership_chunks
+from cstrie.export.topicfile import Stored, TopicPlan, ValueTable, build_index, load_values
 
-__all__ = ["MAGIC", "read", "write"]
+__all__ = ["MAGIC", "loads", "read", "write", "write_topics"]
 
 MAGIC = b"\x89CSTRIE\n"
 _HEAD = struct.Struct("<HHI")
@@ -139,26 +158,17 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
             pairs += len(refs)
             if progress is not None:
                 progress(pairs, total)
-    # The table, a slice of subscribers at a time: each value is looked up and
-    # encoded once; a slice's bytes are kept joined (O(subscribers) bytes, no
-    # object per subscriber) until the section header with their total is out.
     order = index.order
     values = plan.values
-    kinds = bytearray()
-    lengths = array("q")
-    blobs: list[bytes] = []
-    for k in range(0, len(order), _TABLE_SLICE):
-        part = list(map(values.__getitem__, order[k : k + _TABLE_SLICE]))
-        kinds += bytes(map(_KIND_OF.__getitem__, map(type, part)))
-        encoded = _encoded(part)
-        lengths.extend(map(len, encoded))
-        blobs.append(b"".join(encoded))
-        del part, encoded
-    put(_SECTION.pack(b"SUBS", len(order), sum(lengths)))
-    put(bytes(kinds))
-    put(array("q", accumulate(lengths)).tobytes())
-    for blob in blobs:
-        put(blob)
+    _put_table(
+        put,
+        b"SUBS",
+        len(order),
+        (
+            list(map(values.__getitem__, order[k : k + _TABLE_SLICE]))
+            for k in range(0, len(order), _TABLE_SLICE)
+        ),
+    )
     names = [n.encode() for n in groups.names]
     put(_SECTION.pack(b"GRPS", len(names), sum(map(len, names))))
     put(bytes(map(_POLICY_CODES.index, groups.policies)))
@@ -166,6 +176,72 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
     put(b"".join(names))
     put(_TRAILER.pack(b"END\0", ordinary, pattern_bytes, sections, 0)[:-4])
     f.write(struct.pack("<I", crc))
+
+
+def _put_table(
+    put: Callable[[bytes], None], tag: bytes, count: int, parts: Iterable[list[Stored]]
+) -> None:
+    """Write a value table section (``SUBS``, ``VALS``) of ``count`` values,
+    given a slice at a time: each value is encoded once, and a slice's bytes
+    are kept joined (O(values) bytes, no object per value) until the section
+    header with their total is out."""
+    kinds = bytearray()
+    lengths = array("q")
+    blobs: list[bytes] = []
+    for part in parts:
+        kinds += bytes(map(_KIND_OF.__getitem__, map(type, part)))
+        encoded = _encoded(part)
+        lengths.extend(map(len, encoded))
+        blobs.append(b"".join(encoded))
+        del part, encoded
+    assert len(kinds) == count
+    put(_SECTION.pack(tag, count, sum(lengths)))
+    put(bytes(kinds))
+    put(array("q", accumulate(lengths)).tobytes())
+    for blob in blobs:
+        put(blob)
+
+
+def write_topics(
+    snap: Any, f: BinaryIO, tplan: TopicPlan, progress: m.Progress | None = None
+) -> int:
+    """Write the topic snapshot ``snap`` to the binary file ``f`` in one
+    streaming pass: a ``TOPS`` section per engine chunk, then the ``VALS``
+    table of distinct values."""
+    crc = 0
+
+    def put(b: bytes) -> None:
+        nonlocal crc
+        f.write(b)
+        crc = zlib.crc32(b, crc)
+
+    meta = json.dumps(m.make_topic_meta("binary", snap.dialect, tplan.codec)).encode()
+    put(MAGIC + _HEAD.pack(m.TOPICS_VERSION, 0, len(meta)) + meta)
+    table = ValueTable()
+    base = done = sections = 0
+    total = tplan.total if tplan.total is not None else (len(snap) if progress else 0)
+    for c in chunks(snap, per_pair=True):
+        data, ends = c.pair_patterns(base)
+        refs = table.refs(tplan.stored(c.ids))
+        put(_SECTION.pack(b"TOPS", len(refs), len(data)))
+        put(array("q", ends).tobytes())
+        put(refs.tobytes())
+        put(data)
+        base += len(data)
+        done += len(refs)
+        sections += 1
+        if progress is not None:
+            progress(done, total)
+    vals = table.values
+    _put_table(
+        put,
+        b"VALS",
+        len(vals),
+        (vals[k : k + _TABLE_SLICE] for k in range(0, len(vals), _TABLE_SLICE)),
+    )
+    put(_TRAILER.pack(b"END\0", done, base, sections, 0)[:-4])
+    f.write(struct.pack("<I", crc))
+    return done
 
 
 def _encoded(values: list[str | int | bytes]) -> list[bytes]:
@@ -198,7 +274,7 @@ def _values(kinds: bytes, ends: array[int], blob: bytes) -> list[str | int | byt
         elif k == BYTES:
             out.append(piece)
         else:
-            raise FormatError(f"unknown subscriber kind {k}")
+            raise FormatError(f"unknown value kind {k} in a value table")
     return out
 
 
@@ -208,17 +284,103 @@ def read(f: BinaryIO, decode: Decode | None = None) -> Any:
     return loads(raw, decode)
 
 
-def loads(raw: bytes, decode: Decode | None = None) -> Any:
-    """Load a binary export held in memory."""
+class _Body:
+    """The sections of a binary file between its header and its trailer,
+    read in order with bounds checks (every fault a FormatError)."""
+
+    def __init__(self, raw: bytes, pos: int) -> None:
+        self.raw = raw
+        self.view = memoryview(raw)
+        self.pos = pos
+        self.end = len(raw) - _TRAILER.size
+
+    def at(self, tag: bytes) -> bool:
+        """Does the next section have this tag?"""
+        return self.raw[self.pos : self.pos + 4] == tag
+
+    def section(self, tag: bytes) -> tuple[int, int]:
+        """The two u64 of the next section's head, which must be ``tag``."""
+        pos = self.pos
+        if pos + _SECTION.size > self.end:
+            raise FormatError(f"missing {tag.decode()} section")
+        got, a, b = _SECTION.unpack_from(self.raw, pos)
+        if got != tag:
+            raise FormatError(f"expected a {tag.decode()} section at byte {pos}, found {got!r}")
+        self.pos = pos + _SECTION.size
+        return a, b
+
+    def take(self, size: int) -> memoryview:
+        """The next ``size`` bytes."""
+        pos = self.pos
+        if size < 0 or pos + size > self.end:
+            raise FormatError("a section runs past the end of the file")
+        self.pos = pos + size
+        return self.view[pos : pos + size]
+
+    def table(self, tag: bytes) -> tuple[bytes, array[int], bytes]:
+        """A (u8 per item, end offsets, blob) table section."""
+        count, blob_len = self.section(tag)
+        kinds = self.take(count).tobytes()
+        ends = array("q")
+        ends.frombytes(self.take(8 * count))
+        blob = self.take(blob_len).tobytes()
+        if count and (
+            ends[-1] != blob_len
+            or ends[0] < 0
+            or not all(map(operator.le, ends, islice(ends, 1, None)))
+        ):
+            raise FormatError(f"corrupt {tag.decode()} table offsets")
+        return kinds, ends, blob
+
+    def runs(self, tag: bytes, widths: int) -> tuple[array[int], list[array[int]], bytes, int]:
+        """Every consecutive section ``tag`` of ``n`` items and ``d`` data
+        bytes, each holding ``n`` i64 end offsets, ``widths`` arrays of ``n``
+        u64 and the data: (the n+1 offsets with a leading 0, the u64 arrays,
+        the data, the number of sections)."""
+        ends = [memoryview(b"")]
+        columns: list[list[memoryview]] = [[] for _ in range(widths)]
+        data: list[memoryview] = []
+        sections = 0
+        while self.at(tag):
+            sections += 1
+            n, d = self.section(tag)
+            ends.append(self.take(8 * n))
+            for col in columns:
+                col.append(self.take(8 * n))
+            data.append(self.take(d))
+        offsets = array("q", [0])
+        offsets.frombytes(b"".join(ends))
+        arrays = []
+        for col in columns:
+            arr = array("Q")
+            arr.frombytes(b"".join(col))
+            arrays.append(arr)
+        return offsets, arrays, b"".join(data), sections
+
+    def finish(self) -> tuple[int, int, int]:
+        """(total items, total data bytes, sections) from the trailer, which
+        must follow the last section."""
+        if self.pos != self.end:
+            raise FormatError(f"unexpected bytes at {self.pos} before the trailer")
+        tag, total, total_bytes, sections, _crc = _TRAILER.unpack_from(self.raw, self.end)
+        if tag != b"END\0":
+            raise FormatError("missing trailer: the file is truncated or corrupt")
+        return total, total_bytes, sections
+
+
+def _open(raw: bytes) -> tuple[int, Any, _Body]:
+    """Check a binary file's fixed header and CRC: (the header's u16 version,
+    its meta record (parsed JSON, not yet checked), the body)."""
     if len(raw) < 16 or raw[:8] != MAGIC:
         if raw[:8] == MAGIC[: len(raw)]:
             raise FormatError("truncated cstrie binary file (shorter than its header)")
         raise FormatError("not a cstrie binary export (bad magic bytes)")
     version, flags, meta_len = _HEAD.unpack_from(raw, 8)
-    if version > m.VERSION:
+    newest = max(m.VERSION, m.TOPICS_VERSION)  # of either kind; the meta says which
+    if version > newest:
         raise FormatError(
             f"binary format version {version} is newer than this cstrie reads "
-            f"(up to {m.VERSION}); upgrade cstrie"
+            f"(up to {newest}); upgrade cstrie"
         )
     if version < 1:
         raise FormatError(f"invalid binary format version {version}")
@@ -230,82 +392,36 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
         raise FormatError("checksum mismatch: the file is truncated or corrupt")
     if flags != 0:
         raise FormatError(f"unknown flags 0x{flags:04x} in the binary header")
-    pos = 16 + meta_len
-    end_of_body = len(raw) - _TRAILER.size
-    if pos > end_of_body:
+    body = _Body(raw, 16 + meta_len)
+    if body.pos > body.end:
         raise FormatError("the binary header runs past the end of the file")
     try:
-        meta = json.loads(view[16:pos].tobytes())
+        meta = json.loads(view[16 : body.pos].tobytes())
     except (ValueError, UnicodeDecodeError) as exc:
         raise FormatError(f"the binary header is not valid JSON: {exc}") from None
-    dialect, codec = m.check_meta(meta, "binary")
+    return version, meta, body
+
+
+def _check_version(version: int, meta: dict[str, Any]) -> None:
     if m.version_of(meta) != version:
         raise FormatError(
             f"the binary header says version {version} and its meta {m.version_of(meta)}"
         )
 
-    def section(tag: bytes) -> tuple[int, int]:
-        nonlocal pos
-        if pos + _SECTION.size > end_of_body:
-            raise FormatError(f"missing {tag.decode()} section")
-        got, a, b = _SECTION.unpack_from(raw, pos)
-        if got != tag:
-            raise FormatError(f"expected a {tag.decode()} section at byte {pos}, found {got!r}")
-        pos += _SECTION.size
-        return a, b
 
-    def take(size: int) -> memoryview:
-        nonlocal pos
-        if size < 0 or pos + size > end_of_body:
-            raise FormatError("a section runs past the end of the file")
-        out = view[pos : pos + size]
-        pos += size
-        return out
-
-    ends_parts: list[memoryview] = []
-    ref_parts: list[memoryview] = []
-    data_parts: list[memoryview] = []
-    nsections = 0
-    while raw[pos : pos + 4] == b"PAIR":
-        nsections += 1
-        n, d = section(b"PAIR")
-        ends_parts.append(take(8 * n))
-        ref_parts.append(take(8 * n))
-        data_parts.append(take(d))
-    member_parts: list[list[memoryview]] = [[], [], [], []]  # ends, refs, groups, data
-    while version >= m.GROUPS_SINCE and raw[pos : pos + 4] == b"SHAR":
-        n, d = section(b"SHAR")
-        for part, size in zip(member_parts, (8 * n, 8 * n, 8 * n, d), strict=True):
-            part.append(take(size))
-
-    def table(tag: bytes) -> tuple[bytes, array[int], bytes]:
-        """A (u8 per item, end offsets, blob) table section."""
-        count, blob_len = section(tag)
-        kinds = take(count).tobytes()
-        ends = array("q")
-        ends.frombytes(take(8 * count))
-        blob = take(blob_len).tobytes()
-        if count and (
-            ends[-1] != blob_len
-            or ends[0] < 0
-            or not all(map(operator.le, ends, islice(ends, 1, None)))
-        ):
-            raise FormatError(f"corrupt {tag.decode()} table offsets")
-        return kinds, ends, blob
-
-    kinds, sub_ends, blob = table(b"SUBS")
-    group_table = table(b"GRPS") if version >= m.GROUPS_SINCE else None
-    if pos != end_of_body:
-        raise FormatError(f"unexpected bytes at {pos} before the trailer")
-    tag, total, total_bytes, sections, _crc = _TRAILER.unpack_from(raw, end_of_body)
-    if tag != b"END\0":
-        raise FormatError("missing trailer: the file is truncated or corrupt")
-    offsets = array("q", [0])
-    offsets.frombytes(b"".join(ends_parts))
-    refs = array("Q")
-    refs.frombytes(b"".join(ref_parts))
-    data = b"".join(data_parts)
-    del ends_parts, ref_parts, data_parts
+def loads(raw: bytes, decode: Decode | None = None) -> Any:
+    """Load a binary export held in memory: a :class:`cstrie.Trie`, or a
+    :class:`cstrie.TopicIndex` for a topic index file."""
+    version, meta, body = _open(raw)
+    if m.content_of(meta, "binary") == m.TOPICS:
+        return _load_topics(version, meta, body, decode)
+    dialect, codec = m.check_meta(meta, "binary")
+    _check_version(version, meta)
+    offsets, (refs,), data, nsections = body.runs(b"PAIR", 1)
+    shar = body.runs(b"SHAR", 2) if version >= m.GROUPS_SINCE else None
+    kinds, sub_ends, blob = body.table(b"SUBS")
+    group_table = body.table(b"GRPS") if version >= m.GROUPS_SINCE else None
+    total, total_bytes, sections = body.finish()
     if len(refs) != total or len(data) != total_bytes or sections != nsections:
         raise FormatError("the trailer's counts do not match the file")
     # A ref outside 1..count is reported by the bulk build (build_trie).
@@ -314,14 +430,31 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     values = _values(kinds, sub_ends, blob)
     m.check_distinct(values)  # a table in the file: it may repeat one
     memberships, policies = (
-        _memberships(member_parts, group_table) if group_table is not None else ([], None)
+        _memberships(shar, group_table)
+        if shar is not None and group_table is not None
+        else ([], None)
     )
     values = m.decode_values(values, codec, decode)
     return m.build_trie(data, offsets, refs, values, dialect, memberships, policies)
 
 
+def _load_topics(version: int, meta: Any, body: _Body, decode: Decode | None) -> Any:
+    """The rest of a topic index file: TOPS sections, the VALS table, the
+    trailer (its counts checked); the index is built by engine puts."""
+    dialect, codec = m.check_topic_meta(meta, "binary")
+    _check_version(version, meta)
+    offsets, (refs,), data, nsections = body.runs(b"TOPS", 1)
+    kinds, ends, blob = body.table(b"VALS")
+    total, total_bytes, sections = body.finish()
+    if len(refs) != total or len(data) != total_bytes or sections != nsections:
+        raise FormatError("the trailer's counts do not match the file")
+    values = load_values(_values(kinds, ends, blob), codec, decode)
+    return build_index(data, offsets, refs, values, dialect)
+
+
 def _memberships(
-    parts: list[list[memoryview]], group_table: tuple[bytes, array[int], bytes]
+    shar: tuple[array[int], list[array[int]], bytes, int],
+    group_table: tuple[bytes, array[int], bytes],
 ) -> tuple[list[m.Membership], dict[str, str] | None]:
     """The SHAR sections' memberships and the GRPS table's policies (checked:
     offsets, UTF-8, group references; member references are checked when the
@@ -339,13 +472,7 @@ def _memberships(
     if any(c >= len(_POLICY_CODES) for c in codes):
         raise FormatError("unknown group policy code in the group table")
     policies = {name: _POLICY_CODES[c] for name, c in zip(names, codes, strict=True)}
-    ends = array("q", [0])
-    ends.frombytes(b"".join(parts[0]))
-    refs = array("Q")
-    refs.frombytes(b"".join(parts[1]))
-    groups = array("Q")
-    groups.frombytes(b"".join(parts[2]))
-    data = b"".join(parts[3])
+    ends, (refs, groups), data, _ = shar
     if not (len(ends) - 1 == len(refs) == len(groups)):
         raise FormatError("corrupt membership sections")
     m.check_offsets(ends, len(data))

@@ -37,9 +37,13 @@ __all__ = [
     "Table",
     "dialect_from_json",
     "dialect_to_json",
+    "encoded_kind",
     "json_value",
     "keep_encoded",
     "kind_name",
+    "native_kind",
+    "native_types",
+    "not_storable",
     "plan",
     "prepare_table",
     "value_from_json",
@@ -106,31 +110,17 @@ def prepare_table(ids: Sequence[int], objects: Sequence[Any], encode: Encode | N
             kind_list = [kinds[type(v)] for v in values]
             for v in values:
                 if type(v) is int and v.bit_length() > _MAX_INT_BITS:
-                    raise TypeError(
-                        f"cannot export the int subscriber of {v.bit_length()} bits: "
-                        f"ints up to {_MAX_INT_BITS} bits are stored; pass encode="
-                    )
+                    raise not_storable(v)
         except KeyError:
-            bad = next(v for v in values if type(v) not in kinds)
-            raise TypeError(
-                f"cannot export subscriber {_describe(bad)}: only str, int and bytes are "
-                "stored as they are; pass encode= (object -> str|int|bytes) to export "
-                "and decode= to load"
-            ) from None
+            raise not_storable(next(v for v in values if type(v) not in kinds)) from None
         return Table(list(ids), values, bytes(kind_list), "native")
     values = []
     kind_list = []
     for i in ids:
         obj = objects[i]
         v = encode(obj)
-        k = kinds.get(type(v))
-        if k is None or (k == INT and v.bit_length() > _MAX_INT_BITS):  # type: ignore[union-attr]
-            raise TypeError(
-                f"encode({_describe(obj)}) returned {_describe(v)}; it must return a "
-                "str, int or bytes"
-            )
         values.append(v)
-        kind_list.append(k)
+        kind_list.append(encoded_kind(obj, v))
     if len(set(values)) != len(values):
         seen: dict[object, Any] = {}
         for i, v in zip(ids, values, strict=True):
@@ -141,6 +131,40 @@ def prepare_table(ids: Sequence[int], objects: Sequence[Any], encode: Encode | N
                 )
             seen[v] = objects[i]
     return Table(list(ids), values, bytes(kind_list), "user")
+
+
+def not_storable(v: object, what: str = "subscriber") -> TypeError:
+    """The error for a ``what`` that cannot be stored as it is."""
+    if type(v) is int:
+        return TypeError(
+            f"cannot export the int {what} of {v.bit_length()} bits: "
+            f"ints up to {_MAX_INT_BITS} bits are stored; pass encode="
+        )
+    return TypeError(
+        f"cannot export {what} {_describe(v)}: only str, int and bytes are "
+        "stored as they are; pass encode= (object -> str|int|bytes) to export "
+        "and decode= to load"
+    )
+
+
+def native_kind(v: object, what: str = "subscriber") -> int:
+    """The kind (:data:`STR`, :data:`INT`, :data:`BYTES`) ``v`` is stored as;
+    ``TypeError`` (:func:`not_storable`) when it cannot be."""
+    k = _KINDS.get(type(v))
+    if k is None or (k == INT and v.bit_length() > _MAX_INT_BITS):  # type: ignore[attr-defined]
+        raise not_storable(v, what)
+    return k
+
+
+def encoded_kind(obj: object, v: object) -> int:
+    """The kind of ``v = encode(obj)``; ``TypeError`` when ``encode`` did not
+    return a storable str, int or bytes."""
+    k = _KINDS.get(type(v))
+    if k is None or (k == INT and v.bit_length() > _MAX_INT_BITS):  # type: ignore[attr-defined]
+        raise TypeError(
+            f"encode({_describe(obj)}) returned {_describe(v)}; it must return a str, int or bytes"
+        )
+    return k
 
 
 @dataclasses.dataclass
@@ -163,10 +187,10 @@ class Plan:
 
 #: ints longer than this many bits are refused up front: str() and JSON cannot
 #: write them (sys.get_int_max_str_digits is 4300 digits by default)
-_MAX_INT_BITS = 14000
+MAX_INT_BITS = _MAX_INT_BITS = 14000
 
 
-def _native_types(values: Any, types: set[type] | None = None) -> set[type] | None:
+def native_types(values: Any, types: set[type] | None = None) -> set[type] | None:
     """The types among ``values`` (``types``, when known) if all can be stored
     as they are, else None."""
     if types is None:
@@ -198,7 +222,7 @@ def plan(snap: Any, encode: Encode | None) -> Plan:
         if shared:
             live = [o for o in live if type(o) is not Group]
             present.discard(Group)
-        types = _native_types(live, present)
+        types = native_types(live, present)
         if types is not None:
             return Plan(snap._reg.objects, live, {_KINDS[t] for t in types}, "native", None, shared)
     ids, total, memberships = distinct_ids(snap)
@@ -302,8 +326,9 @@ def surrogate_text_b64(v: str) -> str:
     return base64.b64encode(v.encode("utf-8", "surrogatepass")).decode("ascii")
 
 
-def value_from_json(v: object) -> str | int | bytes:
-    """The inverse of :func:`json_value` (strict: raises ``FormatError``)."""
+def value_from_json(v: object, what: str = "subscriber") -> str | int | bytes:
+    """The inverse of :func:`json_value` (strict: raises ``FormatError``
+    naming the value a ``what``)."""
     if type(v) is str or type(v) is int:
         return v
     if type(v) is dict and len(v) == 1:
@@ -320,6 +345,6 @@ def value_from_json(v: object) -> str | int | bytes:
             except (binascii.Error, ValueError):
                 pass
     raise FormatError(
-        f"invalid subscriber value {v!r}: expected a string, an integer, "
+        f"invalid {what} value {v!r}: expected a string, an integer, "
         '{"bytes": "<base64>"} or {"text": "<base64>"}'
     )

@@ -21,6 +21,19 @@ still checked).  The writer uses compact separators; the readers accept any
 JSON spacing.  With pyarrow installed, plain files (all-string or all-int64
 subscribers) are parsed by Arrow's JSON reader straight into buffers; others
 by :mod:`json`.
+
+Topic index files (:mod:`cstrie.export.topicfile`) have the same frame with
+a header of format ``cstrie-topics-jsonl`` (version 1, ``value_codec``), one
+``{"topic": "...", "value": ...}`` line per topic (values written as
+subscribers are, each on its line; shared values repeat) and the footer
+``{"end": {"topics": N, "crc32": C}}``; :func:`loads` returns a
+:class:`~cstrie.TopicIndex` for them (parsed by :mod:`json`, built by engine
+puts)::
+
+    {"format": "cstrie-topics-jsonl", "version": 1, "dialect": {...}, "value_codec": "native", ...}
+    {"topic":"sensors/kitchen/temp","value":{"bytes":"MjEuNQ=="}}
+    {"topic":"$SYS/broker/uptime","value":42}
+    {"end": {"topics": 2, "crc32": 123}}
 """
 
 from __future__ import annotations
@@ -39,15 +52,26 @@ from cstrie import _binding as nb
 from cstrie.export import meta as m
 from cstrie.export.codec import Decode, Plan, surrogate_text_b64, value_from_json
 from cstrie.export.errors import FormatError
-from cstrie.export.source import ByteTable, GroupNames, Numbering, chunks, membership_chunks
+from cstrie.export.source import (
+    ByteTable,
+    Chunk,
+    GroupNames,
+    Numbering,
+    chunks,
+    membership_chunks,
+)
+from cstrie.export.topicfile import TopicPlan, ValueTable, build_index, load_values
 
-__all__ = ["loads", "read", "write"]
+__all__ = ["loads", "read", "write", "write_topics"]
 
 _enc_str: Callable[[str], str] = json.encoder.encode_basestring
 _OPEN_B = b'{"pattern":"'
 _MID = '","subscriber":'
 _CLOSE = '}\n{"pattern":"'  # each tail also opens the next line (trimmed at the end)
-_TAIL = len(_MID) + len(_CLOSE)  # a tail's length beside its subscriber's JSON text
+# the same for topic index files: {"topic":"...","value":...}
+_T_OPEN_B = b'{"topic":"'
+_T_MID = '","value":'
+_T_CLOSE = '}\n{"topic":"'
 # bytes a pattern can hold as they are inside a JSON string (not ", \\ or controls)
 _PLAIN = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
 
@@ -68,12 +92,33 @@ def _json_text(v: str | int | bytes) -> str:
     return '{"bytes":"' + base64.b64encode(v).decode("ascii") + '"}'
 
 
-class _Tails(ByteTable):
-    """Subscriber number -> b'","subscriber":<JSON>}\\n{"pattern":"': the end of a
-    pair line after the pattern's text, and the start of the next line, made
-    once per subscriber (a chunk's new ones at once).  Numbers come from a
-    :class:`~cstrie.export.source.Numbering`; the engine interleaves this byte
-    table with a chunk's patterns."""
+class _TailTable(ByteTable):
+    """Value number -> b'<mid><JSON><close>': the end of a line after its
+    first field's text (``","subscriber":`` and the value's JSON, ``}``), and
+    the start of the next line (``\\n{"pattern":"``), made once per value (a
+    chunk's new ones at once).  The engine interleaves this byte table with a
+    chunk's patterns or topics (:func:`cstrie._binding.interleave`)."""
+
+    def __init__(self, mid: str = _MID, close: str = _CLOSE) -> None:
+        super().__init__()
+        self._mid, self._close = mid, close
+
+    def add(self, values: list[str | int | bytes]) -> None:
+        """Append the tails of ``values``, numbered on from ``len(self)``."""
+        mid, close = self._mid, self._close
+        texts, q = _texts(values)
+        body = (mid + q + (q + close + mid + q).join(texts) + q + close).encode("utf-8")
+        sizes: Iterable[int]
+        if body.isascii():  # a tail is as long in bytes as in characters
+            sizes = map((len(mid) + len(close) + 2 * len(q)).__add__, map(len, texts))
+        else:
+            sizes = [len((mid + q + t + q + close).encode("utf-8")) for t in texts]
+        self.extend(body, sizes)
+
+
+class _Tails(_TailTable):
+    """The tails of subscription lines, numbered by engine subscriber id
+    (a :class:`~cstrie.export.source.Numbering`)."""
 
     def __init__(self, values: Sequence[Any] | dict[int, str | int | bytes]) -> None:
         super().__init__()
@@ -85,18 +130,8 @@ class _Tails(ByteTable):
         refs = self.numbering.number(ids)
         order = self.numbering.order
         if len(order) >= len(self):
-            self._add(order[len(self) - 1 :])
+            self.add(list(map(self._source.__getitem__, order[len(self) - 1 :])))
         return refs
-
-    def _add(self, keys: list[int]) -> None:
-        texts, q = _texts(list(map(self._source.__getitem__, keys)))
-        body = (_MID + q + (q + _CLOSE + _MID + q).join(texts) + q + _CLOSE).encode("utf-8")
-        sizes: Iterable[int]
-        if body.isascii():  # a tail is as long in bytes as in characters
-            sizes = map((_TAIL + 2 * len(q)).__add__, map(len, texts))
-        else:
-            sizes = [len((_MID + q + t + q + _CLOSE).encode("utf-8")) for t in texts]
-        self.extend(body, sizes)
 
 
 def _texts(vals: list[str | int | bytes]) -> tuple[list[str], str]:
@@ -133,17 +168,8 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
     pairs = 0
     for c in chunks(snap, per_pair=True):  # one group per pair
         refs = tails.refs(c.ids)
-        pat, pat_end = c.pat, c.pat_end
-        if c.pat.translate(None, _PLAIN):
-            # a quote, backslash or control character somewhere: escape them
-            # (otherwise a pattern's JSON text is its own UTF-8 bytes, non-ASCII
-            # as it is)
-            heads = [_enc_str(p.decode())[1:-1].encode() for p in c.group_patterns()]
-            pat, pat_end = b"".join(heads), array("q", accumulate(map(len, heads)))
         n = len(refs)
-        text = nb.interleave(pat, pat_end, tails.blob, tails.ends, refs)
-        put(_OPEN_B)
-        put(memoryview(text)[: -len(_OPEN_B)])
+        _put_lines(put, c, tails, refs, _OPEN_B)
         pairs += n
         if progress is not None:
             progress(pairs, total)
@@ -156,6 +182,58 @@ def write(snap: Any, f: BinaryIO, plan: Plan, progress: m.Progress | None = None
             end["policies"] = groups.policy_map()
     end["crc32"] = crc
     f.write((json.dumps({"end": end}) + "\n").encode())
+
+
+def _put_lines(
+    put: Callable[[bytes | memoryview], None],
+    c: Chunk,
+    tails: _TailTable,
+    refs: array[int],
+    open_b: bytes,
+) -> None:
+    """Write a chunk's lines: each pattern's (topic's) JSON string text, then
+    the tail of its value number in ``refs``."""
+    pat, pat_end = c.pat, c.pat_end
+    if pat.translate(None, _PLAIN):
+        # a quote, backslash or control character somewhere: escape them
+        # (otherwise a pattern's JSON text is its own UTF-8 bytes, non-ASCII
+        # as it is)
+        heads = [_enc_str(p.decode())[1:-1].encode() for p in c.group_patterns()]
+        pat, pat_end = b"".join(heads), array("q", accumulate(map(len, heads)))
+    text = nb.interleave(pat, pat_end, tails.blob, tails.ends, refs)
+    put(open_b)
+    put(memoryview(text)[: -len(open_b)])
+
+
+def write_topics(
+    snap: Any, f: BinaryIO, tplan: TopicPlan, progress: m.Progress | None = None
+) -> int:
+    """Write the topic snapshot ``snap`` to ``f``, one chunk at a time: a
+    header, one ``{"topic": ..., "value": ...}`` line per topic, a footer."""
+    crc = 0
+
+    def put(b: bytes | memoryview) -> None:
+        nonlocal crc
+        f.write(b)
+        crc = zlib.crc32(b, crc)
+
+    meta = m.make_topic_meta("jsonl", snap.dialect, tplan.codec)
+    put((json.dumps(meta) + "\n").encode())
+    tails = _TailTable(_T_MID, _T_CLOSE)
+    table = ValueTable()
+    total = tplan.total if tplan.total is not None else (len(snap) if progress else 0)
+    done = 0
+    for c in chunks(snap, per_pair=True):  # one group per topic
+        known = len(table)
+        refs = table.refs(tplan.stored(c.ids))
+        if len(table) > known:
+            tails.add(table.values[known:])
+        _put_lines(put, c, tails, refs, _T_OPEN_B)
+        done += len(refs)
+        if progress is not None:
+            progress(done, total)
+    f.write((json.dumps({"end": {"topics": done, "crc32": crc}}) + "\n").encode())
+    return done
 
 
 def _write_memberships(
@@ -374,18 +452,11 @@ def _with_members(
     return values, out
 
 
-def loads(raw: bytes, decode: Decode | None = None) -> Any:
-    if not raw:
-        raise FormatError("empty file: not a cstrie JSON Lines export")
-    head_end = raw.find(b"\n")
-    if head_end < 0:
-        raise FormatError("truncated JSON Lines export (no complete header line)")
-    try:
-        header = json.loads(raw[:head_end])
-    except ValueError:
-        raise FormatError("not a cstrie JSON Lines export (the first line is not JSON)") from None
-    dialect, codec = m.check_meta(header, "jsonl")
-    groups = m.version_of(header) >= m.GROUPS_SINCE
+def _footer(raw: bytes, head_end: int, keys: set[str], count: str) -> tuple[int, dict[str, Any]]:
+    """(where the footer line starts, its ``"end"`` record): the last line must
+    be ``{"end": {...}}`` with keys among ``keys`` and the line count ``count``
+    (a non-negative int), and its CRC-32, when given, must match every byte
+    before it."""
     if not raw.endswith(b"\n"):
         raise FormatError("truncated JSON Lines export (the last line is incomplete)")
     foot_start = raw.rfind(b"\n", 0, len(raw) - 1) + 1
@@ -396,14 +467,35 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     except ValueError:
         footer = None
     end = footer.get("end") if isinstance(footer, dict) and len(footer) == 1 else None
-    keys = {"pairs", "crc32"} | ({"memberships", "policies"} if groups else set())
-    if not isinstance(end, dict) or not set(end) <= keys or "pairs" not in end:
+    if not isinstance(end, dict) or not set(end) <= keys or count not in end:
         raise FormatError("truncated JSON Lines export (the last line is not the footer)")
     if "crc32" in end and end["crc32"] != zlib.crc32(memoryview(raw)[:foot_start]):
         raise FormatError("checksum mismatch: the file is truncated or corrupt")
+    n = end[count]
+    if type(n) is not int or n < 0:
+        raise FormatError(f"invalid {count[:-1]} count {n!r} in the footer")
+    return foot_start, end
+
+
+def loads(raw: bytes, decode: Decode | None = None) -> Any:
+    """Load a JSON Lines export held in memory: a :class:`cstrie.Trie`, or a
+    :class:`cstrie.TopicIndex` for a topic index file."""
+    if not raw:
+        raise FormatError("empty file: not a cstrie JSON Lines export")
+    head_end = raw.find(b"\n")
+    if head_end < 0:
+        raise FormatError("truncated JSON Lines export (no complete header line)")
+    try:
+        header = json.loads(raw[:head_end])
+    except ValueError:
+        raise FormatError("not a cstrie JSON Lines export (the first line is not JSON)") from None
+    if m.content_of(header, "jsonl") == m.TOPICS:
+        return _load_topics(raw, head_end, header, decode)
+    dialect, codec = m.check_meta(header, "jsonl")
+    groups = m.version_of(header) >= m.GROUPS_SINCE
+    keys = {"pairs", "crc32"} | ({"memberships", "policies"} if groups else set())
+    foot_start, end = _footer(raw, head_end, keys, "pairs")
     pairs = end["pairs"]
-    if type(pairs) is not int or pairs < 0:
-        raise FormatError(f"invalid pair count {pairs!r} in the footer")
     # Both optional, for hand-edited files: without "memberships" the lines
     # are not counted by kind, without "policies" every group is round-robin.
     nmem = end.get("memberships")
@@ -516,3 +608,62 @@ def _general(
     del pb
     values = m.decode_values(values, codec, decode)
     return m.build_trie(data, offsets, refs, values, dialect, memberships, policies)
+
+
+def _load_topics(raw: bytes, head_end: int, header: Any, decode: Decode | None) -> Any:
+    """A topic index file: ``{"topic": ..., "value": ...}`` lines (any JSON
+    spacing and key order), checked against the footer's count and CRC."""
+    dialect, codec = m.check_topic_meta(header, "jsonl")
+    foot_start, end = _footer(raw, head_end, {"topics", "crc32"}, "topics")
+    count = end["topics"]
+    nlines = raw.count(b"\n", head_end + 1, foot_start)
+    if count != nlines:
+        raise FormatError(f"the footer says {count} topics but the file has {nlines} topic lines")
+    body = memoryview(raw)[head_end + 1 : foot_start - 1]  # without the last newline
+    try:
+        objs = json.loads(b"".join((b"[", body, b"]")).replace(b"\n", b",")) if nlines else []
+        ok = len(objs) == nlines and set(map(type, objs)) <= {dict} and set(map(len, objs)) <= {2}
+        topics = list(map(itemgetter("topic"), objs)) if ok else []
+        stored = list(map(itemgetter("value"), objs)) if ok else []
+        ok = ok and set(map(type, topics)) <= {str} and set(map(type, stored)) <= {str, int, dict}
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if ok and dict in set(map(type, stored)):
+        try:
+            stored = [value_from_json(v, "value") if type(v) is dict else v for v in stored]
+        except FormatError:
+            ok = False
+    if not ok:
+        raise _topic_line_error(raw[head_end + 1 : foot_start].split(b"\n")[:-1])
+    del objs, body
+    try:
+        encoded = [t.encode() for t in topics]
+    except UnicodeEncodeError as exc:
+        raise FormatError(f"a topic is not valid Unicode text: {exc}") from None
+    del topics
+    values = list(dict.fromkeys(stored))  # distinct, in order of appearance
+    index = dict(zip(values, range(1, len(values) + 1), strict=True))
+    refs = array("Q", map(index.__getitem__, stored))
+    del stored, index
+    offsets = array("q", accumulate(map(len, encoded), initial=0))
+    values = load_values(values, codec, decode)
+    return build_index(b"".join(encoded), offsets, refs, values, dialect)
+
+
+def _topic_line_error(lines: list[bytes]) -> FormatError:
+    """The first bad topic line (slow path, for the message; lines count from
+    2, after the header)."""
+    for k, line in enumerate(lines, 2):
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            return FormatError(f"line {k}: not valid JSON ({exc})")
+        if not isinstance(obj, dict) or set(obj) != {"topic", "value"}:
+            return FormatError(f'line {k}: expected {{"topic": ..., "value": ...}}')
+        if type(obj["topic"]) is not str:
+            return FormatError(f"line {k}: the topic is not a string")
+        try:
+            value_from_json(obj["value"], "value")
+        except FormatError as exc:
+            return FormatError(f"line {k}: {exc}")
+    return FormatError("invalid topic lines")

@@ -1,4 +1,14 @@
-"""The header record every format writes, and the steps shared by loaders."""
+"""The header record every format writes, and the steps shared by loaders.
+
+Two kinds of file share the formats: *subscription* files (a
+:class:`~cstrie.Trie`: header ``"format": "cstrie-<fmt>"``) and *topic index*
+files (a :class:`~cstrie.TopicIndex`: ``"format": "cstrie-topics-<fmt>"``,
+versioned on their own, see :data:`TOPICS_VERSION`).  The format name tells
+them apart, so a reader that knows only subscription files (cstrie before
+topic files) refuses a topic file with its FormatError ("not a cstrie <fmt>
+export (header format is 'cstrie-topics-<fmt>')") instead of loading its
+topics as patterns.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +23,19 @@ from cstrie.export.errors import FormatError
 
 __all__ = [
     "GROUPS_SINCE",
+    "SUBSCRIPTIONS",
+    "TOPICS",
+    "TOPICS_VERSION",
     "VERSION",
     "Membership",
     "build_trie",
+    "check_any_meta",
     "check_meta",
     "check_policies",
+    "check_topic_meta",
+    "content_of",
     "make_meta",
+    "make_topic_meta",
 ]
 
 #: The version written by this cstrie into every format's header.  Loaders read
@@ -31,6 +48,15 @@ __all__ = [
 VERSION = 2
 #: The first version whose files may hold share-group memberships.
 GROUPS_SINCE = 2
+
+#: The version of the topic index files (``"format": "cstrie-topics-<fmt>"``),
+#: counted apart from :data:`VERSION`.
+#:
+#: 1. (topic, value) records and a dialect.
+TOPICS_VERSION = 1
+
+#: What a file holds, as :func:`content_of` names it.
+SUBSCRIPTIONS, TOPICS = "subscriptions", "topics"
 
 #: A membership read from a file: (filter, 1-based index into the file's
 #: subscriber values, group name).
@@ -52,24 +78,68 @@ def make_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str,
     }
 
 
-def check_meta(meta: object, fmt: str) -> tuple[Dialect, str]:
-    """Validate a header record; returns its dialect and subscriber codec."""
+def make_topic_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str, Any]:
+    """The header of a topic index file (``value_codec`` where a subscription
+    file has ``subscriber_codec``)."""
+    from cstrie import __version__
+
+    return {
+        "format": f"cstrie-topics-{fmt}",
+        "version": TOPICS_VERSION,
+        "dialect": dialect_to_json(dialect),
+        "value_codec": codec,
+        "writer": f"cstrie {__version__}",
+        **extra,
+    }
+
+
+def content_of(meta: object, fmt: str) -> str:
+    """:data:`TOPICS` when ``meta`` is the header of a topic index file of
+    format ``fmt``, else :data:`SUBSCRIPTIONS` (:func:`check_meta` then says
+    whether it is a valid one)."""
+    if isinstance(meta, dict) and meta.get("format") == f"cstrie-topics-{fmt}":
+        return TOPICS
+    return SUBSCRIPTIONS
+
+
+def _check_header(
+    meta: object, fmt: str, name: str, newest: int, codec_key: str
+) -> tuple[Dialect, str]:
     if not isinstance(meta, dict):
         raise FormatError(f"the {fmt} header is not a JSON object")
-    if meta.get("format") != f"cstrie-{fmt}":
+    if meta.get("format") != name:
         raise FormatError(f"not a cstrie {fmt} export (header format is {meta.get('format')!r})")
     version = meta.get("version")
     if type(version) is not int or version < 1:
         raise FormatError(f"invalid format version {version!r}")
-    if version > VERSION:
+    if version > newest:
         raise FormatError(
-            f"format version {version} is newer than this cstrie reads (up to {VERSION}); "
+            f"format version {version} is newer than this cstrie reads (up to {newest}); "
             "upgrade cstrie"
         )
-    codec = meta.get("subscriber_codec")
+    codec = meta.get(codec_key)
     if codec not in ("native", "user"):
-        raise FormatError(f"invalid subscriber_codec {codec!r}")
+        raise FormatError(f"invalid {codec_key} {codec!r}")
     return dialect_from_json(meta.get("dialect")), codec
+
+
+def check_meta(meta: object, fmt: str) -> tuple[Dialect, str]:
+    """Validate the header of a subscription file; returns its dialect and
+    subscriber codec."""
+    return _check_header(meta, fmt, f"cstrie-{fmt}", VERSION, "subscriber_codec")
+
+
+def check_topic_meta(meta: object, fmt: str) -> tuple[Dialect, str]:
+    """Validate the header of a topic index file; returns its dialect and
+    value codec."""
+    return _check_header(meta, fmt, f"cstrie-topics-{fmt}", TOPICS_VERSION, "value_codec")
+
+
+def check_any_meta(meta: object, fmt: str) -> tuple[Dialect, str, str]:
+    """Validate a header of either kind: (dialect, codec, :func:`content_of`)."""
+    content = content_of(meta, fmt)
+    check = check_topic_meta if content == TOPICS else check_meta
+    return (*check(meta, fmt), content)
 
 
 def version_of(meta: dict[str, Any]) -> int:
@@ -102,11 +172,14 @@ def check_distinct(values: list[Any]) -> None:
         raise FormatError("the subscriber table lists a subscriber twice (corrupt file)")
 
 
-def decode_values(values: list[Any], codec: str, decode: Decode | None) -> list[Any]:
-    """Apply ``decode`` to the stored (distinct) subscriber values."""
+def decode_values(
+    values: list[Any], codec: str, decode: Decode | None, what: str = "subscribers"
+) -> list[Any]:
+    """Apply ``decode`` to the stored (distinct) subscriber values (``what``:
+    how the error names them)."""
     if codec == "user" and decode is None:
         raise ValueError(
-            "the subscribers in this file were written with encode=; pass decode= to "
+            f"the {what} in this file were written with encode=; pass decode= to "
             "load them (or decode=cstrie.export.keep_encoded for the stored values)"
         )
     if decode is None:
@@ -114,27 +187,27 @@ def decode_values(values: list[Any], codec: str, decode: Decode | None) -> list[
     return [decode(v) for v in values]
 
 
-def check_offsets(offsets: array[int], data_len: int) -> None:
+def check_offsets(offsets: array[int], data_len: int, what: str = "pattern") -> None:
     """Offsets must start at 0 and end at ``data_len``.  That they never
     decrease is checked by the engine's bulk build (:func:`build_trie` reports
     it as a FormatError), which reads every offset anyway."""
     if not offsets or offsets[0] != 0 or offsets[-1] != data_len:
-        raise FormatError("pattern offsets do not cover the pattern data")
+        raise FormatError(f"{what} offsets do not cover the {what} data")
 
 
-def check_utf8(data: bytes | memoryview, offsets: array[int]) -> None:
-    """Each pattern must be valid UTF-8 on its own."""
+def check_utf8(data: bytes | memoryview, offsets: array[int], what: str = "pattern") -> None:
+    """Each pattern (``what``) must be valid UTF-8 on its own."""
     raw = bytes(data)
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FormatError(f"pattern data is not valid UTF-8 at byte {exc.start}") from None
+        raise FormatError(f"{what} data is not valid UTF-8 at byte {exc.start}") from None
     if raw.isascii():
         return
     # Valid as a whole; make sure no pattern starts inside a character.
     for k, o in enumerate(islice(offsets, 0, len(offsets) - 1)):
         if o < len(raw) and raw[o] & 0xC0 == 0x80:
-            raise FormatError(f"pattern {k} starts inside a UTF-8 character (corrupt file)")
+            raise FormatError(f"{what} {k} starts inside a UTF-8 character (corrupt file)")
 
 
 def build_trie(

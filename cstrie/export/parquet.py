@@ -26,6 +26,13 @@ at a time; data pages carry Parquet page checksums.  Loading verifies all of it
 and feeds :meth:`cstrie.Trie.from_buffers` straight from the Arrow buffers:
 the subscriber column is dictionary-encoded in Arrow to get the distinct
 subscribers and each row's index, so no Python object is made per pair.
+
+Topic index files (:mod:`cstrie.export.topicfile`): columns ``topic``
+(large_string) and ``value`` (typed as ``subscriber`` is, plus
+``value_type`` when mixed); metadata ``cstrie`` with format
+``cstrie-topics-parquet``, version 1, ``value_codec`` and ``value_kind``, and
+``cstrie.end`` with ``{"topics": n, "crc32": ...}``.  :func:`read` returns a
+:class:`~cstrie.TopicIndex` for them.
 """
 
 from __future__ import annotations
@@ -41,9 +48,17 @@ from cstrie import _binding as nb
 from cstrie.export import meta as m
 from cstrie.export.codec import INT, STR, Decode, Plan, kind_name
 from cstrie.export.errors import FormatError
-from cstrie.export.source import ByteTable, GroupNames, Numbering, chunks, membership_chunks
+from cstrie.export.source import (
+    ByteTable,
+    Chunk,
+    GroupNames,
+    Numbering,
+    chunks,
+    membership_chunks,
+)
+from cstrie.export.topicfile import TopicPlan, build_index, load_values
 
-__all__ = ["prepare", "read", "require_pyarrow", "write"]
+__all__ = ["prepare", "prepare_topics", "read", "require_pyarrow", "write", "write_topics"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _KIND_NAMES = {str: "str", int: "int", bytes: "bytes"}
@@ -102,13 +117,21 @@ def _text(v: str | int | bytes) -> str:
 
 
 class Prepared:
-    """The column types, chosen (and checked) before anything is written."""
+    """The column types, chosen (and checked) before anything is written:
+    ``key`` (``pattern``/``topic``) and ``value`` (``subscriber``/``value``)
+    name the columns, ``groups`` adds the ``group`` column."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(
+        self,
+        kinds: set[int],
+        values: list[Any],
+        groups: bool,
+        key: str = "pattern",
+        value: str = "subscriber",
+    ) -> None:
         pa = require_pyarrow()
-        self.groups = plan.shared
-        kinds = plan.kinds
-        values = plan.members
+        self.groups = groups
+        self.key, self.value = key, value
         if not kinds:
             self.kind = "str"
         elif kinds == {INT}:
@@ -125,7 +148,7 @@ class Prepared:
             if not _utf8_ok("".join(strs)):
                 bad = next(v for v in strs if not _utf8_ok(v))
                 raise TypeError(
-                    f"subscriber {bad!r} is not valid UTF-8 text (a lone surrogate); Parquet "
+                    f"{value} {bad!r} is not valid UTF-8 text (a lone surrogate); Parquet "
                     "cannot store it: use the binary or jsonl format, or encode="
                 )
         self.type = {
@@ -135,11 +158,11 @@ class Prepared:
             "mixed": pa.large_string(),
         }[self.kind]
         fields = [
-            pa.field("pattern", pa.large_string(), nullable=False),
-            pa.field("subscriber", self.type, nullable=False),
+            pa.field(key, pa.large_string(), nullable=False),
+            pa.field(value, self.type, nullable=False),
         ]
         if self.kind == "mixed":
-            fields.append(pa.field("subscriber_type", pa.large_string(), nullable=False))
+            fields.append(pa.field(f"{value}_type", pa.large_string(), nullable=False))
         if self.groups:
             fields.append(pa.field("group", pa.large_string(), nullable=True))
         self.schema = pa.schema(fields)
@@ -154,7 +177,79 @@ def _utf8_ok(s: str) -> bool:
 
 
 def prepare(plan: Plan) -> Prepared:
-    return Prepared(plan)
+    return Prepared(plan.kinds, plan.members, plan.shared)
+
+
+def prepare_topics(tplan: TopicPlan) -> Prepared:
+    """The columns of a topic index file: ``topic`` and ``value`` (plus
+    ``value_type`` for mixed values)."""
+    return Prepared(tplan.kinds, tplan.members, False, "topic", "value")
+
+
+def _value_arrays(prep: Prepared, stored: list[Any]) -> list[Any]:
+    """The value column(s) of rows holding these stored values."""
+    pa = require_pyarrow()
+    if prep.kind != "mixed":
+        return [pa.array(stored, prep.type)]
+    return [
+        pa.array(list(map(_text, stored)), pa.large_string()),
+        pa.array([_KIND_NAMES[type(v)] for v in stored], pa.large_string()),
+    ]
+
+
+def _writer(f: BinaryIO, schema: Any, key: str) -> Any:
+    """A ParquetWriter with page checksums, zstd, and dictionary pages for
+    every column but ``key``: patterns and topics are nearly all distinct,
+    so hashing them for a dictionary Parquet then drops costs 15%."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetWriter(
+        f,
+        schema,
+        write_page_checksum=True,
+        compression="zstd",
+        use_dictionary=[n for n in schema.names if n != key],
+    )
+
+
+def _write_rows(w: Any, schema: Any, digest: _Digest, cols: list[Any], n: int) -> None:
+    """One row group of ``n`` rows, its columns added to the digest."""
+    pa = require_pyarrow()
+    for name, col in zip(schema.names, cols, strict=True):
+        digest.update(name, col)
+    w.write_table(pa.Table.from_arrays(cols, schema=schema), row_group_size=max(n, 1))
+
+
+def _large_strings(c: Chunk) -> Any:
+    """A chunk's patterns (topics), one per group, as an Arrow large_string
+    array over the chunk's own buffers."""
+    pa = require_pyarrow()
+    pat_off = array("q", (0,))
+    pat_off += c.pat_end  # a copy at C speed
+    return pa.LargeStringArray.from_buffers(c.ngroups, pa.py_buffer(pat_off), pa.py_buffer(c.pat))
+
+
+def write_topics(
+    snap: Any, f: BinaryIO, tplan: TopicPlan, prep: Prepared, progress: m.Progress | None = None
+) -> int:
+    """Write the topic snapshot ``snap`` to ``f`` as Parquet, one row group
+    per engine chunk; returns the number of topics."""
+    header = m.make_topic_meta("parquet", snap.dialect, tplan.codec, value_kind=prep.kind)
+    schema = prep.schema.with_metadata({"cstrie": json.dumps(header)})
+    digest = _Digest(schema.names)
+    total = tplan.total if tplan.total is not None else (len(snap) if progress else 0)
+    done = 0
+    with _writer(f, schema, "topic") as w:
+        for c in chunks(snap, per_pair=True):  # one group per topic
+            n = c.npairs
+            cols = [_large_strings(c), *_value_arrays(prep, tplan.stored(c.ids))]
+            _write_rows(w, schema, digest, cols, n)
+            done += n
+            if progress is not None:
+                progress(done, total)
+        end = {"topics": done, "crc32": digest.result()}
+        w.add_key_value_metadata({"cstrie.end": json.dumps(end)})
+    return done
 
 
 def write(
@@ -163,7 +258,6 @@ def write(
     """Write ``snap`` to ``f`` as Parquet, one row group per engine chunk."""
     pa = require_pyarrow()
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     header = m.make_meta("parquet", snap.dialect, plan.codec, subscriber_kind=prep.kind)
     schema = prep.schema.with_metadata({"cstrie": json.dumps(header)})
@@ -210,26 +304,12 @@ def write(
         return cols
 
     def put(w: Any, cols: list[Any], n: int) -> None:
-        for name, col in zip(names, cols, strict=True):
-            digest.update(name, col)
-        w.write_table(pa.Table.from_arrays(cols, schema=schema), row_group_size=max(n, 1))
+        _write_rows(w, schema, digest, cols, n)
 
-    # Dictionary pages for the subscriber column only: patterns are nearly all
-    # distinct, so hashing them for a dictionary Parquet then drops cost 15%.
-    with pq.ParquetWriter(
-        f,
-        schema,
-        write_page_checksum=True,
-        compression="zstd",
-        use_dictionary=[n for n in names if n != "pattern"],
-    ) as w:
+    with _writer(f, schema, "pattern") as w:
         for c in chunks(snap, per_pair=True):
             n = c.npairs
-            pat_off = array("q", (0,))
-            pat_off += c.pat_end  # a copy at C speed
-            patterns = pa.LargeStringArray.from_buffers(
-                c.ngroups, pa.py_buffer(pat_off), pa.py_buffer(c.pat)
-            )
+            patterns = _large_strings(c)
             if not c.simple:
                 parents = array("q", chain.from_iterable(map(repeat, range(c.ngroups), c.counts())))
                 patterns = pc.take(patterns, _int64(parents))
@@ -247,11 +327,7 @@ def write(
             for c in membership_chunks(snap):
                 assert c.share is not None
                 n = c.npairs
-                pat_off = array("q", (0,))
-                pat_off += c.pat_end
-                patterns = pa.LargeStringArray.from_buffers(
-                    n, pa.py_buffer(pat_off), pa.py_buffer(c.pat)
-                )
+                patterns = _large_strings(c)
                 group_names = groups.names
                 group_col = pa.array(
                     [group_names[k - 1] for k in groups.numbers(c.share)], pa.large_string()
@@ -283,10 +359,24 @@ def _corrupt(exc: BaseException) -> FormatError:
     return FormatError(f"corrupt or truncated Parquet file: {exc}")
 
 
-def read(f: Any, decode: Decode | None = None) -> Any:
-    """Load a Parquet export (``f``: a path or a seekable binary file)."""
+_KIND_TYPES = ("str", "int", "bytes", "mixed")
+
+
+def _kind_type(kind: str) -> Any:
+    """The Arrow type of a value column of this kind."""
     pa = require_pyarrow()
-    import pyarrow.compute as pc
+    return {
+        "str": pa.large_string(),
+        "int": pa.int64(),
+        "bytes": pa.large_binary(),
+        "mixed": pa.large_string(),
+    }[kind]
+
+
+def _open(f: Any) -> tuple[Any, Any, Any]:
+    """(ParquetFile, header, end record) of a cstrie Parquet file (parsed,
+    not yet checked)."""
+    pa = require_pyarrow()
     import pyarrow.parquet as pq
 
     try:
@@ -303,26 +393,14 @@ def read(f: Any, decode: Decode | None = None) -> Any:
         end = json.loads(kv[b"cstrie.end"])
     except ValueError as exc:
         raise FormatError(f"corrupt cstrie metadata in the Parquet file: {exc}") from None
-    dialect, codec = m.check_meta(header, "parquet")
-    kind = header.get("subscriber_kind")
-    expected_types = {
-        "str": pa.large_string(),
-        "int": pa.int64(),
-        "bytes": pa.large_binary(),
-        "mixed": pa.large_string(),
-    }
-    if kind not in expected_types:
-        raise FormatError(f"invalid subscriber_kind {kind!r}")
-    names = ["pattern", "subscriber"] + (["subscriber_type"] if kind == "mixed" else [])
-    # A version 2 file has a group column when the writer's trie had groups.
-    groups = "group" in pf.schema_arrow.names
-    if groups and m.version_of(header) < m.GROUPS_SINCE:
-        raise FormatError(
-            f"a group column in a version {m.version_of(header)} file (share groups need "
-            f"version {m.GROUPS_SINCE})"
-        )
-    if groups:
-        names.append("group")
+    return pf, header, end
+
+
+def _columns(pf: Any, names: list[str], value: str, kind: str) -> list[Any]:
+    """The columns ``names`` read whole and checked: exactly those, of their
+    types (``value`` of ``kind``'s, the rest large_string), no nulls but in
+    ``group``, valid Arrow data."""
+    pa = require_pyarrow()
     try:
         tbl = pf.read(columns=names)
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -331,7 +409,7 @@ def read(f: Any, decode: Decode | None = None) -> Any:
         raise FormatError(f"expected the columns {names}, found {tbl.schema.names}")
     cols = []
     for name in names:
-        want = pa.large_string() if name != "subscriber" else expected_types[kind]
+        want = _kind_type(kind) if name == value else pa.large_string()
         col = tbl.column(name)
         if col.type != want:
             raise FormatError(f"column {name!r} has type {col.type}, expected {want}")
@@ -343,32 +421,89 @@ def read(f: Any, decode: Decode | None = None) -> Any:
         except pa.ArrowException as exc:
             raise _corrupt(exc) from None
         cols.append(arr)
-    del tbl
-    end_keys = {"pairs", "crc32"} | ({"memberships", "policies"} if groups else set())
-    if not isinstance(end, dict) or not set(end) <= end_keys:
+    return cols
+
+
+def _check_end(end: Any, keys: set[str], count: str, names: list[str], cols: list[Any]) -> None:
+    """The end record: keys among ``keys``, the row count under ``count``, the
+    columns' CRC-32s."""
+    if not isinstance(end, dict) or not set(end) <= keys:
         raise FormatError("invalid cstrie.end metadata in the Parquet file")
-    if end.get("pairs") != len(cols[0]):
-        raise FormatError("the pair count in the metadata does not match the rows")
+    if end.get(count) != len(cols[0]):
+        raise FormatError(f"the {count[:-1]} count in the metadata does not match the rows")
     digest = _Digest(names)
     for name, arr in zip(names, cols, strict=True):
         digest.update(name, arr)
     if end.get("crc32") != digest.result():
         raise FormatError("checksum mismatch: the Parquet file is corrupt")
-    policies = m.check_policies(end.get("policies"))
-    patterns = cols[0]
+
+
+def _distinct(value: Any, types: Any, kind: str) -> tuple[Any, list[Any]]:
+    """(each row's 1-based reference as a uint64 array, the distinct values):
+    the value column dictionary-encoded in Arrow (a mixed column keyed by type
+    and text)."""
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
     if kind == "mixed":
-        key = pc.binary_join_element_wise(cols[2], cols[1], pa.scalar("\x00", pa.large_string()))
+        key = pc.binary_join_element_wise(types, value, pa.scalar("\x00", pa.large_string()))
     else:
-        key = cols[1]
+        key = value
     enc = pc.dictionary_encode(key)
     refs = pc.cast(pc.add(pc.cast(enc.indices, pa.int64()), 1), pa.uint64())
     values = enc.dictionary.to_pylist()
-    if kind == "mixed":  # distinct texts, but two may spell one value ("int\x0001", "int\x001")
+    if kind == "mixed":
         values = [_from_text(v) for v in values]
+    return refs, values
+
+
+def _string_buffers(arr: Any) -> tuple[Any, Any]:
+    """(data, the n+1 int64 offsets) of a large_string array, as buffers."""
+    n = len(arr)
+    bufs = arr.buffers()
+    offsets = memoryview(bufs[1])[arr.offset * 8 : (arr.offset + n + 1) * 8]
+    return (bufs[2] if bufs[2] is not None else b""), offsets
+
+
+def _u64_buffer(arr: Any) -> memoryview:
+    return memoryview(arr.buffers()[1])[arr.offset * 8 : (arr.offset + len(arr)) * 8]
+
+
+def read(f: Any, decode: Decode | None = None) -> Any:
+    """Load a Parquet export (``f``: a path or a seekable binary file): a
+    :class:`cstrie.Trie`, or a :class:`cstrie.TopicIndex` for a topic index
+    file."""
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    pf, header, end = _open(f)
+    if m.content_of(header, "parquet") == m.TOPICS:
+        return _read_topics(pf, header, end, decode)
+    dialect, codec = m.check_meta(header, "parquet")
+    kind = header.get("subscriber_kind")
+    if kind not in _KIND_TYPES:
+        raise FormatError(f"invalid subscriber_kind {kind!r}")
+    names = ["pattern", "subscriber"] + (["subscriber_type"] if kind == "mixed" else [])
+    # A version 2 file has a group column when the writer's trie had groups.
+    groups = "group" in pf.schema_arrow.names
+    if groups and m.version_of(header) < m.GROUPS_SINCE:
+        raise FormatError(
+            f"a group column in a version {m.version_of(header)} file (share groups need "
+            f"version {m.GROUPS_SINCE})"
+        )
+    if groups:
+        names.append("group")
+    cols = _columns(pf, names, "subscriber", kind)
+    end_keys = {"pairs", "crc32"} | ({"memberships", "policies"} if groups else set())
+    _check_end(end, end_keys, "pairs", names, cols)
+    policies = m.check_policies(end.get("policies"))
+    patterns = cols[0]
+    refs, values = _distinct(cols[1], cols[2] if kind == "mixed" else None, kind)
+    if kind == "mixed":  # distinct texts, but two may spell one value ("int\x0001", "int\x001")
         m.check_distinct(values)
     memberships: list[m.Membership] = []
     group_col = cols[-1] if groups else None
-    del enc, key, cols
+    del cols
     nmem = len(group_col) - group_col.null_count if group_col is not None else 0
     if end.get("memberships", 0) != nmem:
         raise FormatError("the membership count in the metadata does not match the rows")
@@ -388,12 +523,24 @@ def read(f: Any, decode: Decode | None = None) -> Any:
         if patterns.offset or refs.offset:  # pragma: no cover - filter() gives neither
             patterns, refs = pa.concat_arrays([patterns]), pa.concat_arrays([refs])
     values = m.decode_values(values, codec, decode)
-    n = len(patterns)
-    bufs = patterns.buffers()
-    offsets = memoryview(bufs[1])[patterns.offset * 8 : (patterns.offset + n + 1) * 8]
-    data = bufs[2] if bufs[2] is not None else b""
-    rbuf = memoryview(refs.buffers()[1])[refs.offset * 8 : (refs.offset + n) * 8]
-    return m.build_trie(data, offsets, rbuf, values, dialect, memberships, policies)
+    data, offsets = _string_buffers(patterns)
+    return m.build_trie(data, offsets, _u64_buffer(refs), values, dialect, memberships, policies)
+
+
+def _read_topics(pf: Any, header: Any, end: Any, decode: Decode | None) -> Any:
+    """A topic index file: ``topic`` and ``value`` (+ ``value_type``) columns,
+    checked against the end record; the index is built by engine puts."""
+    dialect, codec = m.check_topic_meta(header, "parquet")
+    kind = header.get("value_kind")
+    if kind not in _KIND_TYPES:
+        raise FormatError(f"invalid value_kind {kind!r}")
+    names = ["topic", "value"] + (["value_type"] if kind == "mixed" else [])
+    cols = _columns(pf, names, "value", kind)
+    _check_end(end, {"topics", "crc32"}, "topics", names, cols)
+    refs, values = _distinct(cols[1], cols[2] if kind == "mixed" else None, kind)
+    values = load_values(values, codec, decode)
+    data, offsets = _string_buffers(cols[0])
+    return build_index(data, offsets.cast("q"), _u64_buffer(refs).cast("Q"), values, dialect)
 
 
 def _from_text(v: str) -> str | int | bytes:

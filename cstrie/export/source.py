@@ -142,15 +142,18 @@ def _copy(buf: Any, typecode: str, n: int) -> array[int]:
 def chunks(
     reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False, shared: bool = False
 ) -> Iterator[Chunk]:
-    """The chunks of ``reader``'s engine handle (a Snapshot: it is immutable, so
-    every walk over it gives the same pairs).  With ``per_pair`` every group is
+    """The chunks of ``reader``'s engine handle (a Snapshot or a TopicSnapshot:
+    it is immutable, so every walk over it gives the same pairs).  With ``per_pair`` every group is
     one pair (the engine repeats a pattern once per subscriber), so every chunk
     is :attr:`Chunk.simple`: what the row-per-pair formats want.  Without
     ``shared`` the walk gives the ordinary pairs only (share-group memberships
     are skipped in the engine); with it, memberships too, told apart by
     :attr:`Chunk.share`."""
     lib, ffi = nb.lib, nb.ffi
-    it = (lib.cst_iter_new_pairs if per_pair else lib.cst_iter_new)(reader._h)
+    # a Snapshot's engine handle, or a TopicSnapshot's (one id per topic, so
+    # every group of a topic snapshot is one (topic, value id) pair)
+    handle = reader._handle if hasattr(reader, "_handle") else reader._h
+    it = (lib.cst_iter_new_pairs if per_pair else lib.cst_iter_new)(handle)
     if it == ffi.NULL:
         raise MemoryError("cstrie engine: out of memory starting an iteration")
     it = ffi.gc(it, lib.cst_iter_free)
