@@ -416,16 +416,23 @@ def test_perf_counter_stamps_tie_without_false_alarms() -> None:
     assert check_topics(history(t0, t1, clock="perf_counter_ns")).ok
 
 
-def test_every_check_has_a_test_that_fails_it() -> None:
-    assert set(TOPIC_CHECKS) == {
-        "results",
-        "own-writes",
-        "linearizability",
-        "queries",
-        "counts",
-        "snapshots",
-        "final",
-    }
+#: per check: a minimal history that fails it alone
+FAILS_ALONE = {
+    "results": lambda: history(T(0).get(AX, 1, 2, v(1, 0))),  # a value never put there
+    "own-writes": lambda: history(T(0).put(AX, 1, 2, False)),  # absent, yet "replaced"
+    "linearizability": lambda: history(T(0).put(AX, 1, 2), T(1).get(AX, 3, 4, 0)),
+    "queries": lambda: history(T(0).put(AX, 1, 2), T(1).query(F_A, 3, 4, [])),
+    "counts": lambda: history(T(0).put(AX, 1, 2), T(1).count(F_A, 3, 4, 0)),
+    "snapshots": lambda: history(T(0).snap(1, 2, [], length=1)),
+    "final": lambda: history(T(0).put(AX, 1, 2), final=[]),
+}
+
+
+@pytest.mark.parametrize("check", list(TOPIC_CHECKS))
+def test_every_check_fails_alone_on_its_minimal_history(check: str) -> None:
+    assert set(FAILS_ALONE) == set(TOPIC_CHECKS)
+    rep = check_topics(FAILS_ALONE[check]())
+    assert failing(rep) == {check} and rep.counts[check] == 1, rep.violations
 
 
 # ------------------------------------------------- broken indexes, end to end

@@ -60,8 +60,10 @@ def main_topics(args: argparse.Namespace, argv: list[str] | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.duration is not None:
-        print("error: the topics scenario runs --ops operations per thread, not --duration",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "error: the topics scenario runs --ops operations per thread, not --duration",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if snapshot_every < 0:
         print("error: --snapshot-every must be >= 0", file=sys.stderr)
