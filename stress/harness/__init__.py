@@ -18,7 +18,12 @@ Run ``python -m stress.harness --help`` from the repository root (or
   members join and leave, then the round-robin spread):
   :mod:`~stress.harness.groups` (design and runs),
   :mod:`~stress.harness.group_checker` (checks),
-  :mod:`~stress.harness.group_cli` (its part of the command line).
+  :mod:`~stress.harness.group_cli` (its part of the command line);
+* the ``topics`` scenario (``--scenario topics``; a TopicIndex put, removed
+  and popped while threads get, query, count and snapshot it):
+  :mod:`~stress.harness.topics` (design and runs),
+  :mod:`~stress.harness.topic_checker` (checks),
+  :mod:`~stress.harness.topic_cli` (its part of the command line).
 """
 
 from stress.harness.checker import CheckReport, Violation, check_history

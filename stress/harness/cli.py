@@ -56,11 +56,13 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("workload")
     g.add_argument(
         "--scenario",
-        choices=("mixed", "groups"),
+        choices=("mixed", "groups", "topics"),
         default="mixed",
         help="mixed (default): lookups, updates and snapshots on ordinary subscriptions; "
         "groups: share groups routed (trie.route, route_by_group) while members join and "
-        "leave, then a round-robin fairness phase (see stress/harness/groups.py)",
+        "leave, then a round-robin fairness phase (see stress/harness/groups.py); topics: "
+        "a TopicIndex put/removed/popped while threads get, query, count and snapshot it "
+        "(see stress/harness/topics.py)",
     )
     g.add_argument(
         "--threads",
@@ -78,9 +80,10 @@ def parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--mix",
-        default="90/10",
+        default=None,
         metavar="L/U",
-        help="percent of lookups/updates, e.g. 100/0, 90/10, 50/50 (default 90/10)",
+        help="percent of lookups/updates, e.g. 100/0, 90/10, 50/50 (default 90/10); topics: "
+        "of reads/writes (default 50/50)",
     )
     g.add_argument(
         "--snapshot-every",
@@ -89,7 +92,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="K",
         help="every K-th operation of each thread is a snapshot (default 0: none); groups: "
         "every K-th message of each router also takes a snapshot and routes every topic on "
-        "it (default 2000)",
+        "it (default 2000); topics: every K-th op of each thread is a snapshot, read at once "
+        "and again at the thread's next one (default 250)",
     )
     g.add_argument(
         "--many-every",
@@ -113,15 +117,16 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--keys",
         type=_positive_int,
-        default=1024,
+        default=None,
         metavar="N",
-        help="key space: number of (pattern, subscriber) pairs (default 1024)",
+        help="key space: number of (pattern, subscriber) pairs (default 1024); topics: "
+        "number of topics (default 256)",
     )
     g.add_argument(
         "--dialect",
         choices=("amqp", "mqtt", "nats"),
         default=None,
-        help="default amqp (mixed), mqtt (groups)",
+        help="default amqp (mixed), mqtt (groups, topics)",
     )
     gr = p.add_argument_group("groups scenario")
     gr.add_argument(
@@ -163,6 +168,15 @@ def parser() -> argparse.ArgumentParser:
         help="round-robin floor: max |count - mean| / mean of a round-robin group's "
         "members, in percent (default 2)",
     )
+    tp = p.add_argument_group("topics scenario")
+    tp.add_argument(
+        "--shared-topics",
+        type=int,
+        default=None,
+        metavar="N",
+        help="topics every thread writes (default keys // 32, at least 2; the others are "
+        "each written by one thread only)",
+    )
     length = g.add_mutually_exclusive_group()
     length.add_argument(
         "--duration",
@@ -172,7 +186,11 @@ def parser() -> argparse.ArgumentParser:
         help="seconds per run (default 2.0 unless --ops is given)",
     )
     length.add_argument(
-        "--ops", type=_positive_int, default=None, metavar="N", help="operations per thread per run"
+        "--ops",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="operations per thread per run (topics: default 20,000)",
     )
     g.add_argument(
         "--seed",
@@ -274,8 +292,16 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         from stress.harness.group_cli import main_groups
 
         return main_groups(args, argv)
+    if args.scenario == "topics":
+        from stress.harness.topic_cli import main_topics
+
+        return main_topics(args, argv)
     if args.dialect is None:
         args.dialect = "amqp"
+    if args.mix is None:
+        args.mix = "90/10"
+    if args.keys is None:
+        args.keys = 1024
     if args.snapshot_every is None:
         args.snapshot_every = 0
     # Import the engine (and so cffi) before looking at the GIL: importing an
