@@ -10,7 +10,7 @@ NATIVE := $(wildcard native/*.c native/*.h)
 $(VENV)/.installed: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,spark,kombu]'
+	$(PY) -m pip install -q -e '.[dev,spark,kombu,amqtt]'
 	touch $@
 
 $(VENV)/.core: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
