@@ -167,6 +167,7 @@ class Client:
         self._acks: dict[int, list[int]] = {}
         self._connack: tuple[int, bool] | None = None
         self._disconnected = threading.Event()
+        self._will: tuple[str, bytes, int, bool] | None = None
         self._new_paho()
 
     def _new_paho(self) -> None:
@@ -182,7 +183,14 @@ class Client:
         c.on_subscribe = self._on_ack
         c.on_unsubscribe = self._on_ack
         c.on_disconnect = self._on_disconnect
+        if self._will is not None:
+            c.will_set(*self._will)
         self._c = c
+
+    def set_will(self, topic: str, payload: bytes, qos: int = 0, retain: bool = False) -> None:
+        """The will message of the next connections."""
+        self._will = (topic, payload, qos, retain)
+        self._c.will_set(topic, payload, qos, retain)
 
     # ------------------------------------------------------------ callbacks
     def _on_connect(self, _c: Any, _u: Any, flags: Any, rc: Any, _p: Any = None) -> None:
@@ -261,6 +269,15 @@ class Client:
         self._c.disconnect()
         if not self._disconnected.wait(TIMEOUT):
             raise AssertionError(f"{self.client_id}: no disconnect after {TIMEOUT:.0f} s")
+        self._c.loop_stop()
+
+    def drop(self) -> None:
+        """End the connection without DISCONNECT (the broker then sends the will)."""
+        sock = self._c.socket()
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+        if not self._disconnected.wait(TIMEOUT):
+            raise AssertionError(f"{self.client_id}: connection not lost after {TIMEOUT:.0f} s")
         self._c.loop_stop()
 
     def sync(self, via: Client, marker: bytes | None = None) -> None:

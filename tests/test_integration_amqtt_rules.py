@@ -328,6 +328,35 @@ def test_difference_3_a_topic_with_u0000_is_refused(broker: BrokerThread, connec
         raw.close()
 
 
+@BOTH
+def test_difference_3_a_will_with_u0000_is_neither_routed_nor_retained(
+    broker: BrokerThread, connect: Connect
+) -> None:
+    """Regression: a will whose topic has U+0000 (MQTT-4.7.3-2), sent when its
+    client's connection is lost.  CstrieBroker's retained index cannot hold the
+    topic, and the ValueError used to escape amqtt's disconnect handling, which
+    left the session connected for good.  Now it routes and retains nothing and
+    ends the session; stock routes and retains the will."""
+    watcher = connect()
+    assert watcher.subscribe(("#", 0)) == [0]
+    dying = Client(broker.port, "w")
+    dying.set_will("a/\x00", b"will", qos=0, retain=True)
+    try:
+        dying.connect()
+        dying.drop()
+        wait_until("w's session is not connected", lambda: broker.session_state("w") != "connected")
+    finally:
+        dying.close()
+    watcher.sync(via=connect())
+    retained = broker.call(lambda b: list(b.retained_messages))
+    if broker.kind == "stock":
+        assert topics(watcher.take()) == ["a/\x00"]
+        assert retained == ["a/\x00"]
+    else:
+        assert watcher.take() == []
+        assert retained == []
+
+
 # ------------------------------------------------------------- $share
 @BOTH
 def test_difference_4_one_delivery_per_share_group_round_robin(
