@@ -72,6 +72,11 @@ specification (``tests/test_integration_amqtt_rules.py`` pins each one, and
    the connection**, as for the wildcard rules stock already checks: the
    empty filter (MQTT-4.7.3-1) and filters or topics with U+0000
    (MQTT-4.7.3-2).  Stock stores such filters and routes such topics.
+   ("Close" as amqtt closes for a wildcard in a topic: it ends the client's
+   message loop, so nothing more from that connection is processed, but
+   leaves the socket open and the session marked connected.)  A
+   will message with such a topic is neither routed nor retained (stock
+   retains it).
 4. **Shared subscriptions.**  ``$share/{ShareName}/{filter}`` (MQTT 5
    section 4.8.2; amqtt's MQTT 3.1.1 protocol layer passes the filter
    through) delivers each message to one member of the group, round-robin,
@@ -290,8 +295,9 @@ class CstrieBroker(Broker):
         wait_deliver: asyncio.Future[Any],
     ) -> bool:
         """Stock's handling of a PUBLISH from a client, after the MQTT topic
-        rules stock does not check (U+0000, 65,535 bytes): such a topic closes
-        the connection, as stock does for a wildcard in a topic."""
+        rules stock does not check (U+0000, 65,535 bytes): such a topic ends
+        the client's message loop, as stock does for a wildcard in a topic
+        (amqtt calls that closing the connection; the socket stays open)."""
         app_message = wait_deliver.result()
         topic = getattr(app_message, "topic", None)
         if topic and "#" not in topic and "+" not in topic and not topic.startswith("$"):
@@ -388,6 +394,27 @@ class CstrieBroker(Broker):
             running_tasks.append(task)
 
     # ---------------------------------------------------------- retained messages
+    async def retain_message(
+        self,
+        source_session: Session | None,
+        topic_name: str | None,
+        data: bytes | bytearray | None,
+        qos: int | None = None,
+    ) -> None:
+        """Stock's, except that a message whose topic the MQTT rules refuse
+        (U+0000, a wildcard, over 65,535 bytes: the topic index cannot hold it)
+        is not retained: logged and dropped.  Clients cannot publish such a
+        topic, but a will can carry one, and stock would store it; raising
+        here instead would end the disconnect handling half-way, leaving the
+        session connected."""
+        if data and topic_name is not None:
+            try:
+                self._routes.dialect.split_topic(topic_name)
+            except (ValueError, TypeError) as exc:
+                _log.warning("not retaining a message on invalid topic %r: %s", topic_name, exc)
+                return
+        await super().retain_message(source_session, topic_name, data, qos)
+
     async def _publish_retained_messages_for_subscription(
         self, subscription: tuple[str, int], session: Session
     ) -> None:
