@@ -348,16 +348,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
             return EXIT_USAGE
         atexit.register(clock.close)  # before module teardown, whatever happens
 
-    env = report.environment()
-    cmd = "python -m stress.harness " + " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"stress harness: {cmd.strip()}")
-    print(f"seed: {seed}   (rerun with --seed {seed})")
-    print(
-        f"python {env['python']} ({env['executable']}), free-threaded build: "
-        f"{env['free_threaded_build']}, GIL enabled: {env['gil_enabled']}, "
-        f"PYTHON_GIL={env['PYTHON_GIL']}, cpus: {env['cpus']}, load average: "
-        f"{env['loadavg_at_start']}"
-    )
+    env = report.print_banner(argv, seed)
     length_text = f"{duration:g} s per run" if duration is not None else f"{args.ops:,} ops/thread"
     print(
         f"workload: dialect {args.dialect}, mix {mix} lookup/update, snapshot every "
@@ -413,7 +404,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         return keyspaces[n], seqs_cache[key]
 
     data: dict[str, Any] = {
-        "command": cmd.strip(),
+        "command": env["command"],
         "seed": seed,
         "gil_enabled": env["gil_enabled"],
         "environment": env,

@@ -54,6 +54,24 @@ def environment() -> dict[str, Any]:
     }
 
 
+def print_banner(argv: list[str] | None, seed: int) -> dict[str, Any]:
+    """Print the lines every scenario opens with (the command, the seed to rerun
+    it, the interpreter and machine); returns :func:`environment` with the
+    command line under ``"command"``."""
+    env = environment()
+    cmd = "python -m stress.harness " + " ".join(argv if argv is not None else sys.argv[1:])
+    env["command"] = cmd.strip()
+    print(f"stress harness: {env['command']}")
+    print(f"seed: {seed}   (rerun with --seed {seed})")
+    print(
+        f"python {env['python']} ({env['executable']}), free-threaded build: "
+        f"{env['free_threaded_build']}, GIL enabled: {env['gil_enabled']}, "
+        f"PYTHON_GIL={env['PYTHON_GIL']}, cpus: {env['cpus']}, load average: "
+        f"{env['loadavg_at_start']}"
+    )
+    return env
+
+
 def format_measure(r: MeasureResult, label: str) -> str:
     return (
         f"  {label:<40} {r.threads:>2} thr  {r.ops:>10,} ops in {r.seconds:6.2f} s = "

@@ -91,16 +91,7 @@ def main_topics(args: argparse.Namespace, argv: list[str] | None) -> int:
         return EXIT_USAGE
     atexit.register(clock.close)
 
-    env = report.environment()
-    cmd = "python -m stress.harness " + " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"stress harness: {cmd.strip()}")
-    print(f"seed: {seed}   (rerun with --seed {seed})")
-    print(
-        f"python {env['python']} ({env['executable']}), free-threaded build: "
-        f"{env['free_threaded_build']}, GIL enabled: {env['gil_enabled']}, "
-        f"PYTHON_GIL={env['PYTHON_GIL']}, cpus: {env['cpus']}, load average: "
-        f"{env['loadavg_at_start']}"
-    )
+    env = report.print_banner(argv, seed)
     first = spaces[counts[0]]
     print(
         f"scenario topics: TopicIndex, dialect {dialect}, {keys} topics "
@@ -120,7 +111,7 @@ def main_topics(args: argparse.Namespace, argv: list[str] | None) -> int:
         return EXIT_USAGE
 
     data: dict[str, Any] = {
-        "command": cmd.strip(),
+        "command": env["command"],
         "scenario": "topics",
         "seed": seed,
         "gil_enabled": env["gil_enabled"],
