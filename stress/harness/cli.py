@@ -362,13 +362,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         )
     if clock is not None:
         print(f"clock: {clock.note}")
-    if env["free_threaded_build"] and env["gil_enabled"]:
-        print(
-            "error: this is a free-threaded build but the GIL is enabled "
-            "(sys._is_gil_enabled() is True): an extension module (cffi, cstrie._native, "
-            "atomics) re-enabled it on import. Run with PYTHON_GIL=0 (or python -X gil=0).",
-            file=sys.stderr,
-        )
+    if report.gil_wrongly_on(env):
         if clock is not None:
             clock.close()
         return EXIT_USAGE

@@ -79,12 +79,7 @@ def main_groups(args: argparse.Namespace, argv: list[str] | None) -> int:
         f"{args.max_imbalance:g}%"
     )
     print(f"clock: {clock.note}")
-    if env["free_threaded_build"] and env["gil_enabled"]:
-        print(
-            "error: this is a free-threaded build but the GIL is enabled: run with "
-            "PYTHON_GIL=0 (or python -X gil=0).",
-            file=sys.stderr,
-        )
+    if report.gil_wrongly_on(env):
         clock.close()
         return EXIT_USAGE
 

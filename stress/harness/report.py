@@ -72,6 +72,20 @@ def print_banner(argv: list[str] | None, seed: int) -> dict[str, Any]:
     return env
 
 
+def gil_wrongly_on(env: dict[str, Any]) -> bool:
+    """True, after saying why on stderr, when this is a free-threaded build whose
+    GIL is enabled: a run would measure and check nothing it claims to."""
+    if not (env["free_threaded_build"] and env["gil_enabled"]):
+        return False
+    print(
+        "error: this is a free-threaded build but the GIL is enabled "
+        "(sys._is_gil_enabled() is True): an extension module (cffi, cstrie._native, "
+        "atomics) re-enabled it on import. Run with PYTHON_GIL=0 (or python -X gil=0).",
+        file=sys.stderr,
+    )
+    return True
+
+
 def format_measure(r: MeasureResult, label: str) -> str:
     return (
         f"  {label:<40} {r.threads:>2} thr  {r.ops:>10,} ops in {r.seconds:6.2f} s = "
