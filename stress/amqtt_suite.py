@@ -16,7 +16,7 @@ the one local change).  The script:
    test that fails on stock as well is not the integration's failure, and one
    listed in :data:`EXPECTED_DIFFERENCES` fails because ``CstrieBroker``
    deliberately differs from stock (the integration's module documentation
-   lists the four differences);
+   lists the seven differences);
 3. prints a JSON summary: amqtt version, tests run / passed / failed / skipped,
    the failures and what explains each, the integration's counts.
 

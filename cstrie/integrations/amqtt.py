@@ -51,8 +51,8 @@ MQTT semantics
 --------------
 As stock amqtt where stock follows the specification: the ``$`` rule (a
 filter starting with a wildcard does not see ``$`` topics), ``#`` matching
-its parent level, ``+`` matching empty levels, the QoS of each subscription
-(capped by ``max-qos``), topic filtering plugins asked for every receiver,
+its parent level, ``+`` matching empty levels, the QoS granted to each
+subscription (capped by ``max-qos``), topic filtering plugins asked for every receiver,
 messages queued for disconnected persistent sessions (QoS 1 and 2), and a
 client with several matching filters getting one copy per filter (MQTT
 3.1.1 3.3.5 allows this).  Where stock is wrong, this broker follows the
@@ -84,6 +84,22 @@ specification (``tests/test_integration_amqtt_rules.py`` pins each one, and
    connected is passed over for a connected one.  No retained message is
    sent for a shared subscription (MQTT 5 section 4.8.2).  Stock treats the
    filter as an ordinary one whose first level is the word ``$share``.
+5. **A message is delivered at the minimum of its QoS and the
+   subscription's** (MQTT 3.1.1 3.8.4).  Stock delivers a client's PUBLISH
+   at the subscription's QoS (a QoS 0 message reaches a QoS 1 subscriber at
+   QoS 1), and a will or a plugin's broadcast with a QoS at that QoS, above
+   the granted one if need be.  A plugin's broadcast without a QoS still
+   goes at each subscription's.  What a disconnected persistent session
+   queues is unchanged (stock's rule: by the subscription's QoS, or the
+   given one); a QoS 0 message it queued reaches it at QoS 0 (3.1.2.4
+   allows a server to store QoS 0 messages).
+6. **A retained QoS 0 message is sent at QoS 0** to a new subscription
+   (3.3.1.3, the minimum of the two).  Stock's ``min(qos, retained.qos or
+   qos)`` reads QoS 0 as "unknown" and sends it at the subscription's.
+7. **Messages queued for a disconnected session are sent with RETAIN 0**
+   when it reconnects: they match a subscription it already had
+   (MQTT-3.3.1-9).  Stock sets RETAIN 1, so the client takes them for
+   retained messages.
 
 The broker runs on one asyncio event loop, as stock amqtt does.  Tested with
 amqtt 0.12.0 and 0.12.1 (the extra ``cstrie[amqtt]`` pins ``>=0.12,<0.13``):
@@ -95,6 +111,7 @@ grows.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -125,6 +142,15 @@ SUBACK_FAILURE = 0x80
 
 _MISSING: Any = object()
 _log = logging.getLogger(__name__)
+
+#: The QoS of the client PUBLISH whose handling is under way in this task:
+#: stock's ``_handle_message_delivery`` drops it when it queues the broadcast,
+#: so :meth:`CstrieBroker._handle_message_delivery` sets it around stock's
+#: handling and :meth:`CstrieBroker._broadcast_message` puts it back
+#: (difference 5).  A context variable, so each client's task sees its own.
+_publish_qos: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "cstrie_amqtt_publish_qos", default=None
+)
 
 
 class RetainedMessages(MutableMapping[str, RetainedApplicationMessage]):
@@ -315,8 +341,33 @@ class CstrieBroker(Broker):
                     exc,
                 )
                 return False
-        result: bool = await super()._handle_message_delivery(client_session, handler, wait_deliver)
+        token = _publish_qos.set(getattr(app_message, "qos", None))
+        try:
+            result: bool = await super()._handle_message_delivery(
+                client_session, handler, wait_deliver
+            )
+        finally:
+            _publish_qos.reset(token)
         return result
+
+    async def _broadcast_message(
+        self,
+        session: Session | None,
+        topic: str | None,
+        data: bytes | bytearray | None,
+        force_qos: int | None = None,
+    ) -> None:
+        """Stock's (the message, with ``"qos"`` when a will or a plugin gives
+        one), plus the QoS of a client's PUBLISH (from :data:`_publish_qos`)
+        under ``"publish_qos"``, which stock drops: :meth:`_deliver` sends
+        the message at the minimum of its QoS and each subscription's
+        (difference 5)."""
+        broadcast: dict[str, Any] = {"session": session, "topic": topic, "data": data}
+        if force_qos is not None:
+            broadcast["qos"] = force_qos
+        elif session is not None and (publish_qos := _publish_qos.get()) is not None:
+            broadcast["publish_qos"] = publish_qos
+        await self._broadcast_queue.put(broadcast)
 
     async def _run_broadcast(self, running_tasks: Any) -> None:
         """Deliver one queued message: the subscribers of every filter the
@@ -362,8 +413,14 @@ class CstrieBroker(Broker):
         running_tasks: Any,
     ) -> None:
         """Stock's delivery of one broadcast to one subscription (the body of
-        amqtt 0.12's ``Broker._run_broadcast`` loop)."""
-        qos = broadcast.get("qos", sub_qos)
+        amqtt 0.12's ``Broker._run_broadcast`` loop), at the minimum of the
+        message's QoS and the subscription's (MQTT 3.1.1 3.8.4, difference 5;
+        stock sends at the subscription's, or at a given QoS above it).  A
+        disconnected session queues what stock queues (by stock's QoS), at
+        that QoS."""
+        stock_qos = broadcast.get("qos", sub_qos)
+        message_qos = broadcast.get("qos", broadcast.get("publish_qos"))
+        qos = sub_qos if message_qos is None else min(message_qos, sub_qos)
         sendable = await self._topic_filtering(
             target_session, topic=broadcast["topic"], action=Action.RECEIVE
         )
@@ -379,7 +436,7 @@ class CstrieBroker(Broker):
         if (
             target_session.transitions.state != "connected"
             and not target_session.clean_session
-            and qos in (QOS_1, QOS_2)
+            and stock_qos in (QOS_1, QOS_2)
             and not target_session.is_anonymous
         ):
             await self._retain_broadcast_message(broadcast, qos, target_session)
@@ -435,11 +492,34 @@ class CstrieBroker(Broker):
         tasks = [
             asyncio.Task(
                 handler.mqtt_publish(
-                    retained.topic, retained.data, min(qos, retained.qos or qos), retain=True
+                    retained.topic,
+                    retained.data,
+                    # the minimum of the two QoS (3.3.1.3); stock's
+                    # `retained.qos or qos` reads a QoS 0 message as unknown (difference 6)
+                    qos if retained.qos is None else min(qos, retained.qos),
+                    retain=True,
                 )
             )
             for _, retained in found
         ]
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _publish_session_retained_messages(self, session: Session) -> None:
+        """Send, in order, the messages queued for ``session`` while it was
+        disconnected, with RETAIN 0: they match a subscription the session
+        already had (MQTT-3.3.1-9), where stock sets RETAIN 1 (difference 7)."""
+        handler = self._get_handler(session)
+        if handler is None:
+            return
+        tasks = []
+        while not session.retained_messages.empty():
+            queued = await session.retained_messages.get()
+            tasks.append(
+                asyncio.ensure_future(
+                    handler.mqtt_publish(queued.topic, queued.data, queued.qos, retain=False)
+                )
+            )
         if tasks:
             await asyncio.wait(tasks)
 
