@@ -39,9 +39,9 @@ removes or replaces, so a transformation that does not apply is a difference:
 3. a filter with U+0000: stock's granted QoS in the SUBACK becomes 0x80 (such
    a filter matches no topic a client can publish);
 4. ``$share/{g}/{f}`` (clean sessions only): stock never delivers through it;
-   CstrieBroker's recording must have exactly one extra copy per share group
-   that the topic matches, to a member of the group, at that member's QoS
-   (capped as in 5);
+   CstrieBroker's recording must have exactly one extra copy per shared
+   subscription (ShareName and filter) that the topic matches, to one of its
+   members, at that member's QoS (capped as in 5);
 5. a publish step: stock's copy through each matching filter, at the
    subscription's QoS (or at a plugin's given QoS), is replaced by one at
    the minimum of the message's QoS and the subscription's; for a
@@ -336,14 +336,15 @@ class Comparison:
     order_differed: int = 0
 
 
-def _matching_share_groups(step: Step, topic: str) -> dict[str, dict[str, list[int]]]:
-    """group -> {member client: QoS of its matching filters in the group}."""
-    out: dict[str, dict[str, list[int]]] = {}
+def _matching_share_groups(step: Step, topic: str) -> dict[str, dict[str, int]]:
+    """shared subscription (MQTT 5 4.8.2: ShareName and filter, so the whole
+    share filter) matching ``topic`` -> {connected member: its QoS}."""
+    out: dict[str, dict[str, int]] = {}
     for c in step.connected:
         for f, (_, qos) in step.sessions[c].items():
             share = share_of(f)
             if share and matches(share[1], topic):
-                out.setdefault(share[0], {}).setdefault(c, []).append(qos)
+                out.setdefault(f, {})[c] = qos
     return out
 
 
@@ -401,7 +402,7 @@ def compare(script: list[Step], stock: Recording, cstrie: Recording) -> Comparis
                 for d in extra[c]
                 if d.topic == step.topic and d.payload == step.payload and not d.retain
             ]
-            ok = [(c, d) for c, d in picked if d.qos in [spec_qos(step, q) for q in members[c]]]
+            ok = [(c, d) for c, d in picked if d.qos == spec_qos(step, members[c])]
             if len(ok) < 1:
                 diff(f"step {n} {step.topic!r}: no copy for share group {group} {members}")
                 continue

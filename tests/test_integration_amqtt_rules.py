@@ -464,6 +464,34 @@ def test_difference_4_one_delivery_per_share_group_round_robin(
     assert [len(ds) for ds in got[:-1]] == [n // 3] * 3, "round-robin spreads evenly"
 
 
+def test_difference_4_a_shared_subscription_is_its_name_and_its_filter(
+    broker: BrokerThread, connect: Connect
+) -> None:
+    """MQTT 5 4.8.2: $share/g/t/# and $share/g/t/+ are two shared
+    subscriptions (same ShareName, other filter), so a message matching both
+    is sent to one member of each; $share/h/t/+ is a third.  A member of two
+    of them can be picked by both."""
+    a, b, c = connect(), connect(), connect()
+    assert a.subscribe(("$share/g/t/#", 0)) == [0]
+    assert b.subscribe(("$share/g/t/+", 0)) == [0]
+    assert c.subscribe(("$share/h/t/+", 0), ("$share/g/t/#", 0)) == [0, 0]
+    pub = connect()
+    n = 6
+    for i in range(n):
+        pub.publish(f"t/{i}", b"m")
+    got = {}
+    for name, client in (("a", a), ("b", b), ("c", c)):
+        client.sync(via=pub)
+        got[name] = Counter(topics(client.take()))
+    each = Counter(f"t/{i}" for i in range(n))
+    # t/# has members a and c, t/+ (g) has b alone, t/+ (h) has c alone
+    assert got["b"] == each, "g's t/+ delivers every message to its one member"
+    assert got["a"] + got["c"] == each + each, "t/# once and h's t/+ once per message"
+    assert got["a"] == Counter(f"t/{i}" for i in range(0, n, 2)) or got["a"] == Counter(
+        f"t/{i}" for i in range(1, n, 2)
+    ), "t/# alternates between a and c"
+
+
 def test_difference_4_an_offline_share_member_is_passed_over(
     broker: BrokerThread, connect: Connect
 ) -> None:

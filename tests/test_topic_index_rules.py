@@ -210,6 +210,7 @@ def test_mqtt_share_filters_are_literal_in_a_topic_index() -> None:
     assert split_shared(MQTT, "$share/g/a/+") == ("a/+", "g")
     expect(MQTT, topics, {split_shared(MQTT, "$share/g/a/+")[0]: {"a/b", "a/c"}})
 
+
 def test_mqtt_case_spaces_and_empty_levels_4_7_3() -> None:
     """Topics are case-sensitive, may contain spaces, and may have empty levels at
     the start, in the middle and at the end ('/' is two empty levels)."""

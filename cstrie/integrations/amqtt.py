@@ -81,7 +81,9 @@ specification (``tests/test_integration_amqtt_rules.py`` pins each one, and
    section 4.8.2; amqtt's MQTT 3.1.1 protocol layer passes the filter
    through) delivers each message to one member of the group, round-robin,
    through :meth:`cstrie.Trie.route_by_group`; a member whose session is not
-   connected is passed over for a connected one.  No retained message is
+   connected is passed over for a connected one.  A shared subscription is
+   its ShareName *and* its filter: ``$share/g/a/#`` and ``$share/g/a/+``
+   each deliver a copy of ``a/b`` (one trie group per share filter).  No retained message is
    sent for a shared subscription (MQTT 5 section 4.8.2).  Stock treats the
    filter as an ordinary one whose first level is the word ``$share``.
 5. **A message is delivered at the minimum of its QoS and the
@@ -112,6 +114,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import logging
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -242,8 +245,16 @@ class CstrieBroker(Broker):
 
     def _reset_routes(self) -> None:
         #: every filter with subscribers once (subscriber: the filter), and each
-        #: shared subscription's members ((share filter, client id), group: ShareName)
+        #: shared subscription's members ((share filter, client id), in the
+        #: group _share_groups names)
         self._routes = Trie("mqtt")
+        #: share filter -> the trie group of its members.  MQTT 5 (4.8.2) makes
+        #: ShareName *and* filter one shared subscription ($share/g/a/# and
+        #: $share/g/a/+ each deliver a copy), where the trie's groups are
+        #: per name, so each share filter gets a group of its own while it has
+        #: members.
+        self._share_groups: dict[str, str] = {}
+        self._group_ids = itertools.count()
         #: client id -> its filters (dict as an ordered set)
         self._filters_by_client: dict[str, dict[str, None]] = {}
         #: (share filter, client id) -> (session, qos) of a shared subscription
@@ -283,7 +294,11 @@ class CstrieBroker(Broker):
         else:
             entry = next(e for e in entries if e[0].client_id == cid)
             self._share_entries[(topic_filter, cid)] = entry
-            self._routes.subscribe(topic_filter, (topic_filter, cid))
+            trie_group = self._share_groups.get(topic_filter)
+            if trie_group is None:
+                trie_group = self._share_groups[topic_filter] = f"s{next(self._group_ids)}"
+            inner = split_shared(MQTT, topic_filter)[0]
+            self._routes.subscribe(inner, (topic_filter, cid), group=trie_group)
         self._filters_by_client.setdefault(cid, {})[topic_filter] = None
         return code
 
@@ -296,7 +311,10 @@ class CstrieBroker(Broker):
                     self._routes.unsubscribe(a_filter, a_filter)
             else:
                 self._share_entries.pop((a_filter, cid), None)
-                self._routes.unsubscribe(a_filter, (a_filter, cid))
+                inner = split_shared(MQTT, a_filter)[0]
+                self._routes.unsubscribe(inner, (a_filter, cid), group=self._share_groups[a_filter])
+                if not self._subscriptions[a_filter]:
+                    del self._share_groups[a_filter]
             mine = self._filters_by_client.get(cid)
             if mine is not None:
                 mine.pop(a_filter, None)
@@ -392,8 +410,9 @@ class CstrieBroker(Broker):
     def _share_target(self, share_filter: str, cid: str) -> tuple[Session, int] | None:
         """The (session, qos) a shared subscription's pick delivers to: the
         picked member when it is connected, else the next connected member of
-        that filter (O(members), only then), else the pick (whose session
-        may queue the message, as stock does for a disconnected session)."""
+        that shared subscription (O(members), only then), else the pick
+        (whose session may queue the message, as stock does for a
+        disconnected session)."""
         entry = self._share_entries.get((share_filter, cid))
         if entry is None or entry[0].transitions.state == "connected":
             return entry
@@ -594,6 +613,14 @@ class CstrieBroker(Broker):
         have_members = {m for k, subs in have.items() if not isinstance(k, str) for m in subs}
         assert have_members == want_members, f"share members {have_members ^ want_members} differ"
         assert set(self._share_entries) == want_members, "share entries differ"
+        # one trie group per share filter, holding exactly that filter's members
+        assert set(self._share_groups) == {f for f, _ in want_members}, "share groups differ"
+        assert len(set(self._share_groups.values())) == len(self._share_groups), "group reused"
+        for key, subs in have.items():
+            if not isinstance(key, str):
+                for share_filter, _ in subs:
+                    assert self._share_groups[share_filter] == key.group, (share_filter, key)
+                    assert split_shared(MQTT, share_filter)[0] == key.pattern, (share_filter, key)
         by_client: dict[str, set[str]] = {}
         for f, entries in self._subscriptions.items():
             for s, _ in entries:
