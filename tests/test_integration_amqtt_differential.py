@@ -53,6 +53,16 @@ removes or replaces, so a transformation that does not apply is a difference:
    while the session was away (RETAIN 1) is replaced by CstrieBroker's
    (RETAIN 0, QoS as in 5); a clean CONNECT drops them in both.
 
+A lost connection ("drop") publishes the client's will, which the
+transformations treat as a publish at the will's QoS.  Left out of the
+comparison, because amqtt's timing decides them in both brokers (see
+:func:`compare`): a will's copy to its own client and a shared subscription's
+pick of that client, which race with the end of its session; and the will of
+a client that sent DISCONNECT, which amqtt sometimes publishes (a bug of its
+protocol layer, kept by CstrieBroker; such wills are never retained in the
+script).  The model also follows amqtt in keeping a resumed session's will
+RETAIN flag.
+
 0 differences are required.  Replay one seed with
 ``CSTRIE_AMQTT_DIFF_SEEDS=7 pytest tests/test_integration_amqtt_differential.py -s``
 (comma-separated seeds; ``CSTRIE_AMQTT_DIFF_STEPS`` sets the script length).
@@ -112,9 +122,13 @@ def share_of(topic_filter: str) -> tuple[str, str] | None:
 # ------------------------------------------------------------------ the script
 @dataclass
 class Step:
-    kind: str  # connect | disconnect | subscribe | unsubscribe | publish | broker_publish
+    kind: str  # connect | disconnect | drop | subscribe | unsubscribe | publish | broker_publish
     actor: str | None
     clean: bool = True
+    #: connect: the will set for the connection (topic, payload, QoS, retain), or None;
+    #: drop: the will the broker publishes (also in topic, payload, qos, retain);
+    #: disconnect: the will the DISCONNECT discards
+    will: tuple[str, bytes, int, bool] | None = None
     filters: list[tuple[str, int]] = field(default_factory=list)
     topic: str = ""
     payload: bytes = b""
@@ -140,6 +154,11 @@ class Model:
     )
     retained: dict[str, bytes] = field(default_factory=dict)
     retained_qos: dict[str, int | None] = field(default_factory=dict)
+    will: dict[str, tuple[str, bytes, int, bool] | None] = field(default_factory=dict)
+    #: client -> the will RETAIN flag of its session in the broker (None: no
+    #: session).  amqtt keeps a resumed session's flag when the client comes
+    #: back with another will (it copies the will's other fields): both brokers
+    session_will_retain: dict[str, bool | None] = field(default_factory=dict)
 
 
 def _topic(rng: random.Random) -> str:
@@ -174,8 +193,8 @@ def make_script(seed: int, steps: int = STEPS) -> list[Step]:
             kind = rng.choices(["connect", "broker_publish"], [5, 1])[0]
         else:
             kind = rng.choices(
-                ["publish", "subscribe", "unsubscribe", "disconnect", "broker_publish"],
-                [35, 24, 6, 5, 8],
+                ["publish", "subscribe", "unsubscribe", "disconnect", "drop", "broker_publish"],
+                [35, 24, 6, 4, 3, 8],
             )[0]
         step = Step(
             kind,
@@ -189,10 +208,32 @@ def make_script(seed: int, steps: int = STEPS) -> list[Step]:
                 m.subs[actor] = {}  # a clean connect ends the old session; a clean one had ended
             m.clean[actor] = step.clean
             m.connected[actor] = True
-        elif kind == "disconnect":
+            if rng.random() < 0.5:
+                qos, retain = rng.choice([0, 1, 2]), rng.random() < 0.3
+                step.will = (_topic(rng), f"w{n}".encode(), qos, retain)
+            m.will[actor] = step.will
+            if step.clean or m.session_will_retain.get(actor) is None:
+                m.session_will_retain[actor] = step.will is not None and step.will[3]
+        elif kind in ("disconnect", "drop"):
             m.connected[actor] = False
             if m.clean[actor]:
                 m.subs[actor] = {}
+            will = m.will.get(actor)
+            if will is not None:
+                will = step.will = (*will[:3], bool(m.session_will_retain[actor]))
+            if m.clean[actor]:
+                m.session_will_retain[actor] = None  # the session ends
+            if kind == "disconnect" and will is not None and will[3]:
+                # amqtt may publish the will of a DISCONNECT (see compare); a
+                # retained one would change what is retained: such clients drop
+                kind = step.kind = "drop"
+            if kind == "drop" and will is not None:
+                # the broker publishes the will, forcing its QoS as amqtt does
+                step.will = will
+                step.topic, step.payload, step.qos, step.retain = will
+                if step.retain:
+                    m.retained[step.topic] = step.payload
+                    m.retained_qos[step.topic] = step.qos
         elif kind == "subscribe":
             mine = m.subs[actor]
             chosen: dict[str, int] = {}
@@ -286,10 +327,17 @@ def _play_step(
     actor = clients[step.actor] if step.actor else None
     if step.kind == "connect":
         assert actor is not None
+        if step.will is None:
+            actor.clear_will()
+        else:
+            actor.set_will(*step.will)
         rec.connacks[n] = actor.connect(clean_session=step.clean)
-    elif step.kind == "disconnect":
+    elif step.kind in ("disconnect", "drop"):
         assert actor is not None
-        actor.disconnect()
+        if step.kind == "drop":
+            actor.drop()
+        else:
+            actor.disconnect()
         wait_until(
             f"step {n}: the broker saw {actor.client_id} disconnect",
             lambda: b.session_state(actor.client_id) in (None, "disconnected"),
@@ -314,7 +362,7 @@ def _play_step(
 
         b.run(publish())
     # the barrier
-    sender = actor if actor is not None and step.kind != "disconnect" else driver
+    sender = actor if actor is not None and step.kind not in ("disconnect", "drop") else driver
     marker = f"step {n}".encode()
     up = [clients[c] for c in sorted(step.connected)]
     for client in up:
@@ -357,8 +405,19 @@ def spec_qos(step: Step, sub_qos: int) -> int:
 
 def stock_qos(step: Step, first: int) -> int:
     """The QoS stock delivers a publish step's message with through a filter
-    first subscribed at ``first``: the subscription's, or a plugin's given QoS."""
-    return step.qos if step.kind == "broker_publish" and step.qos is not None else first
+    first subscribed at ``first``: the subscription's, or the QoS a plugin or
+    a will gives (stock forces it)."""
+    if step.kind in ("broker_publish", "drop") and step.qos is not None:
+        return step.qos
+    return first
+
+
+def publishes(step: Step) -> bool:
+    """A step whose message the broker routes: a client's or plugin's publish,
+    or a lost connection with a will."""
+    return step.kind in ("publish", "broker_publish") or (
+        step.kind == "drop" and step.will is not None
+    )
 
 
 #: client -> copies queued for its disconnected session: (stock's, CstrieBroker's)
@@ -369,6 +428,29 @@ def compare(script: list[Step], stock: Recording, cstrie: Recording) -> Comparis
     cmp = Comparison()
     diff = cmp.differences.append
     queued: Queued = {}
+    # A will's copy to its own client (through the client's own filter) races,
+    # in both brokers, with the end of the session: amqtt routes the will
+    # while it stops the connection's handler, so the copy is lost, or queued
+    # for a persistent session, depending on which task runs first.  Left out.
+    own_wills = {(s.actor, s.payload) for s in script if s.kind == "drop" and s.will}
+    # amqtt 0.12 (both brokers) sometimes publishes the will of a client that
+    # sent DISCONNECT (MQTT-3.14.4-3 says to discard it): its reader loop
+    # cancels the DISCONNECT's task when the connection closes right after, and
+    # a failed write to the closing connection reports a lost connection.  Which
+    # happens depends on timing, so those copies are left out of both.
+    discarded = {s.will[1] for s in script if s.kind == "disconnect" and s.will}
+
+    def recorded(rec: Recording, c: str, n: int) -> Counter[Delivery]:
+        out: Counter[Delivery] = Counter()
+        for d in rec.deliveries[c].get(n, []):
+            if d.payload in discarded:
+                cmp.transformed[f"will of a DISCONNECT sent by {kind_of[id(rec)]} (left out)"] += 1
+            elif (c, d.payload) not in own_wills:
+                out[d] += 1
+        return out
+
+    kind_of = {id(stock): "stock", id(cstrie): "cstrie"}
+
     for n, step in enumerate(script):
         # SUBACKs and CONNACKs (difference 3 on stock's SUBACK)
         if step.kind == "subscribe":
@@ -385,8 +467,8 @@ def compare(script: list[Step], stock: Recording, cstrie: Recording) -> Comparis
                 )
         if step.kind == "connect" and stock.connacks[n] != cstrie.connacks[n]:
             diff(f"step {n}: session present {cstrie.connacks[n]}, stock {stock.connacks[n]}")
-        expected = {c: Counter(stock.deliveries[c].get(n, [])) for c in CLIENTS}
-        got = {c: Counter(cstrie.deliveries[c].get(n, [])) for c in CLIENTS}
+        expected = {c: recorded(stock, c, n) for c in CLIENTS}
+        got = {c: recorded(cstrie, c, n) for c in CLIENTS}
         _transform(n, step, expected, cmp, queued)
         # difference 4: the extra copies the share groups make
         extra = {c: got[c] - expected[c] for c in CLIENTS}
@@ -394,7 +476,12 @@ def compare(script: list[Step], stock: Recording, cstrie: Recording) -> Comparis
         for c in CLIENTS:
             if missing[c]:
                 diff(f"step {n} {step.kind} {step.topic!r}: {c} lacks {dict(missing[c])}")
-        groups = _matching_share_groups(step, step.topic) if step.kind.endswith("publish") else {}
+        groups = _matching_share_groups(step, step.topic) if publishes(step) else {}
+        # the same race for a shared subscription the dying client was in: the
+        # broker may pick it while its connection ends, and the copy is lost
+        dying: set[str] = set()
+        if step.kind == "drop" and step.actor is not None and n:
+            dying = set(script[n - 1].sessions[step.actor])
         for group, members in groups.items():
             picked = [
                 (c, d)
@@ -404,7 +491,10 @@ def compare(script: list[Step], stock: Recording, cstrie: Recording) -> Comparis
             ]
             ok = [(c, d) for c, d in picked if d.qos == spec_qos(step, members[c])]
             if len(ok) < 1:
-                diff(f"step {n} {step.topic!r}: no copy for share group {group} {members}")
+                if group in dying:
+                    cmp.transformed["4: share copy to a dying member"] += 1
+                else:
+                    diff(f"step {n} {step.topic!r}: no copy for share group {group} {members}")
                 continue
             c, d = ok[0]
             extra[c][d] -= 1
@@ -462,11 +552,13 @@ def _transform(
                 _replace(n, mine, d, replace(d, qos=0), cmp)
                 count["6: retained QoS 0 at QoS 0"] += 1
         expected[step.actor] = +mine
-    elif step.kind in ("publish", "broker_publish"):
+    elif publishes(step):
         for c, filters in step.sessions.items():
             for f, (first, last) in filters.items():
                 if share_of(f) or not matches(f, step.topic):
                     continue
+                if step.kind == "drop" and c == step.actor:
+                    continue  # its own will (see own_wills in compare)
                 old_qos, new_qos = stock_qos(step, first), spec_qos(step, last)
                 if c not in step.connected:
                     # a persistent session queues by stock's QoS 1 or 2 (amqtt's rule),
@@ -490,7 +582,7 @@ def test_the_script_exercises_every_kind_of_step() -> None:
     with another QoS, invalid filters, shares, retained QoS 0 messages, a QoS
     capped by the message's, live and queued) appears in the default seeds."""
     seen: Counter[str] = Counter()
-    for seed in (1, 2, 3, 4, 5, 6):
+    for seed in (1, 2, 3, 4, 5, 6, 7, 8):
         script = make_script(seed, 90)
         for k, step in enumerate(script):
             seen[step.kind] += 1
@@ -501,7 +593,8 @@ def test_the_script_exercises_every_kind_of_step() -> None:
             seen["retained QoS 0 at a SUBSCRIBE"] += step.kind == "subscribe" and (
                 0 in step.retained_qos.values()
             )
-            if step.kind.endswith("publish") and step.qos is not None:
+            seen["will"] += step.kind == "drop" and step.will is not None
+            if publishes(step) and step.qos is not None:
                 for c, filters in step.sessions.items():
                     for f, (_, q) in filters.items():
                         if matches(f, step.topic) and spec_qos(step, q) != stock_qos(step, q):
@@ -512,10 +605,12 @@ def test_the_script_exercises_every_kind_of_step() -> None:
                 seen["QoS changed"] += any(
                     f in before and before[f][1] != q for f, q in step.filters
                 )
-    kinds = ["connect", "disconnect", "subscribe", "unsubscribe", "publish", "broker_publish"]
+    kinds = [
+        "connect", "disconnect", "drop", "subscribe", "unsubscribe", "publish", "broker_publish"
+    ]  # fmt: skip
     triggers = [
         "retained at a reconnect", "invalid filter", "share", "$SYS", "QoS changed",
-        "retained QoS 0 at a SUBSCRIBE", "QoS capped, live", "QoS capped, queued",
+        "retained QoS 0 at a SUBSCRIBE", "QoS capped, live", "QoS capped, queued", "will",
     ]  # fmt: skip
     for what in kinds + triggers:
         assert seen[what] > 0, (what, seen)
