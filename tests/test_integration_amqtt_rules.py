@@ -65,6 +65,32 @@ def topics(deliveries: list[Delivery]) -> list[str]:
     return [d.topic for d in deliveries]
 
 
+def lose_connection_with_will(
+    broker: BrokerThread, topic: str, payload: bytes, qos: int = 0, retain: bool = False
+) -> None:
+    """Client "w" connects with this will and loses its connection (no
+    DISCONNECT), so the broker publishes the will; returns once the broker
+    no longer has "w" connected."""
+    dying = Client(broker.port, "w")
+    dying.set_will(topic, payload, qos=qos, retain=retain)
+    try:
+        dying.connect()
+        dying.drop()
+        wait_until("w's session is not connected", lambda: broker.session_state("w") != "connected")
+    finally:
+        dying.close()
+
+
+def persistent_session_away(broker: BrokerThread, connect: Connect, *filters: str) -> Client:
+    """Client "p" with a persistent session subscribed to ``filters`` at QoS 1,
+    disconnected (the broker has it disconnected when this returns)."""
+    sub = connect("p", clean_session=False)
+    assert sub.subscribe(*((f, 1) for f in filters)) == [1] * len(filters)
+    sub.disconnect()
+    wait_until("p is disconnected", lambda: broker.session_state("p") == "disconnected")
+    return sub
+
+
 # ------------------------------------------------------------- wildcards
 #: every topic published; each filter below must receive exactly the ones listed
 TOPICS = [
@@ -192,14 +218,7 @@ def test_difference_5_a_will_is_delivered_at_most_at_the_granted_qos(
     low, high = connect(), connect()
     assert low.subscribe(("w/#", 0)) == [0]
     assert high.subscribe(("w/#", 2)) == [2]
-    dying = Client(broker.port, "w")
-    dying.set_will("w/gone", b"bye", qos=2)
-    try:
-        dying.connect()
-        dying.drop()
-        wait_until("w's session is not connected", lambda: broker.session_state("w") != "connected")
-    finally:
-        dying.close()
+    lose_connection_with_will(broker, "w/gone", b"bye", qos=2)
     pub = connect()
     for c, granted in ((low, 0), (high, 2)):
         c.sync(via=pub)
@@ -234,10 +253,7 @@ def test_difference_5_a_queued_qos0_message_arrives_at_qos0(
     arrives for its QoS 1 subscription, a QoS 0 message too (3.1.2.4 allows
     storing those), and sends it on reconnect at the minimum of the two QoS,
     so at QoS 0.  Stock sends it at the subscription's QoS 1."""
-    sub = connect("p", clean_session=False)
-    assert sub.subscribe(("p/#", 1)) == [1]
-    sub.disconnect()
-    wait_until("p is disconnected", lambda: broker.session_state("p") == "disconnected")
+    sub = persistent_session_away(broker, connect, "p/#")
     pub = connect()
     pub.publish("p/0", b"0", qos=0)
     pub.publish("p/1", b"1", qos=1)
@@ -415,14 +431,7 @@ def test_difference_3_a_will_with_u0000_is_neither_routed_nor_retained(
     ends the session; stock routes and retains the will."""
     watcher = connect()
     assert watcher.subscribe(("#", 0)) == [0]
-    dying = Client(broker.port, "w")
-    dying.set_will("a/\x00", b"will", qos=0, retain=True)
-    try:
-        dying.connect()
-        dying.drop()
-        wait_until("w's session is not connected", lambda: broker.session_state("w") != "connected")
-    finally:
-        dying.close()
+    lose_connection_with_will(broker, "a/\x00", b"will", retain=True)
     watcher.sync(via=connect())
     retained = broker.call(lambda b: list(b.retained_messages))
     if broker.kind == "stock":
@@ -599,10 +608,7 @@ def test_difference_7_queued_messages_are_not_marked_retained(
     """Difference 7, MQTT-3.3.1-9: a message queued for a disconnected session
     matches a subscription it already had, so it is sent with RETAIN 0 when the
     session reconnects.  Stock sets RETAIN 1."""
-    sub = connect("p", clean_session=False)
-    assert sub.subscribe(("p/#", 1)) == [1]
-    sub.disconnect()
-    wait_until("p is disconnected", lambda: broker.session_state("p") == "disconnected")
+    sub = persistent_session_away(broker, connect, "p/#")
     pub = connect()
     pub.publish("p/1", b"1", qos=1)
     assert sub.connect(clean_session=False) is True
