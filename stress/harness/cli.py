@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["main", "parser"]
 
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2  # as report.finish returns them
 
 #: Length of the op sequence cycled by a --duration run (per thread).
 RING = 1 << 16
@@ -545,22 +545,4 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         data["violations"] = sum(c["violations"] for c in checks)
         clock.close()
 
-    gil_after = report.gil_enabled()
-    data["gil_enabled_at_end"] = gil_after
-    if env["free_threaded_build"] and gil_after:
-        print(
-            "error: the GIL got enabled during the run (an extension imported late)",
-            file=sys.stderr,
-        )
-        failed = True
-        data["gil_enabled"] = True
-    data["seconds"] = round(time.perf_counter() - t_start, 2)
-    data["passed"] = not failed
-    if args.json:
-        report.write_json(args.json, data)
-        print(f"\njson written to {args.json}")
-    verdict = "PASSED" if not failed else "FAILED"
-    print(f"\n{verdict} in {data['seconds']:.1f} s (seed {seed})")
-    if env["free_threaded_build"] and gil_after:
-        return EXIT_USAGE
-    return EXIT_VIOLATION if failed else EXIT_OK
+    return report.finish(data, env, failed, t_start, seed, args.json)

@@ -7,6 +7,7 @@ import os
 import platform
 import sys
 import sysconfig
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,41 @@ def gil_wrongly_on(env: dict[str, Any]) -> bool:
         file=sys.stderr,
     )
     return True
+
+
+#: exit status of the three harness CLIs
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+
+
+def finish(
+    data: dict[str, Any],
+    env: dict[str, Any],
+    failed: bool,
+    t_start: float,
+    seed: int,
+    json_path: str | None,
+) -> int:
+    """The end of a harness run, for every scenario: fail it if the GIL got
+    enabled meanwhile on a free-threaded build, record the time and verdict in
+    ``data``, write the JSON, print the verdict; the exit status."""
+    gil_after = gil_enabled()
+    data["gil_enabled_at_end"] = gil_after
+    if env["free_threaded_build"] and gil_after:
+        print(
+            "error: the GIL got enabled during the run (an extension imported late)",
+            file=sys.stderr,
+        )
+        failed = True
+        data["gil_enabled"] = True
+    data["seconds"] = round(time.perf_counter() - t_start, 2)
+    data["passed"] = not failed
+    if json_path:
+        write_json(json_path, data)
+        print(f"\njson written to {json_path}")
+    print(f"\n{'PASSED' if not failed else 'FAILED'} in {data['seconds']:.1f} s (seed {seed})")
+    if env["free_threaded_build"] and gil_after:
+        return EXIT_USAGE
+    return EXIT_VIOLATION if failed else EXIT_OK
 
 
 def format_measure(r: MeasureResult, label: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 __all__ = ["DEFAULTS", "main_topics"]
 
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2  # as report.finish returns them
 
 #: defaults of the shared options in this scenario
 DEFAULTS: dict[str, Any] = {
@@ -183,18 +183,5 @@ def main_topics(args: argparse.Namespace, argv: list[str] | None) -> int:
     data["violations"] = sum(c["violations"] for c in checks)
     data["operations"] = sum(c["ops"] for c in checks)
 
-    gil_after = report.gil_enabled()
-    data["gil_enabled_at_end"] = gil_after
-    if env["free_threaded_build"] and gil_after:
-        print("error: the GIL got enabled during the run", file=sys.stderr)
-        failed = True
-    data["seconds"] = round(time.perf_counter() - t_start, 2)
-    data["passed"] = not failed
     clock.close()
-    if args.json:
-        report.write_json(args.json, data)
-        print(f"\njson written to {args.json}")
-    print(f"\n{'PASSED' if not failed else 'FAILED'} in {data['seconds']:.1f} s (seed {seed})")
-    if env["free_threaded_build"] and gil_after:
-        return EXIT_USAGE
-    return EXIT_VIOLATION if failed else EXIT_OK
+    return report.finish(data, env, failed, t_start, seed, args.json)
