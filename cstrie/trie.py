@@ -9,7 +9,7 @@ Complexities (n = subscriptions, w = words in the topic, m = matches):
 ``subscribe``          O(w + log n) copies; lock-free in the engine
 ``unsubscribe``        O(w + log n)
 ``lookup``/``match``   O(w * b + m), b = wildcard branches tried per level;
-                       AMQP ``#`` anywhere is memoised: O(states) not O(2^w)
+                       below AMQP ``#``: each node once, O(w / 64) per node
 ``has_subscribers``    stops at the first match
 ``snapshot``/``copy``  O(1) in the engine (``copy`` also copies the handle's
                        per-subscriber count table, a C-level dict copy)

@@ -328,6 +328,14 @@ void cst_debug_set_block_threshold(int64_t n);
 /* Tests only: the steps (states taken off its work stack) of this thread's
  * last lookup walk: the measure of a lookup's cost that timing cannot give. */
 int64_t cst_debug_last_walk_steps(void);
+/* A long walk (a lookup, match, route or has_subscribers that has taken
+ * 16,384 states or index sets, and again every 16,384 after that) calls
+ * fn() from inside the engine call, on the calling thread: a caller that
+ * holds a lock the walk does not need (the CPython fast path: the GIL) may
+ * release it there and take it back when the call returns.  fn must not call
+ * the engine.  NULL (the default) calls nothing. */
+typedef void (*cst_yield_fn)(void);
+void cst_set_walk_yield(cst_yield_fn fn);
 /* Tests only: how many times a lookup walk of a live trie may run before it
  * freezes the trie and walks the frozen generation (default 4; 0 = every walk
  * freezes; < 0 restores the default), and the process-wide counts of walks run

@@ -19,7 +19,7 @@
 
 #include "cstrie.h"
 
-#define CST_HOT_API_VERSION 3
+#define CST_HOT_API_VERSION 4
 
 typedef struct cst_hot_api {
     uint32_t size;     /* sizeof(cst_hot_api) of the engine that made it */
@@ -39,6 +39,8 @@ typedef struct cst_hot_api {
                              uint64_t sub);
     int64_t (*route)(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, void *arg,
                      uint64_t *out, uint64_t *shares, size_t cap, size_t *nplain);
+    /* version 4: long walks call the fast path's hook (cst_set_walk_yield) */
+    void (*set_walk_yield)(cst_yield_fn fn);
 } cst_hot_api;
 
 #endif

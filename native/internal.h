@@ -59,17 +59,18 @@ typedef struct word {
 } word;
 
 /* Per-thread growable buffers (system allocator; freed at thread exit). */
-typedef struct memo_slot {
-    uintptr_t key;
-    uint64_t j;
-    uint64_t stamp;
-} memo_slot;
 
 /* A main node read by a lookup's walk, with its I-node (match.c). */
 typedef struct main_read {
     struct inode *in;
     struct mainnode *m;
 } main_read;
+
+/* A share group's S-node found by a route, with its group id (match.c). */
+typedef struct share_ref {
+    uint64_t id;
+    struct snode *sn;
+} share_ref;
 
 typedef struct scratch {
     word *w;
@@ -80,20 +81,38 @@ typedef struct scratch {
     size_t uniqcap;
     snode **groups;
     size_t gcap;
-    snode **shares;            /* a route's share-group S-nodes (match.c) */
+    struct share_ref *shares;  /* a route's share-group S-nodes (match.c) */
     size_t shcap;
+    struct share_ref *shares_tmp; /* the radix sort's other half */
+    size_t shtmpcap;
     snode **path;
     size_t pathcap;
     struct upd_frame *upath;   /* the path of an update (trie.c) */
     size_t upathcap;
     struct mframe *mstack;     /* the pending states of a lookup (match.c) */
     size_t mstackcap;
-    memo_slot *memo;
-    size_t memocap;
-    size_t memoused;
+    /* a lookup's index-set walks (match.c): frames, the stack arenas of their
+     * index sets and literal branches, position bitmaps, the topic's words */
+    struct sframe *sstack;
+    size_t sstackcap;
+    uint64_t *bits;
+    size_t bitscap;
+    struct skid *kids;
+    size_t kidscap;
+    uint64_t *pbits;
+    size_t pbitscap;
+    uint32_t *twid;            /* topic word i's number (equal words, one number) */
+    size_t twidcap;
+    uint32_t *tnext;           /* the next index with the same word */
+    size_t tnextcap;
+    struct tword *tw;          /* per number: first index, occurrences, positions */
+    size_t twcap;
+    uint32_t *tstamp;
+    size_t tstampcap;
+    uint32_t *thash;           /* open addressing: word -> number + 1 */
+    size_t thashcap;
     main_read *reads;          /* what a lookup's walk read (match.c) */
     size_t rdcap;
-    uint64_t stamp;
     int64_t last_steps;        /* cst_debug_last_walk_steps */
 } scratch;
 

@@ -6,9 +6,10 @@
  * end, which may CAS) and never renews or cleans: T-nodes are read through
  * (a tomb's contents are final), and old-generation paths are current (see
  * trie.c).  The many-level wildcard of a dialect that allows it anywhere
- * (AMQP '#') makes the search a graph walk over (S-node, word index) states;
- * each state is visited once (a per-thread memo table), so a pattern such as
- * #.#.#.#.a costs O(states), not O(2^words).
+ * (AMQP '#') reaches the S-nodes below it with many numbers of words
+ * consumed; below it the walk takes each S-node once with the set of those
+ * numbers as a bitmap ("Index-set walks" below), so neither #.#.#.#.a nor
+ * thousands of long patterns of '#' and '*' make a lookup explode.
  *
  * The walk keeps its pending states on a heap stack (per-thread scratch), not
  * on the C stack: a topic may have 65,535 levels (a valid MQTT topic of
@@ -39,10 +40,19 @@ static void scratch_free(void *p)
     free(sc->uniq);
     free(sc->groups);
     free(sc->shares);
+    free(sc->shares_tmp);
     free(sc->path);
     free(sc->upath);
     free(sc->mstack);
-    free(sc->memo);
+    free(sc->sstack);
+    free(sc->bits);
+    free(sc->kids);
+    free(sc->pbits);
+    free(sc->twid);
+    free(sc->tnext);
+    free(sc->tw);
+    free(sc->tstamp);
+    free(sc->thash);
     free(sc->reads);
     free(sc);
     tls_scratch = NULL;
@@ -88,7 +98,7 @@ typedef struct mctx {
     const word *w;
     size_t n;
     int dollar;                /* the dollar rule hides wildcards at word 0 */
-    int memo;                  /* many-level wildcard allowed anywhere */
+    int sets;                  /* many-level wildcard allowed anywhere: index-set walks */
     int first_only;            /* has_subscribers: stop at the first match */
     int found;
     int oom;
@@ -101,93 +111,13 @@ typedef struct mctx {
     size_t nshares;            /* share-group S-nodes found (sc->shares) */
     int record;                /* note each main node read (sc->reads) */
     size_t nreads;
+    int64_t steps;             /* states and index-set frames taken (last_steps) */
+    uint32_t stamp;            /* marks the topic words probed by one collect_kids */
+    int table;                 /* the topic's word table is built (topic_table) */
+    size_t nwords;             /* distinct words of the topic */
+    size_t width;              /* 64-bit words of an index set: (n + 1 + 63) / 64 */
+    size_t pbits_used;         /* words of sc->pbits in use (position sets) */
 } mctx;
-
-/* The memo holds two kinds of entry, told apart by the key's low bit (S-nodes
- * are aligned):
- *  - (S-node, word index), key = the S-node: the state was visited;
- *  - many-level wildcard S-node sm, key = sm | 1, j = the smallest word index
- *    from which its words have been handed out (see open_level).
- * The second kind is found by its key alone, so it hashes with j = 0. */
-static size_t memo_hash(uintptr_t key, uint64_t j, size_t cap)
-{
-    if (key & 1)
-        j = 0;
-    return (size_t)((key ^ (j * UINT64_C(0x9e3779b97f4a7c15))) * UINT64_C(0xff51afd7ed558ccd) >>
-                    20) &
-           (cap - 1);
-}
-
-/* Room for one more entry (at most half full); 0, or -1 out of memory. */
-static int memo_reserve(mctx *x)
-{
-    scratch *sc = x->sc;
-    if (sc->memoused * 2 < sc->memocap)
-        return 0;
-    size_t ncap = sc->memocap ? sc->memocap * 2 : 256;
-    memo_slot *nm = calloc(ncap, sizeof *nm);
-    if (nm == NULL) {
-        x->oom = 1;
-        return -1;
-    }
-    size_t used = 0;
-    for (size_t i = 0; i < sc->memocap; i++) {
-        memo_slot *o = &sc->memo[i];
-        if (o->stamp != sc->stamp)
-            continue;
-        size_t h = memo_hash(o->key, o->j, ncap);
-        while (nm[h].stamp == sc->stamp)
-            h = (h + 1) & (ncap - 1);
-        nm[h] = *o;
-        used++;
-    }
-    free(sc->memo);
-    sc->memo = nm;
-    sc->memocap = ncap;
-    sc->memoused = used;
-    return 0;
-}
-
-static int memo_seen(mctx *x, const snode *sn, size_t j)
-{
-    if (memo_reserve(x) < 0)
-        return 0;
-    scratch *sc = x->sc;
-    uintptr_t key = (uintptr_t)sn;
-    size_t h = memo_hash(key, j, sc->memocap);
-    while (sc->memo[h].stamp == sc->stamp) {
-        if (sc->memo[h].key == key && sc->memo[h].j == j)
-            return 1;
-        h = (h + 1) & (sc->memocap - 1);
-    }
-    sc->memo[h] = (memo_slot){key, j, sc->stamp};
-    sc->memoused++;
-    return 0;
-}
-
-/* The many-level wildcard sm is to hand out its word indices from `from` on:
- * returns the smallest index it handed out from before in this walk (SIZE_MAX
- * if none), and records `from` if it is smaller. */
-static size_t memo_multi_from(mctx *x, const snode *sm, size_t from)
-{
-    if (memo_reserve(x) < 0)
-        return SIZE_MAX;
-    scratch *sc = x->sc;
-    uintptr_t key = (uintptr_t)sm | 1;
-    size_t h = memo_hash(key, 0, sc->memocap);
-    while (sc->memo[h].stamp == sc->stamp) {
-        if (sc->memo[h].key == key) {
-            size_t before = (size_t)sc->memo[h].j;
-            if (from < before)
-                sc->memo[h].j = from;
-            return before;
-        }
-        h = (h + 1) & (sc->memocap - 1);
-    }
-    sc->memo[h] = (memo_slot){key, from, sc->stamp};
-    sc->memoused++;
-    return SIZE_MAX;
-}
 
 static void emit_group(mctx *x, snode *sn)
 {
@@ -269,6 +199,26 @@ static void emit(mctx *x, snode *sn)
  */
 #define WALK_RETRIES 4
 
+/* cst_set_walk_yield: called every WALK_YIELD_STEPS steps of one walk. */
+#define WALK_YIELD_STEPS 16384
+static _Atomic(cst_yield_fn) walk_yield;
+
+void cst_set_walk_yield(cst_yield_fn fn)
+{
+    atomic_store_explicit(&walk_yield, fn, memory_order_release);
+}
+
+/* One more step of the walk; every WALK_YIELD_STEPS the caller's hook runs. */
+static inline void walk_step(mctx *x)
+{
+    if (__builtin_expect((++x->steps & (WALK_YIELD_STEPS - 1)) == 0, 0)) {
+        /* acquire: pairs with the release of cst_set_walk_yield */
+        cst_yield_fn fn = atomic_load_explicit(&walk_yield, memory_order_acquire);
+        if (fn != NULL)
+            fn();
+    }
+}
+
 static _Atomic int walk_retries = WALK_RETRIES;
 static _Atomic int64_t walk_rewalks, walk_freezes; /* statistics: relaxed */
 
@@ -338,26 +288,31 @@ static void share_add(mctx *x, snode *sn)
         return;
     scratch *sc = x->sc;
     if (x->nshares >= sc->shcap &&
-        scratch_reserve((void **)&sc->shares, &sc->shcap, x->nshares + 1, sizeof(snode *)) < 0) {
+        scratch_reserve((void **)&sc->shares, &sc->shcap, x->nshares + 1,
+                        sizeof(share_ref)) < 0) {
         x->oom = 1;
         return;
     }
-    sc->shares[x->nshares++] = sn;
+    sc->shares[x->nshares++] = (share_ref){share_id_read(sn->word), sn};
 }
 
 /* Every group S-node of the share level whose main node (at hash level lev)
- * is m.  Recursion over hash levels only: at most MAX_HASH_LEVEL / 5 + 1
+ * is m.  Recursion over hash levels only: at most MAX_HASH_LEVEL / 5 + 2
  * deep, whatever the input. */
 static void shares_below(mctx *x, mainnode *m, unsigned lev)
 {
     switch (m->h.kind) {
     case K_CNODE: {
         cnode *cn = (cnode *)m;
+        /* a share level is read whole: fetch its branches' lines at once, so
+         * that their misses overlap */
+        for (uint32_t i = (uint32_t)popc(cn->m.h.b2); i < cn->n; i++)
+            __builtin_prefetch(cn->array[i]);
         for (uint32_t i = (uint32_t)popc(cn->m.h.b2); i < cn->n; i++) {
             cst_hdr *b = cn->array[i];
             if (b->kind == K_SNODE)
                 share_add(x, (snode *)b);
-            else if (lev < MAX_HASH_LEVEL)
+            else if (lev <= MAX_HASH_LEVEL)
                 shares_below(x, read_main(x, (inode *)b), lev + 5);
         }
         return;
@@ -381,13 +336,14 @@ static void shares_below(mctx *x, mainnode *m, unsigned lev)
  *  F_NODE  - S-node sn reached with j words consumed: emit it if j is the
  *            whole topic, then open its next topic level at word j;
  *  F_MULTI - the many-level wildcard S-node sn still to be tried with j, j+1,
- *            ..., end words consumed (one F_NODE each, in that order).
+ *            ..., end words consumed (one F_NODE each, in that order), or,
+ *            where the wildcard may be followed by more words (AMQP), the
+ *            root of an index-set walk (below).
  * depth is the S-node's index on the path (match() rebuilds the pattern from
- * sc->path[0..depth]); multis counts the many-level wildcards on the path up
- * to the state (for F_MULTI: above it).  Frames are pushed in the reverse of
- * the order they are visited in, so the walk visits states in the order of
- * the recursive formulation: the zero-word pattern, the many-level wildcard,
- * the literal word, the one-level wildcard.
+ * sc->path[0..depth]).  Frames are pushed in the reverse of the order they
+ * are visited in, so the walk visits states in the order of the recursive
+ * formulation: the zero-word pattern, the many-level wildcard, the literal
+ * word, the one-level wildcard.
  */
 enum { F_NODE, F_MULTI };
 
@@ -396,9 +352,7 @@ typedef struct mframe {
     size_t j;
     size_t end;
     size_t depth;
-    uint32_t multis;
     uint8_t kind;
-    uint8_t memo_on;
 } mframe;
 
 static void push_grow(mctx *x, size_t *sp, mframe f)
@@ -420,10 +374,18 @@ static inline void push(mctx *x, size_t *sp, mframe f)
         push_grow(x, sp, f);
 }
 
+/* The route's groups of the topic level whose top C-node is cn: its S-node
+ * above matched the whole topic. */
+static void level_shares(mctx *x, cnode *cn)
+{
+    snode *g = (snode *)spec_get(cn, W_SHARE - 1);
+    if (g != NULL && g->child != NULL)
+        shares_below(x, read_main(x, g->child), 0);
+}
+
 /* Push the states that follow a topic level (the C-node under in) with i
  * words consumed. */
-static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, int is_top,
-                       size_t depth, uint32_t multis)
+static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int is_top, size_t depth)
 {
     mainnode *m = read_main(x, in);
     if (m->h.kind != K_CNODE)
@@ -437,44 +399,498 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, in
         snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
         if (ss && !hide) {
             __builtin_prefetch(ss);
-            push(x, sp, (mframe){ss, i + 1, 0, depth, multis, F_NODE, (uint8_t)memo_on});
+            push(x, sp, (mframe){ss, i + 1, 0, depth, F_NODE});
         }
         snode *sn = find_literal(x, cn, &x->w[i]);
         if (sn) {
             if (sn->child != NULL)
                 __builtin_prefetch(sn->child);
-            push(x, sp, (mframe){sn, i + 1, 0, depth, multis, F_NODE, (uint8_t)memo_on});
+            push(x, sp, (mframe){sn, i + 1, 0, depth, F_NODE});
         }
     }
     snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
     if (sm && !hide) {
-        size_t min = (size_t)x->c->t->d.multi_min;
-        size_t from = i + min, end = x->n;
-        if (x->memo && multis >= 1 && from <= end) {
-            /* Below another many-level wildcard this one is reached from many
-             * word indices; each index from `from` to the end is handed out
-             * once in the walk, so a lookup costs O(states), not O(states *
-             * words): skip what an earlier expansion covers (it hands out
-             * every index from its own start on). */
-            size_t before = memo_multi_from(x, sm, from);
-            if (before <= from)
-                from = end + 1;
-            else if (before <= end)
-                end = before - 1;
-        }
-        if (from <= end)
-            push(x, sp, (mframe){sm, from, end, depth, multis, F_MULTI, 0});
+        size_t from = i + (size_t)x->c->t->d.multi_min;
+        if (from <= x->n)
+            push(x, sp, (mframe){sm, from, x->n, depth, F_MULTI});
     }
     if (is_top && x->n == 0) {
         snode *e = (snode *)spec_get(cn, W_EMPTY_PATTERN - 1);
         if (e)
-            push(x, sp, (mframe){e, 0, 0, depth, multis, F_NODE, (uint8_t)memo_on});
+            push(x, sp, (mframe){e, 0, 0, depth, F_NODE});
     }
-    if (x->route && i == x->n && !is_top) {
-        /* the S-node above matched the whole topic: its pattern's groups */
-        snode *g = (snode *)spec_get(cn, W_SHARE - 1);
-        if (g != NULL && g->child != NULL)
-            shares_below(x, read_main(x, g->child), 0);
+    if (x->route && i == x->n && !is_top)
+        level_shares(x, cn); /* the S-node above matched the whole topic */
+}
+
+/* ------------------------------------------------------------------------
+ * Index-set walks: a many-level wildcard that may be followed by more words
+ *
+ * Where the many-level wildcard may stand anywhere (AMQP '#'), the S-nodes
+ * below it are reached with many numbers of words consumed: state by state,
+ * a lookup costs (S-nodes below the wildcard) x (topic words), and 2,000
+ * patterns of '#', '*' and one word against a 256-word key cost seconds.
+ * Below the first such wildcard on a path the walk therefore takes each
+ * S-node once, with the SET of word counts it is reached with, as a bitmap
+ * of (n + 1) bits ("index set"):
+ *
+ *   '#' (x):      B(x) = { k : k >= min B(parent) + multi_min }
+ *   '*' (x):      B(x) = { i + 1 : i in B(parent), i < n }
+ *   literal v:    B(x) = { i + 1 : i in B(parent), i < n, word i == v }
+ *
+ * x matches when n is in B(x).  An S-node has one parent, so each S-node
+ * below the wildcard is taken once: the cost is O(n) to index the topic's
+ * words, plus, per S-node taken, O((n + 1) / 64) word operations and at most
+ * min(literal branches of its level, words in its set) probes; a literal
+ * branch is taken only when its word occurs at an index of the set.  The
+ * result is the set of S-nodes the state-by-state search reaches with every
+ * word consumed (the same rules, applied to all indices at once); only the
+ * order in which a level's literal branches are taken differs (here: by the
+ * first index of their word in the topic).
+ *
+ * The sets live in a per-thread stack arena (sc->bits), the frames on
+ * sc->sstack: a frame's set stays while its children are taken, so the
+ * memory is O(depth x (n + 1) / 64) words.  The topic's words are numbered
+ * once per lookup (topic_table): equal words share a number, each number
+ * knows its occurrences, and a number that occurs at least `width` times
+ * gets a bitmap of its positions (at most n / width of them).
+ * ---------------------------------------------------------------------- */
+
+#define NO_POS UINT32_MAX
+
+typedef struct tword {
+    uint32_t first;            /* its first index in the topic */
+    uint32_t occ;              /* its occurrences */
+    size_t pos;                /* offset of its position bitmap in sc->pbits, or SIZE_MAX */
+} tword;
+
+/* A literal branch found below an index-set frame, with its word's number. */
+typedef struct skid {
+    snode *sn;
+    uint32_t v;
+    uint32_t first;            /* its word's first index in the topic (the order) */
+} skid;
+
+typedef struct sframe {
+    snode *sn;
+    size_t depth;
+    size_t set;                /* offset of B(sn) in sc->bits */
+    size_t kids;               /* offset of its found literal branches in sc->kids */
+    uint32_t nkids, next;
+    uint8_t stage;             /* S_ENTER, S_MULTI, S_LITERALS, S_KIDS, S_DONE */
+    cnode *cn;                 /* sn's next topic level, or NULL */
+} sframe;
+
+enum { S_ENTER, S_MULTI, S_LITERALS, S_KIDS, S_DONE };
+
+static inline int bit_get(const uint64_t *s, size_t i) { return (int)((s[i >> 6] >> (i & 63)) & 1); }
+static inline void bit_set(uint64_t *s, size_t i) { s[i >> 6] |= UINT64_C(1) << (i & 63); }
+
+/* The number of the topic word equal to the S-node's literal word, or NO_POS. */
+static uint32_t tword_find(mctx *x, const snode *sn)
+{
+    scratch *sc = x->sc;
+    size_t mask = sc->thashcap - 1;
+    for (size_t h = (size_t)(sn->hash * UINT64_C(0x9e3779b97f4a7c15) >> 20) & mask;;
+         h = (h + 1) & mask) {
+        uint32_t e = sc->thash[h];
+        if (e == 0)
+            return NO_POS;
+        const word *w = &x->w[sc->tw[e - 1].first];
+        if (w->hash == sn->hash && w->len == sn->wlen && memcmp(w->p, sn->word, w->len) == 0)
+            return e - 1;
+    }
+}
+
+/* Number the topic's words (see above); 0, or -1 when out of memory. */
+static int topic_table(mctx *x)
+{
+    scratch *sc = x->sc;
+    size_t n = x->n, cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    if (scratch_reserve((void **)&sc->twid, &sc->twidcap, n, sizeof(uint32_t)) < 0 ||
+        scratch_reserve((void **)&sc->tnext, &sc->tnextcap, n, sizeof(uint32_t)) < 0 ||
+        scratch_reserve((void **)&sc->tw, &sc->twcap, n, sizeof(tword)) < 0 ||
+        scratch_reserve((void **)&sc->tstamp, &sc->tstampcap, n, sizeof(uint32_t)) < 0 ||
+        scratch_reserve((void **)&sc->thash, &sc->thashcap, cap, sizeof(uint32_t)) < 0)
+        return -1;
+    /* thashcap may be larger than cap: probe over all of it */
+    memset(sc->thash, 0, sc->thashcap * sizeof(uint32_t));
+    size_t mask = sc->thashcap - 1, nw = 0;
+    for (size_t i = n; i-- > 0;) {
+        const word *w = &x->w[i];
+        size_t h = (size_t)(w->hash * UINT64_C(0x9e3779b97f4a7c15) >> 20) & mask;
+        uint32_t v = NO_POS;
+        for (;; h = (h + 1) & mask) {
+            uint32_t e = sc->thash[h];
+            if (e == 0)
+                break;
+            const word *o = &x->w[sc->tw[e - 1].first];
+            if (o->hash == w->hash && o->len == w->len && memcmp(o->p, w->p, w->len) == 0) {
+                v = e - 1;
+                break;
+            }
+        }
+        if (v == NO_POS) {
+            v = (uint32_t)nw++;
+            sc->thash[h] = v + 1;
+            sc->tw[v] = (tword){NO_POS, 0, SIZE_MAX};
+        }
+        sc->twid[i] = v;
+        sc->tnext[i] = sc->tw[v].first;
+        sc->tw[v].first = (uint32_t)i;
+        sc->tw[v].occ++;
+    }
+    if (nw > 0)
+        memset(sc->tstamp, 0, nw * sizeof(uint32_t));
+    x->stamp = 0;
+    x->nwords = nw;
+    x->width = (n + 1 + 63) / 64;
+    x->pbits_used = 0;
+    x->table = 1;
+    return 0;
+}
+
+/* A new index set of `width` words on top of the arena (zeroed); its offset,
+ * or SIZE_MAX when out of memory. */
+static size_t set_push(mctx *x, size_t *top)
+{
+    scratch *sc = x->sc;
+    if (scratch_reserve((void **)&sc->bits, &sc->bitscap, *top + x->width, sizeof(uint64_t)) < 0) {
+        x->oom = 1;
+        return SIZE_MAX;
+    }
+    size_t at = *top;
+    memset(sc->bits + at, 0, x->width * sizeof(uint64_t));
+    *top += x->width;
+    return at;
+}
+
+/* The position bitmap of word number v (made on first use); NULL: no memory. */
+static const uint64_t *word_positions(mctx *x, uint32_t v)
+{
+    scratch *sc = x->sc;
+    tword *t = &sc->tw[v];
+    if (t->pos == SIZE_MAX) {
+        if (scratch_reserve((void **)&sc->pbits, &sc->pbitscap, x->pbits_used + x->width,
+                            sizeof(uint64_t)) < 0) {
+            x->oom = 1;
+            return NULL;
+        }
+        t->pos = x->pbits_used;
+        x->pbits_used += x->width;
+        uint64_t *p = sc->pbits + t->pos;
+        memset(p, 0, x->width * sizeof(uint64_t));
+        for (uint32_t i = t->first; i != NO_POS; i = sc->tnext[i])
+            bit_set(p, i);
+    }
+    return sc->pbits + t->pos;
+}
+
+/* out = { i + 1 : i in s, word i is number v } (out zeroed); 1 if not empty. */
+static int set_after_word(mctx *x, const uint64_t *s, uint32_t v, uint64_t *out)
+{
+    scratch *sc = x->sc;
+    size_t wd = x->width;
+    int any = 0;
+    if (sc->tw[v].occ < wd) {
+        for (uint32_t i = sc->tw[v].first; i != NO_POS; i = sc->tnext[i])
+            if (bit_get(s, i)) {
+                bit_set(out, (size_t)i + 1);
+                any = 1;
+            }
+        return any;
+    }
+    const uint64_t *p = word_positions(x, v);
+    if (p == NULL)
+        return 0;
+    uint64_t carry = 0;
+    for (size_t k = 0; k < wd; k++) {
+        uint64_t c = s[k] & p[k];
+        out[k] = (c << 1) | carry;
+        carry = c >> 63;
+        any |= out[k] != 0;
+    }
+    return any;
+}
+
+/* out = { i + 1 : i in s, i < n } (out zeroed); 1 if not empty. */
+static int set_after_any(mctx *x, const uint64_t *s, uint64_t *out)
+{
+    size_t wd = x->width, n = x->n;
+    uint64_t carry = 0;
+    int any = 0;
+    for (size_t k = 0; k < wd; k++) {
+        out[k] = (s[k] << 1) | carry;
+        carry = s[k] >> 63;
+    }
+    out[n >> 6] &= ~((~UINT64_C(0)) << (n & 63)) | (UINT64_C(1) << (n & 63)); /* i + 1 <= n */
+    for (size_t k = 0; k < wd; k++)
+        any |= out[k] != 0;
+    return any;
+}
+
+/* out = { k : from <= k <= n } (out zeroed). */
+static void set_from(mctx *x, size_t from, uint64_t *out)
+{
+    for (size_t k = from; k <= x->n && (k & 63); k++)
+        bit_set(out, k);
+    for (size_t k = (from + 63) & ~(size_t)63; k <= x->n; k += 64)
+        out[k >> 6] = x->n - k >= 63 ? ~UINT64_C(0) : (UINT64_C(1) << (x->n - k + 1)) - 1;
+}
+
+/* The smallest index of s, or SIZE_MAX when s is empty. */
+static size_t set_min(mctx *x, const uint64_t *s)
+{
+    for (size_t k = 0; k < x->width; k++)
+        if (s[k])
+            return k * 64 + (size_t)__builtin_ctzll(s[k]);
+    return SIZE_MAX;
+}
+
+/* Indices of s below n (the word positions a literal could be read at). */
+static size_t set_count_words(mctx *x, const uint64_t *s)
+{
+    size_t c = 0, n = x->n;
+    for (size_t k = 0; k < x->width; k++)
+        c += (size_t)__builtin_popcountll(s[k]);
+    return c - (size_t)bit_get(s, n);
+}
+
+/* Append a found literal branch (sn, v) to the kids arena. */
+static void kid_add(mctx *x, size_t *top, snode *sn, uint32_t v)
+{
+    scratch *sc = x->sc;
+    if (scratch_reserve((void **)&sc->kids, &sc->kidscap, *top + 1, sizeof(skid)) < 0) {
+        x->oom = 1;
+        return;
+    }
+    sc->kids[(*top)++] = (skid){sn, v, sc->tw[v].first};
+}
+
+/* The literal S-nodes of a level's hash trie (main m at hash level lev),
+ * into the kids arena with their topic word numbers, while there are at most
+ * `limit`; returns 0 past the limit (what was added is to be dropped). */
+static int level_literals(mctx *x, mainnode *m, unsigned lev, size_t *top, size_t *seen,
+                          size_t limit)
+{
+    snode *one = NULL;
+    switch (m->h.kind) {
+    case K_CNODE: {
+        cnode *cn = (cnode *)m;
+        for (uint32_t i = (uint32_t)popc(cn->m.h.b2); i < cn->n && !x->oom; i++) {
+            cst_hdr *b = cn->array[i];
+            if (b->kind == K_SNODE) {
+                if (++*seen > limit)
+                    return 0;
+                uint32_t v = tword_find(x, (snode *)b);
+                if (v != NO_POS)
+                    kid_add(x, top, (snode *)b, v);
+            } else if (lev <= MAX_HASH_LEVEL &&
+                       !level_literals(x, read_main(x, (inode *)b), lev + 5, top, seen, limit)) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    case K_TNODE:
+        one = ((tnode *)m)->sn;
+        break;
+    case K_LNODE:
+        for (uint32_t i = 0; i < ((lnode *)m)->n && !x->oom; i++) {
+            if (++*seen > limit)
+                return 0;
+            uint32_t v = tword_find(x, ((lnode *)m)->sn[i]);
+            if (v != NO_POS)
+                kid_add(x, top, ((lnode *)m)->sn[i], v);
+        }
+        return 1;
+    default:
+        return 1;
+    }
+    if (one != NULL) {
+        if (++*seen > limit)
+            return 0;
+        uint32_t v = tword_find(x, one);
+        if (v != NO_POS)
+            kid_add(x, top, one, v);
+    }
+    return 1;
+}
+
+static int kid_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const skid *)a)->first, y = ((const skid *)b)->first;
+    return (x > y) - (x < y);
+}
+
+/* The literal branches of frame f's level cn whose word occurs at an index of
+ * set s (an index below n), in the order of their word's first index in the
+ * topic: by listing the level's literal branches when there are no more of
+ * them than indices in s, else by probing the word at each index (each word
+ * once).  O(min(branches, indices)) probes. */
+static void collect_kids(mctx *x, sframe *f, const uint64_t *s, size_t *ktop)
+{
+    scratch *sc = x->sc;
+    size_t start = *ktop, seen = 0, words = set_count_words(x, s);
+    f->kids = start;
+    if (!level_literals(x, &f->cn->m, 0, ktop, &seen, words)) {
+        *ktop = start; /* more branches than indices: probe the words instead */
+        uint32_t stamp = ++x->stamp;
+        if (stamp == 0) { /* wrapped: no word is marked any more */
+            memset(sc->tstamp, 0, x->nwords * sizeof(uint32_t));
+            stamp = x->stamp = 1;
+        }
+        for (size_t k = 0; k < x->width && !x->oom; k++) {
+            for (uint64_t bits = s[k]; bits; bits &= bits - 1) {
+                size_t i = k * 64 + (size_t)__builtin_ctzll(bits);
+                if (i >= x->n)
+                    break;
+                uint32_t v = sc->twid[i];
+                if (sc->tstamp[v] == stamp)
+                    continue; /* this word was probed at an earlier index */
+                sc->tstamp[v] = stamp;
+                snode *sn = find_literal(x, f->cn, &x->w[i]);
+                if (sn != NULL)
+                    kid_add(x, ktop, sn, v);
+            }
+        }
+    }
+    /* in the order of their word's first index in the topic, whichever way
+     * they were found (listing goes in hash order) */
+    if (*ktop - start > 1)
+        qsort(sc->kids + start, *ktop - start, sizeof(skid), kid_cmp);
+    f->nkids = (uint32_t)(*ktop - start);
+    f->next = 0;
+}
+
+/* Reserve room for one more index-set frame; NULL when out of memory. */
+static sframe *sframe_push(mctx *x, size_t *sp)
+{
+    scratch *sc = x->sc;
+    if (scratch_reserve((void **)&sc->sstack, &sc->sstackcap, *sp + 1, sizeof(sframe)) < 0) {
+        x->oom = 1;
+        return NULL;
+    }
+    return &sc->sstack[(*sp)++];
+}
+
+/*
+ * The index-set walk below many-level wildcard sm, reached with at least
+ * `from` words consumed (so B(sm) = { from .. n }); sm is the path's S-node
+ * number depth.  Frames go through their stages in the order of the
+ * state-by-state walk: enter (emit, the route's groups), the many-level
+ * wildcard, the literal branches, the one-level wildcard.
+ */
+static void set_walk(mctx *x, snode *sm, size_t from, size_t depth)
+{
+    scratch *sc = x->sc;
+    if (!x->table && topic_table(x) < 0) {
+        x->oom = 1;
+        return;
+    }
+    size_t sp = 0, btop = 0, ktop = 0;
+    sframe *f = sframe_push(x, &sp);
+    if (f == NULL)
+        return;
+    size_t at = set_push(x, &btop);
+    if (at == SIZE_MAX)
+        return;
+    set_from(x, from, sc->bits + at);
+    *f = (sframe){sm, depth, at, 0, 0, 0, S_ENTER, NULL};
+    size_t n = x->n, min = (size_t)x->c->t->d.multi_min;
+    while (sp > 0 && !x->oom && !(x->found && x->first_only)) {
+        f = &sc->sstack[sp - 1];
+        const uint64_t *s = sc->bits + f->set;
+        snode *child = NULL;
+        size_t cset = SIZE_MAX;
+        switch (f->stage) {
+        case S_ENTER: {
+            walk_step(x);
+            if (f->depth >= sc->pathcap &&
+                scratch_reserve((void **)&sc->path, &sc->pathcap, f->depth + 1,
+                                sizeof(snode *)) < 0) {
+                x->oom = 1;
+                return;
+            }
+            sc->path[f->depth] = f->sn;
+            x->depth = f->depth + 1;
+            int whole = bit_get(s, n);
+            if (whole && f->sn->nsubs > 0)
+                emit(x, f->sn);
+            f->stage = S_MULTI;
+            if (f->sn->child != NULL) {
+                mainnode *m = read_main(x, f->sn->child);
+                if (m->h.kind == K_CNODE)
+                    f->cn = (cnode *)m;
+            }
+            if (f->cn == NULL) {
+                f->stage = S_DONE;
+            } else if (whole && x->route) {
+                level_shares(x, f->cn); /* this S-node matched the whole topic */
+            }
+            continue;
+        }
+        case S_MULTI: {
+            f->stage = S_LITERALS;
+            snode *mm = (snode *)spec_get(f->cn, W_MULTI - 1);
+            size_t lo = set_min(x, s);
+            if (mm == NULL || lo > n || n - lo < min)
+                continue;
+            if ((cset = set_push(x, &btop)) == SIZE_MAX)
+                return;
+            set_from(x, lo + min, sc->bits + cset);
+            child = mm;
+            break;
+        }
+        case S_LITERALS:
+            f->stage = S_KIDS;
+            if (f->cn->bitmap != 0 && set_count_words(x, s) > 0) {
+                collect_kids(x, f, s, &ktop);
+                if (x->oom)
+                    return;
+            }
+            continue;
+        case S_KIDS:
+            if (f->next < f->nkids) {
+                skid k = sc->kids[f->kids + f->next++];
+                if ((cset = set_push(x, &btop)) == SIZE_MAX)
+                    return;
+                s = sc->bits + f->set; /* the arena may have moved */
+                if (!set_after_word(x, s, k.v, sc->bits + cset)) {
+                    btop = cset; /* never empty (the word occurs in s); be safe */
+                    continue;
+                }
+                child = k.sn;
+                break;
+            }
+            f->stage = S_DONE;
+            {
+                snode *ss = (snode *)spec_get(f->cn, W_SINGLE - 1);
+                if (ss == NULL)
+                    continue;
+                if ((cset = set_push(x, &btop)) == SIZE_MAX)
+                    return;
+                s = sc->bits + f->set;
+                if (!set_after_any(x, s, sc->bits + cset)) {
+                    btop = cset;
+                    continue;
+                }
+                child = ss;
+            }
+            break;
+        default: /* S_DONE: its set and its branches go with it */
+            btop = f->set;
+            ktop = f->kids;
+            sp--;
+            continue;
+        }
+        size_t d = f->depth + 1;
+        sframe *c = sframe_push(x, &sp);
+        if (c == NULL)
+            return;
+        *c = (sframe){child, d, cset, ktop, 0, 0, S_ENTER, NULL};
     }
 }
 
@@ -482,23 +898,23 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int memo_on, in
 static void match_walk(mctx *x, inode *root)
 {
     size_t sp = 0;
-    int64_t steps = 0;
-    open_level(x, &sp, root, 0, 0, 1, 0, 0);
+    open_level(x, &sp, root, 0, 1, 0);
     while (sp > 0 && !x->oom && !(x->found && x->first_only)) {
-        steps++;
+        walk_step(x);
         mframe *f = &x->sc->mstack[sp - 1];
         if (f->kind == F_MULTI) {
-            /* A state (S-node, word index) can be reached twice only through
-             * two many-level wildcards on the path (each consuming a varying
-             * number of words): below the first one every state has one way
-             * in, so the memo (a hash probe per state) starts at the second. */
             snode *sm = f->sn;
-            uint8_t memo = (uint8_t)(x->memo && f->multis >= 1);
-            mframe node = {sm, f->j, 0, f->depth, f->multis + 1, F_NODE, memo};
+            if (x->sets) {
+                /* more words may follow the wildcard: one index-set walk */
+                mframe m = *f;
+                sp--;
+                set_walk(x, sm, m.j, m.depth);
+                continue;
+            }
+            mframe node = {sm, f->j, 0, f->depth, F_NODE};
             if (sm->child == NULL || only_shares(x, sm->child)) {
                 /* Nothing follows the wildcard: only "consume every word" can
-                 * match (memoised as above: an earlier wildcard may reach this
-                 * level again). */
+                 * match. */
                 node.j = x->n;
                 sp--;
             } else if (f->j < f->end) {
@@ -512,8 +928,6 @@ static void match_walk(mctx *x, inode *root)
         mframe cur = *f;
         sp--;
         snode *sn = cur.sn;
-        if (cur.memo_on && memo_seen(x, sn, cur.j))
-            continue;
         if (cur.depth >= x->sc->pathcap &&
             scratch_reserve((void **)&x->sc->path, &x->sc->pathcap, cur.depth + 1,
                             sizeof(snode *)) < 0) {
@@ -525,9 +939,9 @@ static void match_walk(mctx *x, inode *root)
         if (cur.j == x->n && sn->nsubs > 0)
             emit(x, sn);
         if (sn->child)
-            open_level(x, &sp, sn->child, cur.j, cur.memo_on, 0, cur.depth + 1, cur.multis);
+            open_level(x, &sp, sn->child, cur.j, 0, cur.depth + 1);
     }
-    x->sc->last_steps = steps;
+    x->sc->last_steps = x->steps;
 }
 
 int64_t cst_debug_last_walk_steps(void)
@@ -553,8 +967,7 @@ static void walk_once(mctx *x, inode *root)
     x->ngroups = x->nshares = x->depth = x->nreads = 0;
     if (x->out != NULL)
         x->out->ngroups = x->out->need_pat = x->out->need_ids = x->out->need_groups = 0;
-    x->sc->stamp++;
-    x->sc->memoused = 0;
+    x->steps = 0;
     match_walk(x, root);
 }
 
@@ -574,7 +987,7 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
     x->w = sc->w;
     x->n = (size_t)n;
     x->dollar = d->dollar_rule && n > 0 && sc->w[0].len > 0 && sc->w[0].p[0] == '$';
-    x->memo = d->multi != NULL && !d->multi_last_only;
+    x->sets = d->multi != NULL && !d->multi_last_only;
     if (c->t->readonly) {
         walk_once(x, root_read(c));
         return x->oom ? CST_ENOMEM : 0;
@@ -809,26 +1222,53 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static uint64_t share_of(const snode *sn) { return share_id_read(sn->word); }
-
-static int cmp_share(const void *a, const void *b)
+/* Sort a route's share-group S-nodes by group id: a least-significant-digit
+ * radix sort over the bytes in which the ids differ, O(k) for k groups.  (A
+ * comparison sort that reads each id through its S-node costs a cache miss
+ * per comparison: k log k of them.)  0, or CST_ENOMEM. */
+static int sort_shares(scratch *sc, size_t k)
 {
-    uint64_t x = share_of(*(snode *const *)a), y = share_of(*(snode *const *)b);
-    return (x > y) - (x < y);
+    if (k < 2)
+        return 0;
+    if (scratch_reserve((void **)&sc->shares_tmp, &sc->shtmpcap, k, sizeof(share_ref)) < 0)
+        return CST_ENOMEM;
+    uint64_t all_or = 0, all_and = ~UINT64_C(0);
+    for (size_t i = 0; i < k; i++) {
+        all_or |= sc->shares[i].id;
+        all_and &= sc->shares[i].id;
+    }
+    share_ref *from = sc->shares, *to = sc->shares_tmp;
+    for (unsigned shift = 0; shift < 64; shift += 8) {
+        if ((((all_or ^ all_and) >> shift) & 0xff) == 0)
+            continue; /* every id has the same byte here */
+        size_t count[257] = {0};
+        for (size_t i = 0; i < k; i++)
+            count[((from[i].id >> shift) & 0xff) + 1]++;
+        for (size_t b = 1; b < 257; b++)
+            count[b] += count[b - 1];
+        for (size_t i = 0; i < k; i++)
+            to[count[(from[i].id >> shift) & 0xff]++] = from[i];
+        share_ref *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != sc->shares)
+        memcpy(sc->shares, from, k * sizeof(share_ref));
+    return 0;
 }
 
 /* The union of the members of g[0..k) (k >= 2) into sc->uniq, in id order
  * (the same candidates give the same order); their number or CST_ENOMEM. */
-static int64_t members_union(scratch *sc, snode **g, size_t k)
+static int64_t members_union(scratch *sc, const share_ref *g, size_t k)
 {
     size_t total = 0;
     for (size_t i = 0; i < k; i++)
-        total += g[i]->nsubs;
+        total += g[i].sn->nsubs;
     if (scratch_reserve((void **)&sc->uniq, &sc->uniqcap, total, sizeof(uint64_t)) < 0)
         return CST_ENOMEM;
     size_t n = 0;
     for (size_t i = 0; i < k; i++)
-        n += snode_emit(g[i], sc->uniq + n);
+        n += snode_emit(g[i].sn, sc->uniq + n);
     qsort(sc->uniq, n, sizeof(uint64_t), cmp_u64);
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
@@ -842,16 +1282,16 @@ static int64_t members_union(scratch *sc, snode **g, size_t k)
  * inline ids in place, or its large set, where an index costs O(log32 n)
  * (set_nth) and only a rendezvous (scoring every member) copies it.  0, or
  * a CST_E* code. */
-static int pick_member(mctx *x, snode **g, size_t k, cst_pick_fn pick, void *arg,
+static int pick_member(mctx *x, const share_ref *g, size_t k, cst_pick_fn pick, void *arg,
                        uint64_t *member)
 {
     scratch *sc = x->sc;
     const uint64_t *cand = NULL; /* NULL: g[0]'s set, not copied */
     size_t n;
     if (k == 1) {
-        n = g[0]->nsubs;
+        n = g[0].sn->nsubs;
         if (n <= SUBS_INLINE)
-            cand = snode_ids(g[0]);
+            cand = snode_ids(g[0].sn);
     } else {
         int64_t u = members_union(sc, g, k);
         if (u < 0)
@@ -860,10 +1300,10 @@ static int pick_member(mctx *x, snode **g, size_t k, cst_pick_fn pick, void *arg
         cand = sc->uniq;
     }
     uint64_t v = 0;
-    int how = pick(arg, share_of(g[0]), n, &v);
+    int how = pick(arg, g[0].id, n, &v);
     if (how == CST_PICK_INDEX) {
         uint64_t i = v < n ? v : v % n;
-        *member = cand ? cand[i] : set_nth(g[0]->set, i);
+        *member = cand ? cand[i] : set_nth(g[0].sn->set, i);
         return 0;
     }
     if (how != CST_PICK_HASH)
@@ -871,7 +1311,7 @@ static int pick_member(mctx *x, snode **g, size_t k, cst_pick_fn pick, void *arg
     if (cand == NULL) {
         if (scratch_reserve((void **)&sc->uniq, &sc->uniqcap, n, sizeof(uint64_t)) < 0)
             return CST_ENOMEM;
-        set_emit(g[0]->set, sc->uniq);
+        set_emit(g[0].sn->set, sc->uniq);
         cand = sc->uniq;
     }
     *member = rendezvous(cand, n, v);
@@ -890,27 +1330,27 @@ int64_t cst_route(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, 
     int64_t r = walk_topic(&x, &c, topic, len);
     if (r == 0)
         r = collect_ids(&x, out, cap);
+    if (r >= 0 && sort_shares(x.sc, x.nshares) < 0)
+        r = CST_ENOMEM;
     if (r >= 0) {
         size_t np = (size_t)r, ns = x.nshares;
-        snode **g = x.sc->shares;
-        if (ns > 1)
-            qsort(g, ns, sizeof(snode *), cmp_share);
+        const share_ref *g = x.sc->shares;
         size_t ngroups = 0;
         for (size_t i = 0; i < ns; i++)
-            ngroups += i == 0 || share_of(g[i]) != share_of(g[i - 1]);
+            ngroups += i == 0 || g[i].id != g[i - 1].id;
         *nplain = np;
         r = (int64_t)(np + ngroups);
         if ((size_t)r <= cap) {
             size_t k = np;
             for (size_t i = 0; i < ns && r >= 0;) {
                 size_t j = i + 1;
-                while (j < ns && share_of(g[j]) == share_of(g[i]))
+                while (j < ns && g[j].id == g[i].id)
                     j++;
                 int st = pick_member(&x, g + i, j - i, pick, arg, &out[k]);
                 if (st < 0)
                     r = st;
                 else
-                    shares[k++ - np] = share_of(g[i]);
+                    shares[k++ - np] = g[i].id;
                 i = j;
             }
             if (r >= 0)

@@ -232,6 +232,7 @@ static int hold(pick_arg *a, PyObject *obj)
 int pick_member_index(void *argp, uint64_t share, uint64_t n, uint64_t *k)
 {
     pick_arg *a = argp;
+    walk_disarm(); /* the walk is over; the picks read Python objects */
     PyObject *obj =
         share < (uint64_t)PY_SSIZE_T_MAX ? list_get_ref(a->objects, (Py_ssize_t)share) : NULL;
     if (obj == NULL)

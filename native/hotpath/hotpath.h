@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "hotpath_api.h"
+#include "tls.h"
 
 /* Registry rule 4: how often a read of a live trie is repeated while ids are
  * freed under it before it runs holding the slot lock. */
@@ -35,6 +36,28 @@
 #define STRIPES 64
 
 extern const cst_hot_api *cst_engine;  /* module.c: set once at import */
+
+/* A long engine walk gives the GIL up (the thread state, on 3.13t) while it
+ * runs, so that other threads go on (module.c, cst_set_walk_yield): a hot
+ * read arms the hook around its engine call and disarms it after, which
+ * takes the GIL back if the walk gave it up.  Nothing between the two may
+ * touch a Python object, except after walk_disarm (route's pick callback
+ * disarms first). */
+typedef struct walk_state {
+    int armed;
+    PyThreadState *saved;
+} walk_state;
+extern CST_TLS walk_state hp_walk;
+static inline void walk_arm(void) { hp_walk.armed = 1; }
+static inline void walk_disarm(void)
+{
+    hp_walk.armed = 0;
+    if (hp_walk.saved != NULL) {
+        PyThreadState *ts = hp_walk.saved;
+        hp_walk.saved = NULL;
+        PyEval_RestoreThread(ts);
+    }
+}
 extern PyObject *cst_FREE;             /* the content of a free id slot */
 
 /* -------------------------------------------------------------- id maps */

@@ -12,6 +12,15 @@
 #include "hotpath.h"
 
 const cst_hot_api *cst_engine;
+CST_TLS walk_state hp_walk;
+
+/* cst_yield_fn: a walk armed by a hot read has run long; give the GIL up
+ * until the read disarms (once per call). */
+static void walk_yield(void)
+{
+    if (hp_walk.armed && hp_walk.saved == NULL)
+        hp_walk.saved = PyEval_SaveThread();
+}
 PyObject *cst_FREE;
 static PyObject *py_raise_status;
 
@@ -65,6 +74,7 @@ static PyObject *bind_engine(PyObject *module, PyObject *arg)
         return NULL;
     }
     cst_engine = api;
+    api->set_walk_yield(walk_yield);
     Py_RETURN_NONE;
 }
 

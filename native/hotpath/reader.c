@@ -117,7 +117,9 @@ static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py
             locked = 1;
         }
         int64_t seen = reg_freed(reg);
+        walk_arm();
         int64_t n = cst_engine->lookup(self->h, s, (size_t)len, ids, cap);
+        walk_disarm();
         if (n < 0) {
             if (locked)
                 cst_mutex_unlock(&reg->slot_lock);
@@ -165,7 +167,7 @@ PyDoc_STRVAR(lookup_doc,
 "Every subscriber whose pattern matches ``topic``, each once.\n\n"
 "Raises ``TypeError`` for a non-str and ``ValueError`` for a topic the\n"
 "dialect rejects.  Lock-free.  O(w * b + m): w words, b wildcard branches\n"
-"tried per level, m matches (AMQP '#' anywhere is memoised).\n\n"
+"tried per level, m matches (below AMQP '#': each node once).\n\n"
 ">>> t = Trie(\"mqtt\"); t.subscribe(\"a/+\", 1); t.lookup(\"a/b\")\n"
 "True\n[1]");
 
@@ -210,7 +212,9 @@ static PyObject *reader_lookup_utf8(Reader *self, PyObject *const *args, Py_ssiz
 
 static PyObject *has_encoded(Reader *self, PyObject *topic, const char *s, Py_ssize_t len)
 {
+    walk_arm();
     int r = cst_engine->has_subscribers(self->h, s, (size_t)len);
+    walk_disarm();
     if (r < 0)
         return raise_status(self, r, "topic", topic);
     return PyBool_FromLong(r);
@@ -323,7 +327,9 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
             locked = 1;
         }
         int64_t seen = reg_freed(reg);
+        walk_arm();
         int r = cst_engine->match(self->h, s, (size_t)len, &b.g);
+        walk_disarm();
         if (r == CST_ETRUNC) {
             if (gb_grow(&b) < 0)
                 break;
@@ -452,8 +458,10 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
         int64_t seen = reg_freed(reg);
         size_t nplain = 0;
         a.torn = 0;
+        walk_arm();
         int64_t n = cst_engine->route(self->h, s, (size_t)len, pick_member_index, &a, ids, shares,
                                       cap, &nplain);
+        walk_disarm();
         pick_release(&a);
         if (n == CST_EPICK && a.torn == 2) {
             out = PyErr_NoMemory();
