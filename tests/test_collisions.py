@@ -267,3 +267,23 @@ def test_unsubscribe_below_fully_colliding_word_prunes(mask: str) -> None:
 def test_update_below_emptied_fully_colliding_word(mask: str, update: str) -> None:
     body = COLLIDING_PAIR + THROUGH_DEAD_WORD.format(op=UPDATES[update])
     run_isolated(body, MASKS[mask], timeout=30)
+
+
+COLLIDING_GROUPS = """
+# 200 share groups on one filter: with mask 0 their ids' words collide on the
+# full hash, so the share level is C-nodes down to the last hash level and an
+# L-node below it; a route must still deliver to every group once.
+trie = Trie("mqtt")
+for g in range(200):
+    assert trie.subscribe(f"$share/g{g}/a/#", f"m{g}") is True
+trie.check_invariants(strict=True)
+plain, groups = trie.route_by_group("a/b")
+assert plain == [] and groups == {f"g{g}": f"m{g}" for g in range(200)}, len(groups)
+"""
+
+
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_route_finds_every_group_of_a_colliding_share_level(mask: str) -> None:
+    """Rule (shared subscriptions): a message goes to one member of every group
+    with a matching filter, however the groups' ids collide in the hash trie."""
+    run_isolated(COLLIDING_GROUPS, MASKS[mask], timeout=60)
