@@ -22,26 +22,37 @@ Rules (tests: ``tests/test_registry.py``, the races in ``tests/test_threads.py``
    that subscriber's stripe lock, shared by the whole family, so racing threads
    see a consistent count.  The counts are split by stripe as well (one part
    per lock), so no other lock guards them.
-3. An id is freed once no writable handle holds a pair for it and no snapshot
-   taken while it was alive is still open ("pins" record when each snapshot and
-   running iteration started).  So a snapshot's ids stay mapped while it is
-   open, and only reads of a live trie can meet a freed or reused id.
+3. An id is freed once no writable handle holds a pair for it and no open
+   *pin* may hold one.  A snapshot pins before it asks the engine for its
+   snapshot (so nothing it may hold is freed meanwhile) and marks the pin
+   done once the engine handle exists; births, pins and deaths take numbers
+   from one counter.  A pin may hold an id unless it started after the id's
+   last pair left (its snapshot came later), or was done before the id was
+   born (no pair of it was in the engine yet).  So a snapshot's ids stay
+   mapped while it is open, an id born and gone while it is open is freed at
+   once, and only reads of a live trie can meet a freed or reused id.
+   Iterations pin like snapshots (and are never marked done).
 4. ``freed`` counts the ids freed so far; it is raised (under the slot lock)
    before the slot is cleared, and a slot is reused only after it was freed.
    A read of a live trie reads ``freed``, asks the engine, maps the ids, and
    reads ``freed`` again: if it is unchanged, no id was freed (let alone
    reused) in between, so every id still named the object it named when the
    engine answered.  Otherwise the read is repeated (a fresh, later
-   linearisation); after :data:`MAX_ATTEMPTS` it runs once holding the slot
-   lock, where no id can be freed (:meth:`Registry.stable`).  Snapshots share
-   the read methods and so the check; by rule 3 it never changes their answer
-   (at most a free elsewhere in the family makes one ask the engine again).
+   linearisation); after :data:`MAX_ATTEMPTS` it takes a *read pin*, which
+   holds every id until the read ends, and repeats until a read sees no free
+   (only the frees already begun can still happen: one per thread).  An id
+   that never reached the engine (a subscribe that failed) is given back
+   without raising ``freed``: no read can have it.
+5. No user code runs under a registry lock: a subscriber's ``__hash__`` runs
+   before the stripe lock is taken, ``__eq__`` with the locks dropped (and
+   the lookup made again if the table changed meanwhile), and a reference the
+   registry drops while it holds a lock (the slot of a freed id, which may be
+   the subscriber's last) is released once the thread holds none.  So a
+   subscriber's ``__del__``, ``__hash__`` and ``__eq__`` may call any method
+   of the trie.
 """
 
 from __future__ import annotations
-
-import contextlib
-from collections.abc import Iterator
 
 from cstrie._hotpath import FREE, MAX_ATTEMPTS, STRIPES, Counts
 from cstrie._hotpath import Registry as _RegistryCore
@@ -55,9 +66,9 @@ class Registry(_RegistryCore):
     snapshots, its copies and theirs).  See the module docstring for the
     rules; every method is safe to call from many threads at once.
 
-    >>> reg = Registry(); reg.lock_all(); i = reg.id_for("alice"); reg.unlock_all()
-    >>> reg.objects[i], reg.existing_id("alice"), len(reg)
-    ('alice', 1, 1)
+    >>> reg = Registry(); reg.adopt(["alice", "bob"])
+    >>> reg.objects[2], reg.existing_id("alice"), len(reg)
+    ('bob', 1, 2)
     """
 
     __slots__ = ("groups",)
@@ -66,13 +77,3 @@ class Registry(_RegistryCore):
         #: The family's share groups by name (cstrie.groups); a group's id is
         #: an id of this registry, like a subscriber's.
         self.groups = GroupTable()
-
-    @contextlib.contextmanager
-    def all_locks(self) -> Iterator[None]:
-        """Hold every subscriber stripe lock (taken in index order, so it cannot
-        deadlock with single-subscriber updates, which take one)."""
-        self.lock_all()
-        try:
-            yield
-        finally:
-            self.unlock_all()

@@ -372,6 +372,7 @@ class _ReadMethods:
         except BaseException:
             self._reg.unpin(token)
             raise
+        self._reg.pin_done(token)  # it holds no pair of an id born from now on
         return Snapshot._make(ptr, self._dialect, self._reg, token)
 
 
@@ -590,10 +591,11 @@ class Trie(_ReadMethods, Writer):
     def subscribe_many(self, pairs: Iterable[tuple[str, Hashable]]) -> int:
         """Subscribe many (pattern, subscriber) pairs in one engine call per chunk.
 
-        Returns how many pairs were new.  All patterns are validated before
-        anything changes: an invalid one raises (``ValueError``/``TypeError``)
-        and leaves the trie as it was.  While it runs, other updates wait (it
-        holds every subscriber stripe lock); lookups go on.  O(total words).
+        Returns how many pairs were new.  All patterns are validated and all
+        subscribers hashed before anything changes: an invalid one raises
+        (``ValueError``/``TypeError``) and leaves the trie as it was.  The
+        pairs are then subscribed in order, in one C loop; other threads'
+        updates and lookups go on meanwhile.  O(total words).
         """
         items = list(pairs)
         d = self._dialect
@@ -625,44 +627,10 @@ class Trie(_ReadMethods, Writer):
             st = validate(self._h, data, len(data), 1)
             if st < 0:
                 nb.raise_status(st, d, "pattern", pattern)
-        for _, sub in items:
+        subs = [sub for _, sub in items]
+        for sub in subs:
             hash(sub)
-        reg = self._reg
-        counts = self._counts
-        added_total = 0
-        with reg.all_locks():
-            ids = [reg.id_for(sub) for _, sub in items]
-            owner = dict(zip(ids, (sub for _, sub in items), strict=True))
-            chunk = 65536
-            for start in range(0, len(items), chunk):
-                part = encoded[start : start + chunk]
-                pids = ids[start : start + chunk]
-                n = len(part)
-                offsets = nb.ffi.new("int64_t[]", [0, *accumulate(len(e) for e in part)])
-                results = nb.ffi.new("uint8_t[]", n)
-                added = nb.ffi.new("int64_t *")
-                status = nb.ffi.new("int *")
-                done = nb.lib.cst_subscribe_batch(
-                    self._h,
-                    b"".join(part),
-                    offsets,
-                    nb.ffi.new("uint64_t[]", pids),
-                    n,
-                    results,
-                    added,
-                    status,
-                )
-                for k in range(done):
-                    if results[k]:
-                        reg.added(counts, pids[k], owner[pids[k]])
-                added_total += added[0]
-                if status[0] < 0:
-                    for i, sub in owner.items():
-                        reg.forget_unused(counts, i, sub)
-                    nb.raise_status(status[0], d, "pattern", items[start + done][0])
-            for i, sub in owner.items():
-                reg.forget_unused(counts, i, sub)  # ids that got no new pair here
-        return added_total
+        return self._subscribe_many_utf8(encoded, [p for p, _ in items], subs)
 
     def clear(self) -> None:
         """Remove every subscription (atomically: one snapshot's worth)."""
@@ -693,15 +661,11 @@ class Trie(_ReadMethods, Writer):
 
     def copy(self) -> Trie:
         """An independent writable trie with the same subscriptions (O(1) engine)."""
-        reg = self._reg
-        with reg.all_locks():  # no update of this family between the two
-            counts = reg.new_counts(self._counts)
-            try:
-                ptr = nb.snapshot_ptr(self._h, False)
-            except BaseException:
-                reg.discard_handle(counts.serial)  # we hold every stripe lock here
-                raise
-        return Trie._make(ptr, self._dialect, reg, counts)
+        # C: the counts and the engine copy are made with every stripe lock of
+        # the family held (no update in between, no Python code under them).
+        address, counts = self._copy()
+        ptr = nb.ffi.cast("cst_trie *", address)
+        return Trie._make(ptr, self._dialect, self._reg, counts)
 
     def __copy__(self) -> Trie:
         return self.copy()

@@ -19,6 +19,7 @@ static const cst_hot_api table = {
     .share_unsubscribe = cst_share_unsubscribe,
     .route = cst_route,
     .set_walk_yield = cst_set_walk_yield,
+    .snapshot = cst_snapshot,
 };
 
 const void *cst_hot_api_table(void) { return &table; }

@@ -39,8 +39,10 @@ typedef struct cst_hot_api {
                              uint64_t sub);
     int64_t (*route)(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, void *arg,
                      uint64_t *out, uint64_t *shares, size_t cap, size_t *nplain);
-    /* version 4: long walks call the fast path's hook (cst_set_walk_yield) */
+    /* version 4: long walks call the fast path's hook (cst_set_walk_yield);
+     * copies made under the registry's locks */
     void (*set_walk_yield)(cst_yield_fn fn);
+    cst_trie *(*snapshot)(cst_trie *t, int readonly);
 } cst_hot_api;
 
 #endif

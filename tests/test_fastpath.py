@@ -24,8 +24,7 @@ Sections, each stating the rule it proves:
 5. Reference counts: nothing leaked or over-released.
 6. Threads, and the free-threaded build (``PYTHON_GIL=0`` on 3.13t).
 
-The one test marked ``xfail(strict=True)`` documents a known limitation
-(registry rule 3); its reason says what and why.  Random workloads draw
+Random workloads draw
 from ``random.Random`` seeded by ``CSTRIE_SEED`` (a fresh seed each run
 unless set; failures print it), and from hypothesis.
 ``CSTRIE_FASTPATH_SCALE`` (default 1) multiplies the sizes of the ``slow``
@@ -654,23 +653,7 @@ def test_invalid_patterns_raise_the_dialects_error_and_change_nothing(name: str)
     trie.check_invariants(strict=True)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "failed subscribe",
-        pytest.param(
-            "born after the snapshot",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known limitation (registry rule 3, documented): an id that reached "
-                "the engine while a snapshot is open is kept until that snapshot closes, "
-                "since the registry cannot tell whether the engine snapshot was taken "
-                "before or after the pair was added; an id that never reached the engine "
-                "(a failed subscribe) is freed at once",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("case", ["failed subscribe", "born after the snapshot"])
 def test_ids_born_after_every_open_snapshot_die_with_their_last_pair(case: str) -> None:
     """Rule 3 frees an id once no handle holds a pair for it and no snapshot
     taken while it was alive is open: a subscriber that arrives after the open
@@ -782,8 +765,8 @@ class RaceModel:
 
     def hook(self, attempt: int) -> None:
         self.hook_calls.append(attempt)
-        if self.trie._reg._slot_lock_held():
-            return  # the locked attempt: nothing may free an id now
+        if self.trie._reg._pinned() > 0:
+            return  # the pinned attempt: nothing may free an id now
         if self.batches:
             for op, k in self.batches.pop(0):
                 self.apply(op, k)
@@ -883,10 +866,10 @@ def _retry_race(m: RaceModel) -> None:
 
 
 @pytest.mark.parametrize("method", ["lookup", "match", "lookup_many"])
-def test_reads_that_lose_every_race_run_once_under_the_slot_lock(method: str) -> None:
-    """Rule 4's last resort: after MAX_ATTEMPTS lost races the read runs
-    holding the slot lock, where no id can be freed, and answers (lookup,
-    match and each lookup_many row)."""
+def test_reads_that_lose_every_race_run_once_under_a_read_pin(method: str) -> None:
+    """Rule 4's last resort: after MAX_ATTEMPTS lost races the read takes a
+    read pin, after which no id can be freed until it ends, and answers
+    (lookup, match and each lookup_many row)."""
     m = RaceModel()
     old = Obj("old")
     m.trie.subscribe("a.b", old)
@@ -894,7 +877,7 @@ def test_reads_that_lose_every_race_run_once_under_the_slot_lock(method: str) ->
     seen: list[bool] = []
 
     def hook(attempt: int) -> None:
-        locked = m.trie._reg._slot_lock_held()
+        locked = m.trie._reg._pinned() > 0
         seen.append(locked)
         if not locked:
             _retry_race(m)
@@ -911,8 +894,8 @@ def test_reads_that_lose_every_race_run_once_under_the_slot_lock(method: str) ->
     assert seen == [False] * MAX_ATTEMPTS + [True]
 
 
-def test_a_locked_read_whose_answer_grew_does_not_hang() -> None:
-    """After MAX_ATTEMPTS lost races, the locked read may find more ids than
+def test_a_pinned_read_whose_answer_grew_does_not_hang() -> None:
+    """After MAX_ATTEMPTS lost races, the pinned read may find more ids than
     its buffer holds (300 subscribers arrived during the last race): it must
     grow the buffer and answer, not hang.  Run in a child process, each call in
     its own thread, with a deadline."""
@@ -927,7 +910,7 @@ def test_a_locked_read_whose_answer_grew_does_not_hang() -> None:
             reg = trie._reg
 
             def hook(attempt):
-                if reg._slot_lock_held():
+                if reg._pinned() > 0:
                     return
                 trie.unsubscribe("a.b", "x"); trie.subscribe("other", "y")
                 trie.unsubscribe("other", "y"); trie.subscribe("a.b", "x")

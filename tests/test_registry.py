@@ -6,7 +6,7 @@
 4. A read of a live trie that meets an id freed (and maybe reused for another
    subscriber) between the engine's answer and the mapping is repeated: it
    never returns the other subscriber.  After ``MAX_ATTEMPTS`` such races it
-   runs once holding the slot lock, where no id can be freed.
+   takes a read pin, after which no id can be freed until the read ends.
 
 The races of rule 4 are replayed deterministically: the fast path's race hook
 (``Reader._set_race_hook``, for tests) runs "the other thread's" unsubscribe
@@ -36,7 +36,7 @@ def _reuse_race(trie: Trie, undo: bool = False) -> Callable[[], None]:
 
     def race() -> None:
         reg = trie._reg
-        if reg._slot_lock_held():  # the read runs under the slot lock: no frees
+        if reg._pinned() > 0:  # the read holds a read pin: no frees
             return
         x_id = reg.existing_id("x")
         trie.unsubscribe("a.b", "x")
@@ -146,20 +146,20 @@ def test_lookup_never_names_the_subscriber_that_took_a_freed_id() -> None:
     assert attempts == [0, 1]
 
 
-def test_lookup_gives_up_racing_and_reads_under_the_slot_lock() -> None:
+def test_lookup_gives_up_racing_and_reads_under_a_read_pin() -> None:
     trie = _racy_trie()
     race = _reuse_race(trie, undo=True)
     seen: list[bool] = []
 
     def hook(attempt: int) -> None:
-        seen.append(trie._reg._slot_lock_held())
+        seen.append(trie._reg._pinned() > 0)
         race()
 
     trie._set_race_hook(hook)
     got = trie.lookup("a.b")
     trie._set_race_hook(None)
     assert got == ["x"]
-    # every unlocked attempt lost its race; the last one ran under the lock
+    # every attempt before the pin lost its race; the pinned one stands
     assert seen == [False] * MAX_ATTEMPTS + [True]
 
 

@@ -434,3 +434,71 @@ def test_dropping_a_handle_frees_its_subscribers(drop: str) -> None:
         del trie
     gc.collect()
     assert set(survivor._reg.live_objects()) == {"shared"}
+
+
+# ------------------------------------------------ registry rule 3, exactly
+def test_subscribers_that_arrive_and_leave_after_a_snapshot_are_freed_at_once() -> None:
+    """Rule 3: an id is kept for an open snapshot only if that snapshot may
+    hold one of its pairs.  10,000 clients (10 KB each) that join after the
+    snapshot and leave are freed as they leave: the registry does not grow,
+    the objects are collected, and the snapshot still answers as it was."""
+    import weakref
+
+    class Client:
+        def __init__(self, n: int) -> None:
+            self.n = n
+            self.buf = bytearray(10_000)
+
+    trie = Trie("mqtt")
+    trie.subscribe("keep/#", "k")
+    snap = trie.snapshot()
+    refs = []
+    for n in range(10_000):
+        c = Client(n)
+        refs.append(weakref.ref(c))
+        trie.subscribe(f"dev/{n % 97}/+", c)
+        trie.subscribe("dev/#", c)
+        trie.unsubscribe(f"dev/{n % 97}/+", c)
+        trie.unsubscribe("dev/#", c)
+        del c
+    assert len(trie._reg) == 1
+    assert sum(r() is not None for r in refs) == 0
+    assert len(trie._reg.objects) <= 3  # slot 0, "k", one slot reused
+    assert sorted(snap) == [("keep/#", "k")]
+
+
+def test_a_subscriber_born_before_a_snapshot_stays_until_it_closes() -> None:
+    """Rule 3, the other side: a subscriber whose pair was in the trie when the
+    snapshot was taken stays mapped (and alive) while the snapshot is open,
+    even if it subscribed after an older, still open snapshot."""
+    trie = Trie()
+    older = trie.snapshot()
+    obj = Sub("between")
+    trie.subscribe("a", obj)
+    snap = trie.snapshot()
+    trie.unsubscribe("a", obj)
+    assert len(trie._reg) == 1
+    assert snap.lookup("a") == [obj] and older.lookup("a") == []
+    del snap
+    gc.collect()
+    assert len(trie._reg) == 0
+    del older
+
+
+def test_an_iteration_in_progress_keeps_every_id_that_dies_meanwhile() -> None:
+    """Rule 3: an iteration pins before it takes its own engine snapshot and
+    never says when that snapshot exists, so an id that dies while it runs is
+    kept (its pairs may be in what it walks) until the iteration ends."""
+    trie = Trie()
+    for k in range(3):
+        trie.subscribe(f"p{k}", Sub(str(k)))
+    it = iter(trie)
+    first = next(it)
+    obj = Sub("late")
+    trie.subscribe("late", obj)
+    trie.unsubscribe("late", obj)
+    assert len(trie._reg) == 4  # "late" is kept while the iteration runs
+    rest = list(it)
+    assert len([first, *rest]) == 3
+    gc.collect()
+    assert len(trie._reg) == 3

@@ -274,31 +274,16 @@ int pick_member_index(void *argp, uint64_t share, uint64_t n, uint64_t *k)
 
 /* --------------------------------------------------- join and leave */
 
-/* Lock the stripes of two objects, lower index first (so it cannot deadlock
- * with a one-stripe update or another pair); the same stripe once. */
-static void lock_two(Registry *r, Py_ssize_t a, Py_ssize_t b)
-{
-    Py_ssize_t lo = a < b ? a : b, hi = a < b ? b : a;
-    cst_mutex_lock(&r->stripes[lo]);
-    if (hi != lo)
-        cst_mutex_lock(&r->stripes[hi]);
-}
-
-static void unlock_two(Registry *r, Py_ssize_t a, Py_ssize_t b)
-{
-    if (a != b)
-        cst_mutex_unlock(&r->stripes[a > b ? a : b]);
-    cst_mutex_unlock(&r->stripes[a < b ? a : b]);
-}
-
 /* After an engine call that added no membership: give back an id made for
- * it, or free one no handle holds a pair of any more.  Under its stripe. */
-static int unused(Registry *r, Counts *c, Py_hash_t h, int64_t id, PyObject *obj, int fresh)
+ * it, or free one no handle holds a pair of any more.  Under its stripe;
+ * `registered` is the object registered under id. */
+static int unused(Registry *r, Counts *c, Py_hash_t h, int64_t id, PyObject *registered,
+                  int fresh)
 {
     if (fresh)
-        return reg_free(r, h, (uint64_t)id, obj);
+        return reg_free(r, h, (uint64_t)id, registered, 0);
     if (!idmap_get(&c->part[STRIPE(h)], (uint64_t)id))
-        return reg_maybe_dead(r, c, h, (uint64_t)id, obj);
+        return reg_maybe_dead(r, c, h, (uint64_t)id, registered);
     return 0;
 }
 
@@ -316,44 +301,78 @@ PyObject *share_update_encoded(Reader *self, PyObject *pattern, const char *s, P
     if (hm == -1 || hg == -1)
         return NULL; /* unhashable member: TypeError, nothing changed */
     Py_ssize_t sm = STRIPE(hm), sg = STRIPE(hg);
-    lock_two(reg, sm, sg);
+    /* Both stripes (index order).  The two lookups are made again when the
+     * second dropped the locks for an == (reg_id_of): the first one's answer
+     * may be stale then (an id made by an earlier round is found as an
+     * existing one, which is always safe to treat so). */
+    reg_locks l = {reg, sm, sg, 0};
+    reg_locks_take(&l);
     int r, err = 0;
+    PyObject *rm = NULL, *rg = NULL; /* the registered member (or one equal to it), group */
     if (insert) {
         int fresh_m = 0, fresh_g = 0;
-        int64_t im = reg_id_for(reg, hm, member, &fresh_m);
-        int64_t ig = im < 0 ? -1 : reg_id_for(reg, hg, group, &fresh_g);
+        int64_t im, ig;
+        for (int round = 0;; round++) {
+            im = reg_id_for(&l, hm, member, &fresh_m, &rm);
+            unsigned d = l.dropped;
+            ig = im < 0 ? -1 : reg_id_for(&l, hg, group, &fresh_g, &rg);
+            if (ig < 0 || l.dropped == d)
+                break;
+            if (fresh_g && unused(reg, c, hg, ig, rg, fresh_g) < 0)
+                PyErr_Clear(); /* made in this round: give it back, make it again */
+            if (round == 64) {
+                reg_locks_drop(&l);
+                PyErr_SetString(PyExc_RuntimeError,
+                                "cstrie registry: the subscribers with this hash kept changing "
+                                "while == compared them (try again)");
+                return NULL;
+            }
+        }
         if (ig < 0) {
-            if (im > 0 && unused(reg, c, hm, im, member, fresh_m) < 0)
+            if (im > 0 && unused(reg, c, hm, im, rm, fresh_m) < 0)
                 PyErr_Clear();
-            unlock_two(reg, sm, sg);
+            reg_locks_drop(&l);
             return NULL;
         }
         /* Room for both counts first: once the engine added the membership
          * the bookkeeping must not fail. */
         if (idmap_reserve_for(&c->part[sm], sm == sg ? 2 : 1) < 0 ||
             idmap_reserve_for(&c->part[sg], sm == sg ? 2 : 1) < 0) {
-            if (unused(reg, c, hm, im, member, fresh_m) < 0 ||
-                unused(reg, c, hg, ig, group, fresh_g) < 0)
+            if (unused(reg, c, hm, im, rm, fresh_m) < 0 ||
+                unused(reg, c, hg, ig, rg, fresh_g) < 0)
                 PyErr_Clear();
-            unlock_two(reg, sm, sg);
+            reg_locks_drop(&l);
             return PyErr_NoMemory();
         }
         r = cst_engine->share_subscribe(self->h, s, (size_t)len, (uint64_t)ig, (uint64_t)im);
         if (r > 0) {
             err = reg_added(c, hm, (uint64_t)im) | reg_added(c, hg, (uint64_t)ig);
         } else {
-            err = unused(reg, c, hm, im, member, fresh_m);
-            err |= unused(reg, c, hg, ig, group, fresh_g);
+            err = unused(reg, c, hm, im, rm, fresh_m);
+            err |= unused(reg, c, hg, ig, rg, fresh_g);
         }
     } else {
-        int64_t im = reg_id_of(reg, hm, member);
-        int64_t ig = im > 0 ? reg_id_of(reg, hg, group) : im;
+        int64_t im, ig;
+        for (int round = 0;; round++) {
+            im = reg_id_of(&l, hm, member, &rm);
+            unsigned d = l.dropped;
+            ig = im > 0 ? reg_id_of(&l, hg, group, &rg) : im;
+            if (ig < 0 || l.dropped == d)
+                break;
+            if (round == 64) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "cstrie registry: the subscribers with this hash kept changing "
+                                "while == compared them (try again)");
+                ig = -1;
+                break;
+            }
+        }
         if (im < 0 || ig < 0) {
-            unlock_two(reg, sm, sg);
+            reg_locks_drop(&l);
             return NULL;
         }
         if (im == 0 || ig == 0) {
-            unlock_two(reg, sm, sg);
+            reg_locks_drop(&l);
             /* an unknown member or group holds no membership; the pattern
              * is still checked */
             int64_t v = cst_engine->validate(self->h, s, (size_t)len, 1);
@@ -363,11 +382,11 @@ PyObject *share_update_encoded(Reader *self, PyObject *pattern, const char *s, P
         }
         r = cst_engine->share_unsubscribe(self->h, s, (size_t)len, (uint64_t)ig, (uint64_t)im);
         if (r > 0) {
-            err = reg_removed(reg, c, hm, (uint64_t)im, member);
-            err |= reg_removed(reg, c, hg, (uint64_t)ig, group);
+            err = reg_removed(reg, c, hm, (uint64_t)im, rm);
+            err |= reg_removed(reg, c, hg, (uint64_t)ig, rg);
         }
     }
-    unlock_two(reg, sm, sg);
+    reg_locks_drop(&l);
     if (r < 0) {
         if (err)
             PyErr_Clear();

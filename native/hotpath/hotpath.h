@@ -30,7 +30,7 @@
 #include "tls.h"
 
 /* Registry rule 4: how often a read of a live trie is repeated while ids are
- * freed under it before it runs holding the slot lock. */
+ * freed under it before it pins (no id it may map can be freed any more). */
 #define MAX_ATTEMPTS 64
 /* Subscriber stripes: the lock of a subscriber is stripes[hash % STRIPES]. */
 #define STRIPES 64
@@ -86,12 +86,14 @@ typedef struct idslot {
     Py_hash_t hash;
     PyObject *obj;             /* NULL = empty slot; objects[id] holds the reference */
     uint64_t id;
+    int64_t birth;             /* the registry's seq when obj got id (rule 3) */
 } idslot;
 
 typedef struct idtab {
     idslot *slots;
     size_t cap;                /* 0 or a power of two */
     size_t used;
+    uint64_t version;          /* raised by every insertion and removal (reg_id_of) */
 } idtab;
 
 /* The stripe of a subscriber whose hash is h. */
@@ -123,10 +125,11 @@ typedef struct Registry {
     _Atomic size_t nids;       /* ids in use */
     int cleared;               /* the GC broke a cycle through it (registry_clear) */
     cst_mutex meta;            /* pins, deaths, handles */
-    int64_t seq;
-    int64_t *pins;             /* open pin tokens, ascending */
+    _Atomic int64_t seq;       /* one order for births, pins and deaths (rule 3) */
+    struct pin_rec *pins;      /* the open pins, by start */
     size_t npins, pins_cap;
     idmap died;                /* id -> seq of its death while pins were open */
+    idmap died_birth;          /* id -> seq of its birth, for the same ids */
     Counts **handles;          /* the live writable handles' counts (owned refs) */
     size_t nhandles, handles_cap;
     int64_t next_serial;
@@ -136,28 +139,74 @@ typedef struct Registry {
 
 extern PyTypeObject Registry_Type;
 
+/* A pin (rule 3): a snapshot or a read that keeps the ids it may hold.
+ * `done` is the seq taken once the snapshot's engine handle exists (0 until
+ * then, and for reads and iterations, which never say): the snapshot holds
+ * no pair of an id born after it. */
+typedef struct pin_rec {
+    int64_t start, done;
+    int all;                   /* a read that pinned: it holds every id until it ends */
+} pin_rec;
+
 /* The C API the readers and writers use (registry.c). */
+
+/* The registry's locks (stripes, slot_lock, meta) are taken and released
+ * through these, never directly: a reference the registry drops while the
+ * thread holds one of them (an object whose id is freed, ...) is released,
+ * and so any __del__ or weakref callback it runs, only once the thread holds
+ * none (reg_defer_decref).  No user code runs under a registry lock: hashes
+ * are taken before, == runs with the locks dropped (reg_id_of). */
+void reg_lock(cst_mutex *m);
+void reg_unlock(cst_mutex *m);
+void reg_defer_decref(PyObject *o);
+
+/* The stripe locks one update holds: stripe a, and b (a share group's group)
+ * or -1; taken in index order. */
+typedef struct reg_locks {
+    Registry *r;
+    Py_ssize_t a, b;
+    unsigned dropped;          /* times reg_id_of dropped them for an == */
+} reg_locks;
+void reg_locks_take(reg_locks *l);
+void reg_locks_drop(reg_locks *l);
+
 /* A subscriber's hash (its stripe is STRIPE(h)); -1 with TypeError for an
- * unhashable one. */
+ * unhashable one.  Called before any registry lock is taken. */
 static inline Py_hash_t reg_hash(PyObject *obj) { return PyObject_Hash(obj); }
-/* Under the subscriber's stripe lock (h its hash): */
-/* made if needed (then *fresh = 1: no engine pair has ever named it); -1 error */
-int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj, int *fresh);
-/* free id now, pins or not: only for an id no snapshot can hold */
-int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj);
-int64_t reg_id_of(Registry *r, Py_hash_t h, PyObject *obj);  /* 0: none; -1 error */
+/* Under the stripe locks l, which include obj's (h its hash): obj's id (0:
+ * none, -1: error) and, in *registered (borrowed, valid while the locks are
+ * held), the object registered under it: obj itself or an equal one.  Where
+ * a registered object of the same hash but another identity has to be
+ * compared with ==, the locks are dropped for the comparison and taken
+ * again: nothing read under them before the call may be relied on after. */
+int64_t reg_id_of(reg_locks *l, Py_hash_t h, PyObject *obj, PyObject **registered);
+/* The same, made if needed (then *fresh = 1: no engine pair has ever named
+ * it, and *registered is obj). */
+int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObject **registered);
+/* Free id, pins or not: only for an id no snapshot can hold.  `registered`
+ * is the object registered under id (compared by identity); `visible` 0 for
+ * an id no engine pair ever named (no reader can have it: rule 4's count is
+ * not raised).  Under its stripe lock. */
+int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *registered, int visible);
 int reg_added(Counts *c, Py_hash_t h, uint64_t id);
-int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj);
-int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj);
+/* Under the stripe lock; `registered` as for reg_free. */
+int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *registered);
+int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *registered);
 static inline int64_t reg_freed(Registry *r)
 {
     /* acquire: a slot read after this load is not older than the count
      * (pairs with the seq_cst increment that precedes a slot's change). */
     return atomic_load_explicit(r->freed, memory_order_acquire);
 }
-/* A writable handle is gone / a snapshot starts / a snapshot is gone. */
+/* A writable handle is gone / a snapshot or a read starts / a snapshot's
+ * engine handle exists / a snapshot or a read is over. */
 int reg_drop_handle(Registry *r, int64_t serial);
+/* A writable copy of handle h whose counts are src: the new Counts (in the
+ * family) and, in *copy, the new engine handle; NULL with an exception. */
+Counts *reg_copy_handle(Registry *r, Counts *src, cst_trie *h, cst_trie **copy);
 int64_t reg_pin(Registry *r);
+int64_t reg_read_pin(Registry *r);  /* rule 4's last resort: frees wait for its unpin */
+void reg_pin_done(Registry *r, int64_t token);
 int reg_unpin(Registry *r, int64_t token);
 void registry_after_fork_child(void);
 int registry_module_init(PyObject *m);

@@ -110,20 +110,17 @@ static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py
     size_t cap = LOCAL_IDS;
     Registry *reg = self->reg;
     PyObject *out = NULL;
-    int locked = 0;
+    int64_t pin = 0;
     for (int attempt = 0;; attempt++) {
-        if (attempt >= MAX_ATTEMPTS && !locked) {
-            cst_mutex_lock(&reg->slot_lock); /* no id can be freed while held */
-            locked = 1;
-        }
+        /* Rule 4's last resort: no free begins after this pin, so the loop
+         * ends once the frees already begun (one per thread) are done. */
+        if (attempt >= MAX_ATTEMPTS && pin == 0 && (pin = reg_read_pin(reg)) < 0)
+            break;
         int64_t seen = reg_freed(reg);
         walk_arm();
         int64_t n = cst_engine->lookup(self->h, s, (size_t)len, ids, cap);
         walk_disarm();
         if (n < 0) {
-            if (locked)
-                cst_mutex_unlock(&reg->slot_lock);
-            locked = 0;
             out = raise_status(self, n, "topic", topic);
             break;
         }
@@ -151,12 +148,12 @@ static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py
             torn |= o == cst_FREE;
             PyList_SET_ITEM(out, (Py_ssize_t)i, o);
         }
-        if (locked || (!torn && still(reg, seen)))
+        if (!torn && still(reg, seen))
             break;
         Py_CLEAR(out); /* an id was freed meanwhile: a fresh, later read */
     }
-    if (locked)
-        cst_mutex_unlock(&reg->slot_lock);
+    if (pin > 0 && reg_unpin(reg, pin) < 0)
+        Py_CLEAR(out);
     if (ids != local)
         PyMem_Free(ids);
     return out;
@@ -320,12 +317,12 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
     gb_init(&b);
     Registry *reg = self->reg;
     PyObject *out = NULL;
-    int locked = 0;
+    int64_t pin = 0;
     for (int attempt = 0;; attempt++) {
-        if (attempt >= MAX_ATTEMPTS && !locked) {
-            cst_mutex_lock(&reg->slot_lock);
-            locked = 1;
-        }
+        /* Rule 4's last resort: no free begins after this pin, so the loop
+         * ends once the frees already begun (one per thread) are done. */
+        if (attempt >= MAX_ATTEMPTS && pin == 0 && (pin = reg_read_pin(reg)) < 0)
+            break;
         int64_t seen = reg_freed(reg);
         walk_arm();
         int r = cst_engine->match(self->h, s, (size_t)len, &b.g);
@@ -337,9 +334,6 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
             continue;
         }
         if (r < 0) {
-            if (locked)
-                cst_mutex_unlock(&reg->slot_lock);
-            locked = 0;
             out = raise_status(self, r, "topic", topic);
             break;
         }
@@ -380,12 +374,12 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
             Py_CLEAR(out);
             break;
         }
-        if (locked || (!torn && still(reg, seen)))
+        if (!torn && still(reg, seen))
             break;
         Py_CLEAR(out);
     }
-    if (locked)
-        cst_mutex_unlock(&reg->slot_lock);
+    if (pin > 0 && reg_unpin(reg, pin) < 0)
+        Py_CLEAR(out);
     gb_free(&b);
     return out;
 }
@@ -449,12 +443,12 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
     if (pick_init(&a, reg->objects, key, s, (size_t)len) < 0)
         return NULL;
     PyObject *out = NULL;
-    int locked = 0;
+    int64_t pin = 0;
     for (int attempt = 0;; attempt++) {
-        if (attempt >= MAX_ATTEMPTS && !locked) {
-            cst_mutex_lock(&reg->slot_lock); /* no id can be freed while held */
-            locked = 1;
-        }
+        /* Rule 4's last resort: no free begins after this pin, so the loop
+         * ends once the frees already begun (one per thread) are done. */
+        if (attempt >= MAX_ATTEMPTS && pin == 0 && (pin = reg_read_pin(reg)) < 0)
+            break;
         int64_t seen = reg_freed(reg);
         size_t nplain = 0;
         a.torn = 0;
@@ -467,12 +461,9 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
             out = PyErr_NoMemory();
             break;
         }
-        if (n == CST_EPICK && a.torn == 1 && !locked)
+        if (n == CST_EPICK && a.torn == 1)
             continue; /* a group id was freed under the walk: a later read */
         if (n < 0) {
-            if (locked)
-                cst_mutex_unlock(&reg->slot_lock);
-            locked = 0;
             out = raise_status(self, n, "topic", topic);
             break;
         }
@@ -530,12 +521,12 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
             if (out == NULL)
                 break;
         }
-        if (locked || (!torn && still(reg, seen)))
+        if (!torn && still(reg, seen))
             break;
         Py_CLEAR(out); /* an id was freed meanwhile: a fresh, later read */
     }
-    if (locked)
-        cst_mutex_unlock(&reg->slot_lock);
+    if (pin > 0 && reg_unpin(reg, pin) < 0)
+        Py_CLEAR(out);
     if (ids != local)
         PyMem_Free(ids);
     return out;
@@ -685,21 +676,23 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
     if (h == -1)
         return NULL; /* unhashable: TypeError, nothing changed */
     Py_ssize_t stripe = STRIPE(h);
-    cst_mutex_lock(&reg->stripes[stripe]);
+    reg_locks l = {reg, stripe, -1, 0};
+    reg_locks_take(&l);
     int fresh;
-    int64_t id = reg_id_for(reg, h, sub, &fresh);
+    PyObject *registered; /* the object registered under id: sub or one equal to it */
+    int64_t id = reg_id_for(&l, h, sub, &fresh, &registered);
     if (id < 0) {
-        cst_mutex_unlock(&reg->stripes[stripe]);
+        reg_locks_drop(&l);
         return NULL;
     }
     /* Room for the count first: once the engine added the pair, the
      * bookkeeping must not fail. */
     if (idmap_reserve(&c->part[stripe]) < 0) {
         if (fresh)
-            reg_free(reg, h, (uint64_t)id, sub);
+            reg_free(reg, h, (uint64_t)id, registered, 0);
         else if (!idmap_get(&c->part[stripe], (uint64_t)id))
-            reg_maybe_dead(reg, c, h, (uint64_t)id, sub);
-        cst_mutex_unlock(&reg->stripes[stripe]);
+            reg_maybe_dead(reg, c, h, (uint64_t)id, registered);
+        reg_locks_drop(&l);
         PyErr_Clear();
         return PyErr_NoMemory();
     }
@@ -708,10 +701,10 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
     if (r > 0)
         err = reg_added(c, h, (uint64_t)id);
     else if (fresh) /* never in the engine, so in no snapshot: free it now */
-        err = reg_free(reg, h, (uint64_t)id, sub);
+        err = reg_free(reg, h, (uint64_t)id, registered, 0);
     else if (!idmap_get(&c->part[stripe], (uint64_t)id))
-        err = reg_maybe_dead(reg, c, h, (uint64_t)id, sub);
-    cst_mutex_unlock(&reg->stripes[stripe]);
+        err = reg_maybe_dead(reg, c, h, (uint64_t)id, registered);
+    reg_locks_drop(&l);
     if (r < 0) {
         if (err)
             PyErr_Clear();
@@ -768,11 +761,12 @@ static PyObject *unsubscribe_encoded(Reader *self, PyObject *pattern, const char
     Py_hash_t h = reg_hash(sub);
     if (h == -1)
         return NULL;
-    Py_ssize_t stripe = STRIPE(h);
-    cst_mutex_lock(&reg->stripes[stripe]);
-    int64_t id = reg_id_of(reg, h, sub);
+    reg_locks l = {reg, STRIPE(h), -1, 0};
+    reg_locks_take(&l);
+    PyObject *registered;
+    int64_t id = reg_id_of(&l, h, sub, &registered);
     if (id <= 0) {
-        cst_mutex_unlock(&reg->stripes[stripe]);
+        reg_locks_drop(&l);
         if (id < 0)
             return NULL;
         /* an unknown subscriber holds no pair; the pattern is still checked */
@@ -784,8 +778,8 @@ static PyObject *unsubscribe_encoded(Reader *self, PyObject *pattern, const char
     int r = cst_engine->unsubscribe(self->h, s, (size_t)len, (uint64_t)id);
     int err = 0;
     if (r > 0)
-        err = reg_removed(reg, self->counts, h, (uint64_t)id, sub);
-    cst_mutex_unlock(&reg->stripes[stripe]);
+        err = reg_removed(reg, self->counts, h, (uint64_t)id, registered);
+    reg_locks_drop(&l);
     if (r < 0)
         return raise_status(self, r, "pattern", pattern);
     if (err)
@@ -825,6 +819,74 @@ static PyObject *writer_unsubscribe_utf8(Reader *self, PyObject *const *args, Py
     }
     return unsubscribe_encoded(self, args[1], PyBytes_AS_STRING(args[0]),
                                PyBytes_GET_SIZE(args[0]), args[2]);
+}
+
+/* _subscribe_many_utf8(datas, patterns, subscribers): subscribe(pattern,
+ * subscriber) for each triple, in order, without a Python call per pair (the
+ * Python layer has validated every pattern and hashed every subscriber
+ * first).  The number of new pairs; an error raises at the pair it stops at
+ * (the pairs before it stay). */
+static PyObject *writer_subscribe_many_utf8(Reader *self, PyObject *const *args,
+                                            Py_ssize_t nargs)
+{
+    if (unbound(self))
+        return NULL;
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1]) ||
+        !PyList_CheckExact(args[2]) || PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1]) ||
+        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_subscribe_many_utf8(datas, patterns, subscribers): three lists of one "
+                        "length");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(args[0]), added = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *data = list_get_ref(args[0], i);
+        PyObject *pattern = data ? list_get_ref(args[1], i) : NULL;
+        PyObject *sub = pattern ? list_get_ref(args[2], i) : NULL;
+        PyObject *r = NULL;
+        if (sub != NULL) {
+            if (!PyBytes_Check(data))
+                PyErr_SetString(PyExc_TypeError, "_subscribe_many_utf8: datas holds bytes");
+            else
+                r = subscribe_encoded(self, pattern, PyBytes_AS_STRING(data),
+                                      PyBytes_GET_SIZE(data), sub);
+        }
+        Py_XDECREF(data);
+        Py_XDECREF(pattern);
+        Py_XDECREF(sub);
+        if (r == NULL)
+            return NULL;
+        added += r == Py_True;
+        Py_DECREF(r);
+    }
+    return PyLong_FromSsize_t(added);
+}
+
+/* _copy(): a writable copy of this trie, made with every stripe lock of the
+ * family held (no update in between): (address of its engine handle, its
+ * Counts, already in the family). */
+static PyObject *writer_copy(Reader *self, PyObject *Py_UNUSED(ignored))
+{
+    if (unbound(self))
+        return NULL;
+    cst_trie *copy;
+    Counts *c = reg_copy_handle(self->reg, self->counts, self->h, &copy);
+    if (c == NULL)
+        return NULL;
+    PyObject *addr = PyLong_FromVoidPtr(copy);
+    PyObject *out = addr ? PyTuple_Pack(2, addr, (PyObject *)c) : NULL;
+    Py_XDECREF(addr);
+    if (out == NULL) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        cst_engine->free(copy);
+        if (reg_drop_handle(self->reg, c->serial) < 0)
+            PyErr_WriteUnraisable((PyObject *)self);
+        PyErr_Restore(et, ev, tb);
+    }
+    Py_DECREF(c);
+    return out;
 }
 
 /* _share_utf8(data, pattern, member, group, insert): join or leave a share
@@ -1015,6 +1077,9 @@ static PyMethodDef writer_methods[] = {
     {"_unsubscribe_utf8", (PyCFunction)(void (*)(void))writer_unsubscribe_utf8, METH_FASTCALL,
      NULL},
     {"_share_utf8", (PyCFunction)(void (*)(void))writer_share_utf8, METH_FASTCALL, NULL},
+    {"_subscribe_many_utf8", (PyCFunction)(void (*)(void))writer_subscribe_many_utf8,
+     METH_FASTCALL, NULL},
+    {"_copy", (PyCFunction)writer_copy, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

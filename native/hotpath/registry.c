@@ -31,8 +31,15 @@
  * the one objects[id] holds, so its address cannot be reused while it is in a
  * table.
  *
- * Lock order: a stripe lock, then meta, then the slot lock; lock_all takes
- * the stripes in index order.  The free-threaded build reads `objects` with
+ * Lock order: a stripe lock (two: in index order), then meta, then the slot
+ * lock.  No user code runs while the thread holds any of them: a subscriber's
+ * hash is taken before, == runs with the locks dropped (reg_id_of), and a
+ * reference dropped under a lock (which could run a __del__ or a weakref
+ * callback that calls back into the trie) waits in a per-thread list until
+ * the thread's last registry lock is released (reg_defer_decref).  Nothing
+ * here allocates a garbage-collected object under a lock either (before
+ * CPython 3.12 an allocation could start a collection, and so finalizers,
+ * on the spot).  The free-threaded build reads `objects` with
  * PyList_GetItemRef (thread-safe against another thread's store); with the
  * GIL every step here runs under it.
  */
@@ -40,6 +47,94 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Registry locks and deferred releases
+ * ---------------------------------------------------------------------- */
+
+/* This thread's registry locks held, and the references to release once it
+ * holds none.  Initial-exec thread-locals: one %fs load per lock. */
+typedef struct deferred {
+    int depth;
+    size_t n, cap;
+    PyObject **v;              /* local, or a PyMem_Raw array once it grew */
+    PyObject *local[16];
+} deferred;
+static CST_TLS deferred held;
+
+/* Release the deferred references (no registry lock is held).  A release may
+ * run a __del__ that takes registry locks and defers more: they are
+ * released by this same loop.  The caller's exception, if any, is kept. */
+static void deferred_flush(void)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    while (held.n > 0 && held.depth == 0) {
+        PyObject *o = held.v[--held.n];
+        Py_DECREF(o);
+    }
+    if (held.n == 0 && held.v != held.local) {
+        PyMem_RawFree(held.v);
+        held.v = held.local;
+        held.cap = sizeof held.local / sizeof held.local[0];
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
+void reg_defer_decref(PyObject *o)
+{
+    if (held.depth == 0) {
+        Py_DECREF(o);
+        return;
+    }
+    if (held.v == NULL) {
+        held.v = held.local;
+        held.cap = sizeof held.local / sizeof held.local[0];
+    }
+    if (held.n == held.cap) {
+        size_t ncap = held.cap * 2;
+        PyObject **nv = PyMem_RawMalloc(ncap * sizeof *nv);
+        if (nv == NULL)
+            return; /* no memory: keep the reference (a leak), never release it under a lock */
+        memcpy(nv, held.v, held.n * sizeof *nv);
+        if (held.v != held.local)
+            PyMem_RawFree(held.v);
+        held.v = nv;
+        held.cap = ncap;
+    }
+    held.v[held.n++] = o;
+}
+
+void reg_lock(cst_mutex *m)
+{
+    cst_mutex_lock(m);
+    held.depth++;
+}
+
+void reg_unlock(cst_mutex *m)
+{
+    cst_mutex_unlock(m);
+    if (--held.depth == 0 && held.n > 0)
+        deferred_flush();
+}
+
+void reg_locks_take(reg_locks *l)
+{
+    Py_ssize_t lo = l->b < 0 || l->a <= l->b ? l->a : l->b;
+    Py_ssize_t hi = l->b < 0 ? -1 : (l->a <= l->b ? l->b : l->a);
+    reg_lock(&l->r->stripes[lo]);
+    if (hi >= 0 && hi != lo)
+        reg_lock(&l->r->stripes[hi]);
+}
+
+void reg_locks_drop(reg_locks *l)
+{
+    Py_ssize_t lo = l->b < 0 || l->a <= l->b ? l->a : l->b;
+    Py_ssize_t hi = l->b < 0 ? -1 : (l->a <= l->b ? l->b : l->a);
+    if (hi >= 0 && hi != lo)
+        reg_unlock(&l->r->stripes[hi]);
+    reg_unlock(&l->r->stripes[lo]);
+}
 
 /* ------------------------------------------------------------------------
  * id maps
@@ -150,7 +245,33 @@ static inline size_t tab_slot(Py_hash_t h, size_t cap)
     return (size_t)(((uint64_t)h * UINT64_C(0x9e3779b97f4a7c15)) >> 17) & (cap - 1);
 }
 
-/* The id of obj (hash h) in t: > 0, 0 when absent, -1 when == raised. */
+/* == between a registered object and another of the same hash that runs no
+ * user code: both exact str, bytes or int (the types subscribers most often
+ * are when they are equal without being the same object). */
+static int builtin_eq(PyObject *a, PyObject *b)
+{
+    return Py_TYPE(a) == Py_TYPE(b) &&
+           (PyUnicode_CheckExact(a) || PyBytes_CheckExact(a) || PyLong_CheckExact(a));
+}
+
+/* The entry of obj (hash h) in t by identity, or NULL. */
+static idslot *idtab_same(const idtab *t, PyObject *obj, Py_hash_t h)
+{
+    if (t->cap == 0)
+        return NULL;
+    size_t mask = t->cap - 1;
+    for (size_t i = tab_slot(h, t->cap);; i = (i + 1) & mask) {
+        idslot *e = &t->slots[i];
+        if (e->obj == NULL)
+            return NULL;
+        if (e->obj == obj)
+            return e;
+    }
+}
+
+/* The id of obj (hash h) in t, comparing with == where hashes agree: > 0,
+ * 0 when absent, -1 when == raised.  Runs user code: only where t is not
+ * shared yet (adopt) or its lock is not held. */
 static int64_t idtab_find(const idtab *t, PyObject *obj, Py_hash_t h)
 {
     if (t->cap == 0)
@@ -164,20 +285,15 @@ static int64_t idtab_find(const idtab *t, PyObject *obj, Py_hash_t h)
             return (int64_t)e->id;
         if (e->hash != h)
             continue;
-        /* Python code may run here (a subscriber's __eq__); nothing can
-         * change this table meanwhile: its stripe lock is held. */
-        PyObject *key = Py_NewRef(e->obj);
-        uint64_t id = e->id;
-        int eq = PyObject_RichCompareBool(key, obj, Py_EQ);
-        Py_DECREF(key);
+        int eq = PyObject_RichCompareBool(e->obj, obj, Py_EQ);
         if (eq < 0)
             return -1;
         if (eq)
-            return (int64_t)id;
+            return (int64_t)e->id;
     }
 }
 
-static int idtab_insert(idtab *t, PyObject *obj, Py_hash_t h, uint64_t id)
+static int idtab_insert(idtab *t, PyObject *obj, Py_hash_t h, uint64_t id, int64_t birth)
 {
     if ((t->used + 1) * 4 > t->cap * 3) {
         size_t ncap = t->cap ? t->cap * 2 : 16;
@@ -201,8 +317,9 @@ static int idtab_insert(idtab *t, PyObject *obj, Py_hash_t h, uint64_t id)
     size_t i = tab_slot(h, t->cap);
     while (t->slots[i].obj != NULL)
         i = (i + 1) & (t->cap - 1);
-    t->slots[i] = (idslot){h, obj, id};
+    t->slots[i] = (idslot){h, obj, id, birth};
     t->used++;
+    t->version++;
     return 0;
 }
 
@@ -224,8 +341,9 @@ static void idtab_remove(idtab *t, Py_hash_t h, uint64_t id)
             i = j;
         }
     }
-    t->slots[i] = (idslot){0, NULL, 0};
+    t->slots[i] = (idslot){0, NULL, 0, 0};
     t->used--;
+    t->version++;
 }
 
 static void idtab_clear(idtab *t)
@@ -233,6 +351,7 @@ static void idtab_clear(idtab *t)
     PyMem_RawFree(t->slots);
     t->slots = NULL;
     t->cap = t->used = 0;
+    t->version++;
 }
 
 /* ------------------------------------------------------------------------
@@ -392,14 +511,136 @@ static PyObject *slot_get(Registry *r, uint64_t id)
     return o;
 }
 
-int64_t reg_id_of(Registry *r, Py_hash_t h, PyObject *obj)
+/* The next number of the registry's order of births, pins and deaths. */
+static int64_t seq_next(Registry *r)
 {
-    return idtab_find(&r->ids[STRIPE(h)], obj, h);
+    /* seq_cst: one order with the engine calls around it (rule 3: a snapshot
+     * whose `done` comes before an id's birth returned before the id existed,
+     * so before any engine pair named it). */
+    return atomic_fetch_add_explicit(&r->seq, 1, memory_order_seq_cst) + 1;
 }
 
-int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj, int *fresh)
+/* How often reg_id_of compares with the locks dropped before it gives up on
+ * a stripe whose table keeps changing meanwhile. */
+#define EQ_ROUNDS 64
+
+/* Candidates for == collected under the lock (new references). */
+typedef struct cands {
+    PyObject **v;
+    size_t n, cap;
+    PyObject *local[8];
+} cands;
+
+static int cands_add(cands *c, PyObject *o)
 {
-    int64_t id = reg_id_of(r, h, obj);
+    if (c->n == c->cap) {
+        size_t ncap = c->cap * 2;
+        PyObject **nv = PyMem_RawMalloc(ncap * sizeof *nv);
+        if (nv == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(nv, c->v, c->n * sizeof *nv);
+        if (c->v != c->local)
+            PyMem_RawFree(c->v);
+        c->v = nv;
+        c->cap = ncap;
+    }
+    c->v[c->n++] = Py_NewRef(o);
+    return 0;
+}
+
+static void cands_release(cands *c)
+{
+    for (size_t k = 0; k < c->n; k++)
+        reg_defer_decref(c->v[k]);
+    if (c->v != c->local)
+        PyMem_RawFree(c->v);
+    c->v = c->local;
+    c->n = 0;
+    c->cap = sizeof c->local / sizeof c->local[0];
+}
+
+int64_t reg_id_of(reg_locks *l, Py_hash_t h, PyObject *obj, PyObject **registered)
+{
+    Registry *r = l->r;
+    idtab *t = &r->ids[STRIPE(h)];
+    cands c = {.n = 0};
+    c.v = c.local;
+    c.cap = sizeof c.local / sizeof c.local[0];
+    for (int round = 0;; round++) {
+        idslot *hit = NULL;
+        if (t->cap > 0) {
+            size_t mask = t->cap - 1;
+            for (size_t i = tab_slot(h, t->cap);; i = (i + 1) & mask) {
+                idslot *e = &t->slots[i];
+                if (e->obj == NULL)
+                    break;
+                if (e->obj == obj) {
+                    hit = e;
+                    break;
+                }
+                if (e->hash != h)
+                    continue;
+                if (builtin_eq(e->obj, obj)) {
+                    int eq = PyObject_RichCompareBool(e->obj, obj, Py_EQ); /* no user code */
+                    if (eq < 0) {
+                        cands_release(&c);
+                        return -1;
+                    }
+                    if (eq) {
+                        hit = e;
+                        break;
+                    }
+                } else if (cands_add(&c, e->obj) < 0) {
+                    cands_release(&c);
+                    return -1;
+                }
+            }
+        }
+        if (hit != NULL || c.n == 0) {
+            cands_release(&c);
+            *registered = hit ? hit->obj : NULL;
+            return hit ? (int64_t)hit->id : 0;
+        }
+        /* == may run user code (which may even call the trie): no lock held. */
+        uint64_t version = t->version;
+        reg_locks_drop(l);
+        l->dropped++;
+        PyObject *equal = NULL;
+        int err = 0;
+        for (size_t k = 0; k < c.n && equal == NULL && !err; k++) {
+            int eq = PyObject_RichCompareBool(c.v[k], obj, Py_EQ);
+            if (eq < 0)
+                err = 1;
+            else if (eq)
+                equal = c.v[k];
+        }
+        reg_locks_take(l);
+        /* Unchanged table: the comparisons still stand, and an equal object
+         * found is still registered (its entry holds the same object). */
+        int changed = t->version != version;
+        idslot *e = equal != NULL && !changed ? idtab_same(t, equal, h) : NULL;
+        cands_release(&c);
+        if (err)
+            return -1;
+        if (!changed) {
+            *registered = e ? e->obj : NULL;
+            return e ? (int64_t)e->id : 0;
+        }
+        if (round + 1 >= EQ_ROUNDS) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "cstrie registry: the subscribers with this hash kept changing "
+                            "while == compared them (try again)");
+            return -1;
+        }
+    }
+}
+
+int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObject **registered)
+{
+    Registry *r = l->r;
+    int64_t id = reg_id_of(l, h, obj, registered);
     if (fresh)
         *fresh = 0;
     if (id != 0)
@@ -410,7 +651,8 @@ int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj, int *fresh)
                         "(it is being destroyed)");
         return -1;
     }
-    cst_mutex_lock(&r->slot_lock);
+    int64_t birth = seq_next(r);
+    reg_lock(&r->slot_lock);
     if (r->nfree > 0) {
         id = (int64_t)r->free_slots[--r->nfree];
         if (PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(obj)) < 0) {
@@ -422,34 +664,40 @@ int64_t reg_id_for(Registry *r, Py_hash_t h, PyObject *obj, int *fresh)
         if (PyList_Append(r->objects, obj) < 0)
             id = -1;
     }
-    cst_mutex_unlock(&r->slot_lock);
+    reg_unlock(&r->slot_lock);
     if (id < 0)
         return -1;
     /* objects[id] holds the reference the table's entry relies on */
-    if (idtab_insert(&r->ids[STRIPE(h)], obj, h, (uint64_t)id) < 0) {
+    if (idtab_insert(&r->ids[STRIPE(h)], obj, h, (uint64_t)id, birth) < 0) {
         /* give the slot back: nothing refers to it yet */
-        cst_mutex_lock(&r->slot_lock);
+        reg_lock(&r->slot_lock);
+        PyObject *mine = list_get_ref(r->objects, (Py_ssize_t)id);
         PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
+        if (mine != NULL)
+            reg_defer_decref(mine);
         if (r->nfree < r->free_cap)
             r->free_slots[r->nfree++] = (uint64_t)id;
-        cst_mutex_unlock(&r->slot_lock);
+        reg_unlock(&r->slot_lock);
         return -1;
     }
     atomic_fetch_add_explicit(&r->nids, 1, memory_order_relaxed);
     if (fresh)
         *fresh = 1;
+    *registered = obj;
     return id;
 }
 
-/* The id of obj without holding its stripe lock (Python's existing_id). */
+/* The id of obj under its stripe lock (Python's existing_id). */
 static int64_t reg_existing_id(Registry *r, PyObject *obj)
 {
     Py_hash_t h = reg_hash(obj);
     if (h == -1)
         return -1;
-    cst_mutex_lock(&r->stripes[STRIPE(h)]);
-    int64_t id = reg_id_of(r, h, obj);
-    cst_mutex_unlock(&r->stripes[STRIPE(h)]);
+    reg_locks l = {r, STRIPE(h), -1, 0};
+    PyObject *registered;
+    reg_locks_take(&l);
+    int64_t id = reg_id_of(&l, h, obj, &registered);
+    reg_locks_drop(&l);
     return id;
 }
 
@@ -461,24 +709,23 @@ static void count_free(Registry *r)
     atomic_fetch_add_explicit(r->freed, 1, memory_order_seq_cst);
 }
 
-/* Free id (owned by obj, hash h): under obj's stripe lock, like every free
- * of obj's id: if obj no longer owns id, id was freed already and its slot
- * may name another object now.  -1 on error (nothing freed). */
-int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj)
+/* Free id (registered object `registered`, hash h): under its stripe lock,
+ * like every free of its id: if `registered` no longer owns id, id was freed
+ * already and its slot may name another object now.  -1 on error (nothing
+ * freed). */
+int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *registered, int visible)
 {
-    int64_t owner = reg_id_of(r, h, obj);
-    if (owner < 0)
-        return -1;
-    if ((uint64_t)owner != id)
+    idslot *e = idtab_same(&r->ids[STRIPE(h)], registered, h);
+    if (e == NULL || e->id != id)
         return 0;
     /* free_slots is shared by every stripe: it grows under the slot lock
      * (two frees of different stripes once reallocated it at the same time). */
-    cst_mutex_lock(&r->slot_lock);
+    reg_lock(&r->slot_lock);
     if (r->nfree == r->free_cap) {
         size_t ncap = r->free_cap ? r->free_cap * 2 : 64;
         uint64_t *nf = PyMem_RawRealloc(r->free_slots, ncap * sizeof *nf);
         if (nf == NULL) {
-            cst_mutex_unlock(&r->slot_lock);
+            reg_unlock(&r->slot_lock);
             PyErr_NoMemory();
             return -1;
         }
@@ -487,12 +734,20 @@ int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *obj)
     }
     idtab_remove(&r->ids[STRIPE(h)], h, id);
     atomic_fetch_sub_explicit(&r->nids, 1, memory_order_relaxed);
-    count_free(r);
+    if (visible)
+        count_free(r);
     if ((Py_ssize_t)id < PyList_GET_SIZE(r->objects)) { /* else: cleared by the GC */
+        /* The slot's reference may be the object's last: released once this
+         * thread holds no registry lock (its __del__ may call the trie). */
+        PyObject *old = list_get_ref(r->objects, (Py_ssize_t)id);
         PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
+        if (old != NULL)
+            reg_defer_decref(old);
+        else
+            PyErr_Clear();
         r->free_slots[r->nfree++] = id;
     }
-    cst_mutex_unlock(&r->slot_lock);
+    reg_unlock(&r->slot_lock);
     return 0;
 }
 
@@ -505,13 +760,35 @@ int reg_added(Counts *c, Py_hash_t h, uint64_t id)
     return 0;
 }
 
+/* Rule 3: may the open pin p hold a pair of an id born at `birth` that died
+ * at `death`?  Not when p started after the death (its snapshot came after
+ * the last pair left the engine), nor when p's snapshot existed before the
+ * birth (no pair of the id was in the engine yet).  Under meta. */
+static int pin_may_hold(const pin_rec *p, int64_t birth, int64_t death)
+{
+    if (p->all)
+        return 1;
+    if (p->start > death)
+        return 0;
+    return !(p->done != 0 && p->done < birth);
+}
+
+static int any_pin_may_hold(Registry *r, int64_t birth, int64_t death)
+{
+    for (size_t i = 0; i < r->npins; i++)
+        if (pin_may_hold(&r->pins[i], birth, death))
+            return 1;
+    return 0;
+}
+
 /* No pair of id may be left in any handle of the family: free it now, or when
- * the snapshots open now are gone (rule 3).  c is the handle the caller just
- * changed (NULL: a handle that is gone).  Under obj's stripe lock. */
-int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj)
+ * no open pin may hold it any more (rule 3).  c is the handle the caller
+ * just changed (NULL: a handle that is gone).  Under the stripe lock of
+ * `registered`, the object registered under id. */
+int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *registered)
 {
     Py_ssize_t stripe = STRIPE(h);
-    /* Fast path: no open snapshot and c is the family's only handle.  Safe
+    /* Fast path: no open pin and c is the family's only handle.  Safe
      * without meta: a snapshot pins before it takes the engine snapshot
      * (which then cannot hold the pair just removed), a copy holds every
      * stripe lock, ours included, while it is made, and a copy of a snapshot
@@ -521,30 +798,35 @@ int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *o
     if (npins == 0 && nh == (c ? 1u : 0u)) {
         if (c && idmap_get(&c->part[stripe], id))
             return 0;
-        return reg_free(r, h, id, obj);
+        return reg_free(r, h, id, registered, 1);
     }
-    cst_mutex_lock(&r->meta);
+    idslot *e = idtab_same(&r->ids[stripe], registered, h);
+    if (e == NULL || e->id != id)
+        return 0; /* freed already */
+    int64_t birth = e->birth;
+    reg_lock(&r->meta);
     for (size_t i = 0; i < r->nhandles; i++) {
         if (idmap_get(&r->handles[i]->part[stripe], id)) {
-            cst_mutex_unlock(&r->meta);
+            reg_unlock(&r->meta);
             return 0;
         }
     }
-    r->seq++;
-    if (r->npins > 0) {
-        int ok = idmap_add(&r->died, id, r->seq - idmap_get(&r->died, id));
-        cst_mutex_unlock(&r->meta);
-        if (ok < 0) {
+    int64_t death = seq_next(r);
+    if (any_pin_may_hold(r, birth, death)) {
+        int ok = idmap_add(&r->died, id, death - idmap_get(&r->died, id)) == 0 &&
+                 idmap_add(&r->died_birth, id, birth - idmap_get(&r->died_birth, id)) == 0;
+        reg_unlock(&r->meta);
+        if (!ok) {
             PyErr_NoMemory();
             return -1;
         }
         return 0;
     }
-    cst_mutex_unlock(&r->meta);
-    return reg_free(r, h, id, obj);
+    reg_unlock(&r->meta);
+    return reg_free(r, h, id, registered, 1);
 }
 
-int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj)
+int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *registered)
 {
     if (idmap_add(&c->part[STRIPE(h)], id, -1) < 0) {
         PyErr_NoMemory();
@@ -552,7 +834,7 @@ int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *obj)
     }
     if (idmap_get(&c->part[STRIPE(h)], id) > 0)
         return 0;
-    return reg_maybe_dead(r, c, h, id, obj);
+    return reg_maybe_dead(r, c, h, id, registered);
 }
 
 /* ------------------------------------------------------------------------
@@ -578,6 +860,7 @@ static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     r->freed = (_Atomic int64_t *)(((uintptr_t)r->freed_block + 63) & ~(uintptr_t)63);
     atomic_init(r->freed, 0);
     atomic_init(&r->nids, 0);
+    atomic_init(&r->seq, 0);
     if (cst_mutex_init(&r->slot_lock) < 0 || cst_mutex_init(&r->meta) < 0) {
         Py_DECREF(r);
         return PyErr_NoMemory();
@@ -644,6 +927,7 @@ static void registry_dealloc(Registry *r)
     PyMem_RawFree(r->free_slots);
     PyMem_RawFree(r->freed_block);
     idmap_clear(&r->died);
+    idmap_clear(&r->died_birth);
     for (size_t s = 0; s < STRIPES; s++)
         idtab_clear(&r->ids[s]);
     cst_mutex_fini(&r->slot_lock);
@@ -699,14 +983,38 @@ static Counts *take_handle(Registry *r, int64_t serial)
     return NULL;
 }
 
+/* c's parts become copies of src's (the same ids, the same stripes): no
+ * subscriber is hashed, nothing but raw memory is allocated, so it may run
+ * under the stripe locks (registry_copy_counts). */
+static int counts_copy(Counts *c, const Counts *src)
+{
+    for (size_t s = 0; s < STRIPES; s++) {
+        const idmap *m = &src->part[s];
+        if (m->used == 0)
+            continue;
+        if (idmap_reserve_for(&c->part[s], m->used) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slots[i].id != 0 && idmap_add(&c->part[s], m->slots[i].id,
+                                                 m->slots[i].count) < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+    }
+    return 0;
+}
+
 /* Fill c from (id, count) pairs; each id goes to the part of its object's
- * stripe.  The caller makes sure nothing changes those ids meanwhile. */
+ * stripe.  The caller makes sure nothing changes those ids meanwhile; it
+ * holds no registry lock (a subscriber's __hash__ runs here). */
 static int counts_fill(Registry *r, Counts *c, PyObject *source)
 {
     PyObject *items;
     if (Py_IS_TYPE(source, &Counts_Type))
-        items = counts_items((Counts *)source, NULL);
-    else if (PyDict_Check(source))
+        return counts_copy(c, (const Counts *)source);
+    if (PyDict_Check(source))
         items = PyDict_Items(source);
     else
         items = PySequence_List(source);
@@ -750,9 +1058,9 @@ static PyObject *registry_new_counts(Registry *r, PyObject *const *args, Py_ssiz
         Py_DECREF(c);
         return NULL;
     }
-    cst_mutex_lock(&r->meta);
+    reg_lock(&r->meta);
     int rc = add_handle(r, c);
-    cst_mutex_unlock(&r->meta);
+    reg_unlock(&r->meta);
     if (rc < 0) {
         Py_DECREF(c);
         return NULL;
@@ -765,33 +1073,40 @@ static PyObject *registry_discard_handle(Registry *r, PyObject *arg)
     int64_t serial = PyLong_AsLongLong(arg);
     if (serial == -1 && PyErr_Occurred())
         return NULL;
-    cst_mutex_lock(&r->meta);
+    reg_lock(&r->meta);
     Counts *c = take_handle(r, serial);
-    cst_mutex_unlock(&r->meta);
+    reg_unlock(&r->meta);
     Py_XDECREF(c);
     Py_RETURN_NONE;
 }
 
 int reg_drop_handle(Registry *r, int64_t serial)
 {
-    cst_mutex_lock(&r->meta);
+    reg_lock(&r->meta);
     Counts *c = take_handle(r, serial);
     if (c != NULL && r->nhandles == 0 && r->npins == 0) {
         /* The last handle and no snapshot: every id is dead at once (nothing
-         * can make a handle of this family again). */
-        cst_mutex_lock(&r->slot_lock);
+         * can make a handle of this family again).  The slots' references
+         * are released once no registry lock is held. */
+        reg_lock(&r->slot_lock);
         count_free(r);
         for (size_t s = 0; s < STRIPES; s++)
             idtab_clear(&r->ids[s]); /* no handle left: no update reads them */
         atomic_store_explicit(&r->nids, 0, memory_order_relaxed);
-        int rc = PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), NULL);
+        Py_ssize_t n = PyList_GET_SIZE(r->objects);
+        for (Py_ssize_t i = n; i-- > 1;) {
+            PyObject *o = list_get_ref(r->objects, i);
+            if (o != NULL)
+                reg_defer_decref(o);
+        }
+        int rc = PyList_SetSlice(r->objects, 1, n, NULL);
         r->nfree = 0;
-        cst_mutex_unlock(&r->slot_lock);
-        cst_mutex_unlock(&r->meta);
+        reg_unlock(&r->slot_lock);
+        reg_unlock(&r->meta);
         Py_DECREF(c);
         return rc;
     }
-    cst_mutex_unlock(&r->meta);
+    reg_unlock(&r->meta);
     if (c == NULL)
         return 0;
     PyObject *items = counts_items(c, NULL);
@@ -803,9 +1118,9 @@ int reg_drop_handle(Registry *r, int64_t serial)
         PyObject *obj = slot_get(r, id);
         Py_hash_t h;
         if (obj != cst_FREE && (h = reg_hash(obj)) != -1) {
-            cst_mutex_lock(&r->stripes[STRIPE(h)]);
+            reg_lock(&r->stripes[STRIPE(h)]);
             int rc = reg_maybe_dead(r, NULL, h, id, obj);
-            cst_mutex_unlock(&r->stripes[STRIPE(h)]);
+            reg_unlock(&r->stripes[STRIPE(h)]);
             if (rc < 0)
                 PyErr_WriteUnraisable((PyObject *)r);
         }
@@ -828,25 +1143,37 @@ static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
 
 /* -- pins ----------------------------------------------------------------- */
 
-int64_t reg_pin(Registry *r)
+static int64_t pin_open(Registry *r, int all)
 {
-    cst_mutex_lock(&r->meta);
+    reg_lock(&r->meta);
     if (r->npins == r->pins_cap) {
         size_t ncap = r->pins_cap ? r->pins_cap * 2 : 8;
-        int64_t *np = PyMem_RawRealloc(r->pins, ncap * sizeof *np);
+        pin_rec *np = PyMem_RawRealloc(r->pins, ncap * sizeof *np);
         if (np == NULL) {
-            cst_mutex_unlock(&r->meta);
+            reg_unlock(&r->meta);
             PyErr_NoMemory();
             return -1;
         }
         r->pins = np;
         r->pins_cap = ncap;
     }
-    int64_t token = ++r->seq;
-    r->pins[r->npins] = token;
+    int64_t token = seq_next(r);
+    r->pins[r->npins] = (pin_rec){token, 0, all};
     __atomic_store_n(&r->npins, r->npins + 1, __ATOMIC_RELEASE);
-    cst_mutex_unlock(&r->meta);
+    reg_unlock(&r->meta);
     return token;
+}
+
+int64_t reg_pin(Registry *r) { return pin_open(r, 0); }
+int64_t reg_read_pin(Registry *r) { return pin_open(r, 1); }
+
+void reg_pin_done(Registry *r, int64_t token)
+{
+    reg_lock(&r->meta);
+    for (size_t i = 0; i < r->npins; i++)
+        if (r->pins[i].start == token)
+            r->pins[i].done = seq_next(r);
+    reg_unlock(&r->meta);
 }
 
 static PyObject *registry_pin(Registry *r, PyObject *Py_UNUSED(ignored))
@@ -855,56 +1182,68 @@ static PyObject *registry_pin(Registry *r, PyObject *Py_UNUSED(ignored))
     return token < 0 ? NULL : PyLong_FromLongLong(token);
 }
 
+static PyObject *registry_pin_done(Registry *r, PyObject *arg)
+{
+    int64_t token = PyLong_AsLongLong(arg);
+    if (token == -1 && PyErr_Occurred())
+        return NULL;
+    reg_pin_done(r, token);
+    Py_RETURN_NONE;
+}
+
 int reg_unpin(Registry *r, int64_t token)
 {
-    cst_mutex_lock(&r->meta);
+    reg_lock(&r->meta);
     for (size_t i = 0; i < r->npins; i++) {
-        if (r->pins[i] == token) {
+        if (r->pins[i].start == token) {
             memmove(r->pins + i, r->pins + i + 1, (r->npins - i - 1) * sizeof *r->pins);
             __atomic_store_n(&r->npins, r->npins - 1, __ATOMIC_RELEASE);
             break;
         }
     }
-    int64_t oldest = r->npins ? r->pins[0] : INT64_MAX;
-    /* The ids that died before the oldest open snapshot started. */
+    /* The ids that died while pins were open and that no open pin may hold
+     * any more. */
     uint64_t *ready = NULL;
     size_t nready = 0;
     if (r->died.used) {
         ready = PyMem_RawMalloc(r->died.used * sizeof *ready);
         if (ready == NULL) {
-            cst_mutex_unlock(&r->meta);
+            reg_unlock(&r->meta);
             PyErr_NoMemory();
             return -1;
         }
-        for (size_t i = 0; i < r->died.cap; i++)
-            if (r->died.slots[i].id && r->died.slots[i].count < oldest)
-                ready[nready++] = r->died.slots[i].id;
-        for (size_t i = 0; i < nready; i++)
+        for (size_t i = 0; i < r->died.cap; i++) {
+            uint64_t id = r->died.slots[i].id;
+            if (id && !any_pin_may_hold(r, idmap_get(&r->died_birth, id),
+                                        r->died.slots[i].count))
+                ready[nready++] = id;
+        }
+        for (size_t i = 0; i < nready; i++) {
             idmap_add(&r->died, ready[i], -idmap_get(&r->died, ready[i]));
+            idmap_add(&r->died_birth, ready[i], -idmap_get(&r->died_birth, ready[i]));
+        }
     }
-    cst_mutex_unlock(&r->meta);
-    int failed = 0;
+    reg_unlock(&r->meta);
     for (size_t k = 0; k < nready; k++) {
         PyObject *obj = slot_get(r, ready[k]);
         Py_hash_t h;
         if (obj != cst_FREE && (h = reg_hash(obj)) != -1) {
             Py_ssize_t stripe = STRIPE(h);
-            cst_mutex_lock(&r->stripes[stripe]);
-            cst_mutex_lock(&r->meta);
+            reg_lock(&r->stripes[stripe]);
+            reg_lock(&r->meta);
             int alive = idmap_get(&r->died, ready[k]) != 0;
             for (size_t i = 0; i < r->nhandles && !alive; i++)
                 alive = idmap_get(&r->handles[i]->part[stripe], ready[k]) != 0;
-            cst_mutex_unlock(&r->meta);
-            if (!alive && reg_free(r, h, ready[k], obj) < 0)
-                failed = 1;
-            cst_mutex_unlock(&r->stripes[stripe]);
+            reg_unlock(&r->meta);
+            if (!alive)
+                reg_free(r, h, ready[k], obj, 1);
+            reg_unlock(&r->stripes[stripe]);
         }
         if (PyErr_Occurred())
             PyErr_WriteUnraisable((PyObject *)r);
         Py_DECREF(obj);
     }
     PyMem_RawFree(ready);
-    (void)failed;
     return 0;
 }
 
@@ -918,20 +1257,41 @@ static PyObject *registry_unpin(Registry *r, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* -- the whole family's update locks -------------------------------------- */
+/* -- a writable copy ------------------------------------------------------- */
 
-static PyObject *registry_lock_all(Registry *r, PyObject *Py_UNUSED(ignored))
+Counts *reg_copy_handle(Registry *r, Counts *src, cst_trie *h, cst_trie **copy)
 {
+    Counts *c = counts_new();
+    if (c == NULL)
+        return NULL;
+    *copy = NULL;
+    /* Every stripe lock: no update of the family between the counts and the
+     * engine copy; the new handle joins the family before any of them is
+     * released (else an id only the copy holds could be freed meanwhile).
+     * Nothing under them runs user code or makes a Python object. */
     for (size_t s = 0; s < STRIPES; s++)
-        cst_mutex_lock(&r->stripes[s]);
-    Py_RETURN_NONE;
-}
-
-static PyObject *registry_unlock_all(Registry *r, PyObject *Py_UNUSED(ignored))
-{
+        reg_lock(&r->stripes[s]);
+    int rc = counts_copy(c, src);
+    if (rc == 0 && (*copy = cst_engine->snapshot(h, 0)) == NULL) {
+        PyErr_NoMemory();
+        rc = -1;
+    }
+    if (rc == 0) {
+        reg_lock(&r->meta);
+        rc = add_handle(r, c);
+        reg_unlock(&r->meta);
+        if (rc < 0) {
+            cst_engine->free(*copy);
+            *copy = NULL;
+        }
+    }
     for (size_t s = STRIPES; s-- > 0;)
-        cst_mutex_unlock(&r->stripes[s]);
-    Py_RETURN_NONE;
+        reg_unlock(&r->stripes[s]);
+    if (rc < 0) {
+        Py_DECREF(c);
+        return NULL;
+    }
+    return c;
 }
 
 /* -- ids from Python ------------------------------------------------------- */
@@ -947,21 +1307,24 @@ static PyObject *registry_adopt(Registry *r, PyObject *objs)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    /* A new registry, not shared yet: its tables need no lock. */
+    /* A new registry, not shared yet: its tables need no lock (== and
+     * __hash__ run here, with none held). */
     int rc = 0;
+    int64_t birth = seq_next(r);
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
         Py_hash_t h = reg_hash(items[i]);
         int64_t seen = h == -1 ? -1 : idtab_find(&r->ids[STRIPE(h)], items[i], h);
         if (seen > 0)
             PyErr_Format(PyExc_ValueError, "subscriber %R appears twice in the subscriber table",
                          items[i]);
-        if (seen != 0 || idtab_insert(&r->ids[STRIPE(h)], items[i], h, (uint64_t)(i + 1)) < 0)
+        if (seen != 0 ||
+            idtab_insert(&r->ids[STRIPE(h)], items[i], h, (uint64_t)(i + 1), birth) < 0)
             rc = -1;
     }
     if (rc == 0) {
-        cst_mutex_lock(&r->slot_lock);
+        reg_lock(&r->slot_lock);
         rc = PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), seq);
-        cst_mutex_unlock(&r->slot_lock);
+        reg_unlock(&r->slot_lock);
     }
     if (rc < 0) {
         for (size_t s = 0; s < STRIPES; s++)
@@ -973,15 +1336,6 @@ static PyObject *registry_adopt(Registry *r, PyObject *objs)
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
-}
-
-static PyObject *registry_id_for(Registry *r, PyObject *obj)
-{
-    Py_hash_t h = reg_hash(obj);
-    if (h == -1)
-        return NULL;
-    int64_t id = reg_id_for(r, h, obj, NULL);
-    return id < 0 ? NULL : PyLong_FromLongLong(id);
 }
 
 static PyObject *registry_existing_id(Registry *r, PyObject *obj)
@@ -1027,71 +1381,6 @@ static PyObject *registry_live_objects(Registry *r, PyObject *Py_UNUSED(ignored)
     return out;
 }
 
-/* added(counts, id, obj) / forget_unused(counts, id, obj) / removed(...):
- * the bookkeeping of one pair, for Python code that holds obj's stripe lock
- * (through lock_all). */
-static int parse_pair_args(Registry *r, PyObject *const *args, Py_ssize_t nargs,
-                           const char *name, Counts **c, uint64_t *id, Py_hash_t *h)
-{
-    (void)r;
-    if (nargs != 3 || !(Py_IS_TYPE(args[0], &Counts_Type) || args[0] == Py_None)) {
-        PyErr_Format(PyExc_TypeError, "%s(counts, id, obj)", name);
-        return -1;
-    }
-    *c = args[0] == Py_None ? NULL : (Counts *)args[0];
-    *id = PyLong_AsUnsignedLongLong(args[1]);
-    if (*id == (uint64_t)-1 && PyErr_Occurred())
-        return -1;
-    *h = reg_hash(args[2]);
-    return *h == -1 ? -1 : 0;
-}
-
-static PyObject *registry_added(Registry *r, PyObject *const *args, Py_ssize_t nargs)
-{
-    Counts *c;
-    uint64_t id;
-    Py_hash_t h;
-    if (parse_pair_args(r, args, nargs, "added", &c, &id, &h) < 0)
-        return NULL;
-    if (c == NULL) {
-        PyErr_SetString(PyExc_TypeError, "added: no counts");
-        return NULL;
-    }
-    if (reg_added(c, h, id) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *registry_removed(Registry *r, PyObject *const *args, Py_ssize_t nargs)
-{
-    Counts *c;
-    uint64_t id;
-    Py_hash_t h;
-    if (parse_pair_args(r, args, nargs, "removed", &c, &id, &h) < 0)
-        return NULL;
-    if (c == NULL) {
-        PyErr_SetString(PyExc_TypeError, "removed: no counts");
-        return NULL;
-    }
-    if (reg_removed(r, c, h, id, args[2]) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *registry_forget_unused(Registry *r, PyObject *const *args, Py_ssize_t nargs)
-{
-    Counts *c;
-    uint64_t id;
-    Py_hash_t h;
-    if (parse_pair_args(r, args, nargs, "forget_unused", &c, &id, &h) < 0)
-        return NULL;
-    if (c && idmap_get(&c->part[STRIPE(h)], id))
-        Py_RETURN_NONE;
-    if (reg_maybe_dead(r, c, h, id, args[2]) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
 /* removed_ids(counts, ids): each id lost one pair in the handle owning
  * counts (Trie.clear); takes each subscriber's stripe lock itself. */
 static PyObject *registry_removed_ids(Registry *r, PyObject *const *args, Py_ssize_t nargs)
@@ -1117,10 +1406,10 @@ static PyObject *registry_removed_ids(Registry *r, PyObject *const *args, Py_ssi
             if (h == -1) {
                 rc = -1;
             } else {
-                cst_mutex_lock(&r->stripes[STRIPE(h)]);
+                reg_lock(&r->stripes[STRIPE(h)]);
                 if (idmap_get(&c->part[STRIPE(h)], id))
                     rc = reg_removed(r, c, h, id, obj);
-                cst_mutex_unlock(&r->stripes[STRIPE(h)]);
+                reg_unlock(&r->stripes[STRIPE(h)]);
             }
         }
         Py_DECREF(obj);
@@ -1134,27 +1423,31 @@ static PyObject *registry_removed_ids(Registry *r, PyObject *const *args, Py_ssi
 }
 
 /* stable(read): read() (an engine read of a live handle that maps ids through
- * objects) repeated until no id was freed while it ran (rule 4). */
+ * objects) repeated until no id was freed while it ran (rule 4).  After
+ * MAX_ATTEMPTS it pins first (reg_read_pin): no free begins after that, so
+ * the loop ends once the frees that had begun (one per thread at most) are
+ * done. */
 static PyObject *registry_stable(Registry *r, PyObject *read)
 {
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-        int64_t seen = reg_freed(r);
-        PyObject *out = PyObject_CallNoArgs(read);
-        if (out == NULL)
+    int64_t pin = 0;
+    PyObject *out = NULL;
+    for (int attempt = 0;; attempt++) {
+        if (attempt == MAX_ATTEMPTS && (pin = reg_read_pin(r)) < 0)
             return NULL;
-        if (atomic_load_explicit(r->freed, memory_order_seq_cst) == seen)
-            return out;
-        Py_DECREF(out);
+        int64_t seen = reg_freed(r);
+        out = PyObject_CallNoArgs(read);
+        if (out == NULL || atomic_load_explicit(r->freed, memory_order_seq_cst) == seen)
+            break;
+        Py_CLEAR(out);
     }
-    cst_mutex_lock(&r->slot_lock); /* no id can be freed while it is held */
-    PyObject *out = PyObject_CallNoArgs(read);
-    cst_mutex_unlock(&r->slot_lock);
+    if (pin > 0 && reg_unpin(r, pin) < 0)
+        Py_CLEAR(out);
     return out;
 }
 
-static PyObject *registry_slot_lock_held(Registry *r, PyObject *Py_UNUSED(ignored))
+static PyObject *registry_pinned(Registry *r, PyObject *Py_UNUSED(ignored))
 {
-    return PyBool_FromLong(cst_mutex_held(&r->slot_lock));
+    return PyLong_FromSize_t(__atomic_load_n(&r->npins, __ATOMIC_ACQUIRE));
 }
 
 static PyObject *registry_get_objects(Registry *r, void *closure)
@@ -1184,34 +1477,25 @@ static PyMethodDef registry_methods[] = {
     {"drop_handle", (PyCFunction)registry_drop_handle, METH_O,
      "A writable handle is gone: free the ids that only it held (rule 3)."},
     {"pin", (PyCFunction)registry_pin, METH_NOARGS,
-     "Record that a snapshot starts now; returns its pin token."},
+     "Record that a snapshot (or a read) starts now; returns its pin token."},
+    {"pin_done", (PyCFunction)registry_pin_done, METH_O,
+     "The snapshot of this pin token exists now: it holds no pair of an id born later."},
     {"unpin", (PyCFunction)registry_unpin, METH_O,
      "A snapshot is gone: free the ids that only older snapshots kept."},
-    {"lock_all", (PyCFunction)registry_lock_all, METH_NOARGS,
-     "Take every subscriber stripe lock, in index order (see all_locks())."},
-    {"unlock_all", (PyCFunction)registry_unlock_all, METH_NOARGS, "Release what lock_all took."},
     {"adopt", (PyCFunction)registry_adopt, METH_O,
      "Give objs the ids 1, 2, ... in order, in a new empty registry (ValueError for two "
      "equal objects, TypeError for an unhashable one)."},
-    {"id_for", (PyCFunction)registry_id_for, METH_O,
-     "The id of obj, made if needed (a freed slot first); call under obj's stripe lock."},
     {"existing_id", (PyCFunction)registry_existing_id, METH_O, "The id of obj, or None."},
     {"get", (PyCFunction)registry_get, METH_O, "The object of id i, or FREE."},
     {"maps", (PyCFunction)registry_maps, METH_O, "True when id i names an object now."},
     {"live_objects", (PyCFunction)registry_live_objects, METH_NOARGS,
      "Every object that has an id now."},
-    {"added", (PyCFunction)(void (*)(void))registry_added, METH_FASTCALL,
-     "added(counts, id, obj): a pair of obj was added (under obj's stripe lock)."},
-    {"removed", (PyCFunction)(void (*)(void))registry_removed, METH_FASTCALL,
-     "removed(counts, id, obj): a pair of obj was removed (under obj's stripe lock)."},
-    {"forget_unused", (PyCFunction)(void (*)(void))registry_forget_unused, METH_FASTCALL,
-     "forget_unused(counts, id, obj): an id made for a subscribe that added nothing."},
     {"removed_ids", (PyCFunction)(void (*)(void))registry_removed_ids, METH_FASTCALL,
      "removed_ids(counts, ids): each id lost one pair (takes the stripe locks itself)."},
     {"stable", (PyCFunction)registry_stable, METH_O,
      "read() repeated until no id was freed while it ran (rule 4)."},
-    {"_slot_lock_held", (PyCFunction)registry_slot_lock_held, METH_NOARGS,
-     "Tests: whether the slot lock is held now."},
+    {"_pinned", (PyCFunction)registry_pinned, METH_NOARGS,
+     "Tests: how many pins are open now (snapshots, iterations, reads that pinned)."},
     {NULL, NULL, 0, NULL},
 };
 
