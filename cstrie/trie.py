@@ -81,22 +81,26 @@ def _buffer_view(obj: object, what: str, kind: str) -> memoryview:
     return view
 
 
-def _byte_buffer(data: object) -> Any:
-    """The pattern data as a cffi ``char[]`` of its exact length."""
+def _byte_buffer(data: object, held: list[Any]) -> Any:
+    """The pattern data as a cffi ``char[]`` of its exact length (a view made
+    here is appended to ``held``, for the caller to release)."""
     ffi = nb.ffi
     if isinstance(data, ffi.CData):
         t = ffi.typeof(data)
         if t.kind != "array" or ffi.sizeof(t.item) != 1:
             raise TypeError(f"data must be a char[] or uint8_t[] array, not cdata '{t.cname}'")
-        return ffi.from_buffer(ffi.buffer(data))
-    _buffer_view(data, "data", "a buffer of UTF-8 bytes")
-    return ffi.from_buffer(data)
+        view = ffi.from_buffer(ffi.buffer(data))
+    else:
+        _buffer_view(data, "data", "a buffer of UTF-8 bytes")
+        view = ffi.from_buffer(data)
+    held.append(view)
+    return view
 
 
-def _word_buffer(obj: object, ctype: str, what: str) -> Any:
+def _word_buffer(obj: object, ctype: str, what: str, held: list[Any]) -> Any:
     """``obj`` as a cffi ``ctype[]`` (``int64_t`` or ``uint64_t``): a cffi
     array of that type, or a buffer of 8-byte integers or of bytes (a whole
-    number of 8-byte words)."""
+    number of 8-byte words; the view made of it is appended to ``held``)."""
     ffi = nb.ffi
     if isinstance(obj, ffi.CData):
         t = ffi.typeof(obj)
@@ -112,7 +116,51 @@ def _word_buffer(obj: object, ctype: str, what: str) -> Any:
         )
     if view.nbytes % 8:
         raise ValueError(f"{what} has {view.nbytes} bytes, not a whole number of 8-byte integers")
-    return ffi.from_buffer(f"{ctype}[]", obj)
+    words = ffi.from_buffer(f"{ctype}[]", obj)
+    held.append(words)
+    return words
+
+
+def _bulk_build(
+    d: Dialect, blob: Any, off: Any, ids: Any, subscribers: list[Any]
+) -> tuple[Any, Registry, Counts]:
+    """The engine's bulk build of ``Trie.from_buffers`` over checked views:
+    (the new handle, its registry, its counts), or ``ValueError`` naming the
+    first bad offset or pair."""
+    ffi = nb.ffi
+    n = len(ids)
+    if len(off) != n + 1:
+        raise ValueError(f"offsets has {len(off)} entries; expected {n + 1} (one more than refs)")
+    size = len(blob)
+    reg = Registry()
+    reg.adopt(subscribers)
+    kept = ffi.new("uint8_t[]", max(n, 1))
+    status = ffi.new("int *")
+    bad = ffi.new("int64_t *")
+    native = nb.NativeDialect(d)
+    ptr = nb.lib.cst_build(native.ptr, blob, size, off, ids, n, len(subscribers), kept, status, bad)
+    if ptr == ffi.NULL:
+        k = bad[0]
+        if status[0] == nb.lib.CST_EBOUNDS:
+            raise ValueError(_offset_error(off, k, size))
+        if status[0] == nb.lib.CST_EINVAL:
+            if k < 0:
+                raise ValueError(f"{n} pairs are more than one bulk build takes (2**32 - 2)")
+            if not 1 <= ids[k] <= len(subscribers):
+                raise ValueError(
+                    f"pair {k} refers to subscriber #{ids[k]}, outside 1..{len(subscribers)}"
+                )
+            raise ValueError(f"pair {k}: pattern is not valid UTF-8")
+        text: object = None
+        if 0 <= k < n and 0 <= off[k] <= off[k + 1] <= size:
+            text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
+        nb.raise_status(status[0], d, "pattern", text)
+    try:
+        counts = reg.new_counts(_pair_counts(ids, kept, n, len(subscribers)))
+    except BaseException:
+        nb.lib.cst_free(ptr)
+        raise
+    return ptr, reg, counts
 
 
 def _offset_error(off: Any, k: int, size: int) -> str:
@@ -587,46 +635,20 @@ class Trie(_ReadMethods, Writer):
         built then.
         """
         d = resolve_dialect(dialect)
-        ffi = nb.ffi
-        blob = _byte_buffer(data)
-        off = _word_buffer(offsets, "int64_t", "offsets")
-        ids = _word_buffer(refs, "uint64_t", "refs")
-        n = len(ids)
-        if len(off) != n + 1:
-            raise ValueError(
-                f"offsets has {len(off)} entries; expected {n + 1} (one more than refs)"
-            )
-        size = len(blob)
-        reg = Registry()
-        reg.adopt(subscribers)
-        kept = ffi.new("uint8_t[]", max(n, 1))
-        status = ffi.new("int *")
-        bad = ffi.new("int64_t *")
-        native = nb.NativeDialect(d)
-        ptr = nb.lib.cst_build(
-            native.ptr, blob, size, off, ids, n, len(subscribers), kept, status, bad
-        )
-        if ptr == ffi.NULL:
-            k = bad[0]
-            if status[0] == nb.lib.CST_EBOUNDS:
-                raise ValueError(_offset_error(off, k, size))
-            if status[0] == nb.lib.CST_EINVAL:
-                if k < 0:
-                    raise ValueError(f"{n} pairs are more than one bulk build takes (2**32 - 2)")
-                if not 1 <= ids[k] <= len(subscribers):
-                    raise ValueError(
-                        f"pair {k} refers to subscriber #{ids[k]}, outside 1..{len(subscribers)}"
-                    )
-                raise ValueError(f"pair {k}: pattern is not valid UTF-8")
-            text: object = None
-            if 0 <= k < n and 0 <= off[k] <= off[k + 1] <= size:
-                text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
-            nb.raise_status(status[0], d, "pattern", text)
+        held: list[Any] = []  # the views of the caller's buffers this call made
         try:
-            counts = reg.new_counts(_pair_counts(ids, kept, n, len(subscribers)))
-        except BaseException:
-            nb.lib.cst_free(ptr)
-            raise
+            blob = _byte_buffer(data, held)
+            off = _word_buffer(offsets, "int64_t", "offsets", held)
+            ids = _word_buffer(refs, "uint64_t", "refs", held)
+            ptr, reg, counts = _bulk_build(d, blob, off, ids, subscribers)
+        finally:
+            # A view holds an export of the caller's buffer until it is
+            # released, and a traceback keeps this frame's views alive: a
+            # memoryview collected in one garbage cycle with a view of it
+            # crashes CPython 3.11 (its tp_clear drops the buffer the view
+            # still holds).  So none outlives the call.
+            for view in held:
+                nb.ffi.release(view)
         return cls._make(ptr, d, reg, counts)
 
     @classmethod
