@@ -391,7 +391,7 @@ def _open(f: Any) -> tuple[Any, Any, Any]:
     try:
         header = json.loads(kv[b"cstrie"])
         end = json.loads(kv[b"cstrie.end"])
-    except ValueError as exc:
+    except m.JSON_ERRORS as exc:
         raise FormatError(f"corrupt cstrie metadata in the Parquet file: {exc}") from None
     return pf, header, end
 
