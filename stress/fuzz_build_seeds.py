@@ -3,13 +3,14 @@
     python stress/fuzz_build_seeds.py [SEED_DIR]    # default: stress/fuzz_build_corpus
 
 Each seed is one input in the harness's layout (see the top of
-``fuzz_build.c``): a config byte, n, the data, n+1 cut points, then damage
-ops.  The seeds are the offset tables a crafted file can hold: up past the
-data and back down ([0, BIG, d], the shape that read past the data before
-the whole table was checked first), negative first and middle entries,
-INT64_MIN and INT64_MAX, one past the end, a decrease after valid patterns
-with invalid UTF-8 before it, an empty table, ids of 0 and past max_id, and
-valid tables (with duplicates) to build.  Rerunning rewrites the same files.
+``fuzz_build.c``): a config byte, n, the data, n steps that cut it into
+patterns, then damage ops.  The seeds are the offset tables a crafted file
+can hold: up past the data and back down ([0, BIG, d]: a build that checked
+each pair's offsets only as it reached the pair would read pattern 0 past
+the data), negative first and middle entries, INT64_MIN and INT64_MAX, one
+past the end, a bad offset after a pattern of invalid UTF-8, an empty table,
+ids of 0 and past max_id, and valid tables (with duplicates) to build.
+Rerunning rewrites the same files.
 """
 
 from __future__ import annotations
