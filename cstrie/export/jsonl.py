@@ -200,6 +200,9 @@ def _put_lines(
         # as it is)
         heads = [_enc_str(p.decode())[1:-1].encode() for p in c.group_patterns()]
         pat, pat_end = b"".join(heads), array("q", accumulate(map(len, heads)))
+    # Both byte tables are made in this process (the engine's chunk of a
+    # snapshot, the tails of its values) and refs numbers them: the engine
+    # checks each ref and item length, and trusts each end to lie in its blob.
     text = nb.interleave(pat, pat_end, tails.blob, tails.ends, refs)
     put(open_b)
     put(memoryview(text)[: -len(open_b)])
@@ -319,6 +322,10 @@ def _native_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[
     size = len(body)
     if nlines > size:  # every line takes more than a byte
         return None
+    # The sizes cst_jsonl_scan writes at most (cstrie.h): it reads body[:size]
+    # only, and decoding never makes text longer than its JSON, so the
+    # patterns and the subscribers each fit in size bytes.  nlines (the
+    # footer's count) is at most size, so no count in the file sizes these.
     pat = bytearray(size)
     pat_off = array("q", (0,)) * (nlines + 1)
     refs = array("Q", (0,)) * nlines
