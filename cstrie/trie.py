@@ -61,6 +61,128 @@ def _pair_counts(ids: Any, kept: Any, n: int, max_id: int) -> Iterable[tuple[int
     return list(zip(compress(range(max_id + 1), per_id), compress(per_id, per_id), strict=True))
 
 
+#: memoryview formats of 8-byte integers and of bytes (Arrow buffers are "b")
+_WORD_FORMATS = frozenset("qQlLnN")
+_BYTE_FORMATS = frozenset("bBc")
+
+
+def _buffer_view(obj: object, what: str, kind: str) -> memoryview:
+    """``obj``'s buffer, which must be contiguous, or ``TypeError`` naming
+    ``what``."""
+    try:
+        view = memoryview(obj)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"{what} must be {kind} (bytes, bytearray, memoryview, array, numpy or Arrow "
+            f"buffer, or a cffi array), not {type(obj).__name__}"
+        ) from None
+    if not view.c_contiguous:
+        raise TypeError(f"{what} must be a contiguous buffer")
+    return view
+
+
+def _byte_buffer(data: object, held: list[Any]) -> Any:
+    """The pattern data as a cffi ``char[]`` of its exact length (a view made
+    here is appended to ``held``, for the caller to release)."""
+    ffi = nb.ffi
+    if isinstance(data, ffi.CData):
+        t = ffi.typeof(data)
+        if t.kind != "array" or ffi.sizeof(t.item) != 1:
+            raise TypeError(f"data must be a char[] or uint8_t[] array, not cdata '{t.cname}'")
+        view = ffi.from_buffer(ffi.buffer(data))
+    else:
+        _buffer_view(data, "data", "a buffer of UTF-8 bytes")
+        view = ffi.from_buffer(data)
+    held.append(view)
+    return view
+
+
+def _word_buffer(obj: object, ctype: str, what: str, held: list[Any]) -> Any:
+    """``obj`` as a cffi ``ctype[]`` (``int64_t`` or ``uint64_t``): a cffi
+    array of that type, or a buffer of 8-byte integers or of bytes (a whole
+    number of 8-byte words; the view made of it is appended to ``held``)."""
+    ffi = nb.ffi
+    if isinstance(obj, ffi.CData):
+        t = ffi.typeof(obj)
+        if t.kind != "array" or t.item != ffi.typeof(ctype):
+            article = "an" if ctype[0] == "i" else "a"
+            raise TypeError(f"{what} must be {article} {ctype}[] array, not cdata '{t.cname}'")
+        return obj
+    view = _buffer_view(obj, what, f"a buffer of {ctype}")
+    fmt = view.format.lstrip("@=<>!")
+    if fmt not in _WORD_FORMATS and fmt not in _BYTE_FORMATS:
+        raise TypeError(
+            f"{what} must hold 8-byte integers ({ctype}), not items of format {view.format!r}"
+        )
+    if view.nbytes % 8:
+        raise ValueError(f"{what} has {view.nbytes} bytes, not a whole number of 8-byte integers")
+    words = ffi.from_buffer(f"{ctype}[]", obj)
+    held.append(words)
+    return words
+
+
+def _bulk_build(
+    d: Dialect, blob: Any, off: Any, ids: Any, subscribers: list[Any]
+) -> tuple[Any, Registry, Counts]:
+    """The engine's bulk build of ``Trie.from_buffers`` over checked views:
+    (the new handle, its registry, its counts), or ``ValueError`` naming the
+    first bad offset or pair."""
+    ffi = nb.ffi
+    n = len(ids)
+    if len(off) != n + 1:
+        raise ValueError(f"offsets has {len(off)} entries; expected {n + 1} (one more than refs)")
+    size = len(blob)
+    reg = Registry()
+    reg.adopt(subscribers)
+    kept = ffi.new("uint8_t[]", max(n, 1))
+    status = ffi.new("int *")
+    bad = ffi.new("int64_t *")
+    native = nb.NativeDialect(d)
+    ptr = nb.lib.cst_build(native.ptr, blob, size, off, ids, n, len(subscribers), kept, status, bad)
+    if ptr == ffi.NULL:
+        k = bad[0]
+        if status[0] == nb.lib.CST_EBOUNDS:
+            raise ValueError(_offset_error(off, k, size))
+        if status[0] == nb.lib.CST_EINVAL:
+            if k < 0:
+                raise ValueError(f"{n} pairs are more than one bulk build takes (2**32 - 2)")
+            if not 1 <= ids[k] <= len(subscribers):
+                raise ValueError(
+                    f"pair {k} refers to subscriber #{ids[k]}, outside 1..{len(subscribers)}"
+                )
+            raise ValueError(f"pair {k}: pattern is not valid UTF-8")
+        text: object = None
+        if 0 <= k < n and 0 <= off[k] <= off[k + 1] <= size:
+            text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
+        nb.raise_status(status[0], d, "pattern", text)
+    try:
+        counts = reg.new_counts(_pair_counts(ids, kept, n, len(subscribers)))
+    except BaseException:
+        nb.lib.cst_free(ptr)
+        raise
+    return ptr, reg, counts
+
+
+def _offset_error(off: Any, k: int, size: int) -> str:
+    """What is wrong with entry ``k`` of an offset table that the engine
+    refused (its first bad entry), over pattern data of ``size`` bytes."""
+    v = off[k]
+    if k == 0 and v < 0:
+        return f"offsets[0] = {v} is negative: pair 0 would start before the pattern data"
+    if k > 0 and v < off[k - 1]:
+        return (
+            f"offsets decrease at pair {k - 1}: offsets[{k - 1}] = {off[k - 1]} > "
+            f"offsets[{k}] = {v}"
+        )
+    if v > size:
+        pair = f"pair {k - 1} would end" if k else "pair 0 would start"
+        return (
+            f"offsets[{k}] = {v} is past the end of the pattern data ({size} bytes): "
+            f"{pair} outside it"
+        )
+    return f"offsets[{k}] = {v} changed while the trie was being built"
+
+
 def _split_any(dialect: Dialect, pattern: object) -> tuple[Any, str | None]:
     """(filter, group name or None) of a pattern given as a str (in the
     dialect's share syntax or not) or a Shared."""
@@ -505,47 +627,29 @@ class Trie(_ReadMethods, Writer):
         buffer of n+1 offsets into it (Arrow's large-string layout); ``refs`` a
         uint64 buffer of n 1-based indexes into ``subscribers`` (distinct
         hashable objects).  Used by :func:`cstrie.load` and the Spark pipeline.
-        Raises ``ValueError`` naming the first invalid pattern (nothing built).
+
+        Nothing in the buffers is trusted: a buffer of the wrong kind raises
+        ``TypeError``; ``ValueError`` names the first offset that is negative,
+        decreases or points past the end of ``data`` (the engine checks the
+        whole table before it reads a pattern), else the first pair whose
+        reference is out of range or whose pattern is invalid.  Nothing is
+        built then.
         """
         d = resolve_dialect(dialect)
-        ffi = nb.ffi
-        off = offsets if isinstance(offsets, ffi.CData) else ffi.from_buffer("int64_t[]", offsets)
-        ids = refs if isinstance(refs, ffi.CData) else ffi.from_buffer("uint64_t[]", refs)
-        blob = data if isinstance(data, ffi.CData) else ffi.from_buffer(data)
-        n = len(ids)
-        if len(off) != n + 1:
-            raise ValueError(f"offsets has {len(off)} entries; expected {n + 1}")
-        if n and (off[0] < 0 or off[n] > len(blob)):
-            raise ValueError("offsets point outside the pattern data")
-        reg = Registry()
-        reg.adopt(subscribers)
-        kept = ffi.new("uint8_t[]", max(n, 1))
-        status = ffi.new("int *")
-        bad = ffi.new("int64_t *")
-        native = nb.NativeDialect(d)
-        ptr = nb.lib.cst_build(native.ptr, blob, off, ids, n, len(subscribers), kept, status, bad)
-        if ptr == ffi.NULL:
-            if status[0] == nb.lib.CST_EINVAL:
-                k = bad[0]
-                if k < 0:
-                    raise ValueError(f"{n} pairs are more than one bulk build takes (2**32 - 2)")
-                if off[k + 1] < off[k]:
-                    raise ValueError(f"pair {k}: offsets decrease ({off[k]} > {off[k + 1]})")
-                if not 1 <= ids[k] <= len(subscribers):
-                    raise ValueError(
-                        f"pair {k} refers to subscriber #{ids[k]}, outside 1..{len(subscribers)}"
-                    )
-                raise ValueError(f"pair {k}: pattern is not valid UTF-8")
-            text: object = None
-            if bad[0] >= 0:
-                k = bad[0]
-                text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
-            nb.raise_status(status[0], d, "pattern", text)
+        held: list[Any] = []  # the views of the caller's buffers this call made
         try:
-            counts = reg.new_counts(_pair_counts(ids, kept, n, len(subscribers)))
-        except BaseException:
-            nb.lib.cst_free(ptr)
-            raise
+            blob = _byte_buffer(data, held)
+            off = _word_buffer(offsets, "int64_t", "offsets", held)
+            ids = _word_buffer(refs, "uint64_t", "refs", held)
+            ptr, reg, counts = _bulk_build(d, blob, off, ids, subscribers)
+        finally:
+            # A view holds an export of the caller's buffer until it is
+            # released, and a traceback keeps this frame's views alive: a
+            # memoryview collected in one garbage cycle with a view of it
+            # crashes CPython 3.11 (its tp_clear drops the buffer the view
+            # still holds).  So none outlives the call.
+            for view in held:
+                nb.ffi.release(view)
         return cls._make(ptr, d, reg, counts)
 
     @classmethod

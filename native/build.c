@@ -16,6 +16,11 @@
  *     deduplicated), the C-node of its children in its final shape, the I-node
  *     over it.  The children of prefix 0 (the empty prefix) form the top level.
  *
+ * The inputs come from files and other processes, so nothing in them is
+ * trusted: before any pattern is read the whole offset table is checked
+ * against the data's length (bad_offset), and pass 1 checks every pattern's
+ * UTF-8 and id before it parses it.
+ *
  * The result is an ordinary writable handle.
  */
 #include <stdlib.h>
@@ -310,14 +315,37 @@ static int64_t block_threshold = 16384;
 
 void cst_debug_set_block_threshold(int64_t n) { block_threshold = n; }
 
-cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offsets,
-                    const uint64_t *ids, int64_t n, uint64_t max_id, uint8_t *kept,
-                    int *status, int64_t *bad_index)
+/* The first entry k of offsets[0..n] that is negative (k = 0), below the
+ * entry before it, or past data_len; -1 when the table is good.  One pass,
+ * before anything reads the data: a table that rises past the data and comes
+ * back down is refused at its rise, not after a read of the pattern between. */
+static int64_t bad_offset(const int64_t *offsets, int64_t n, size_t data_len)
+{
+    int64_t limit = data_len > (size_t)INT64_MAX ? INT64_MAX : (int64_t)data_len;
+    int64_t prev = 0;
+    for (int64_t k = 0; k <= n; k++) {
+        int64_t o = offsets[k];
+        if (o < prev || o > limit)
+            return k;
+        prev = o;
+    }
+    return -1;
+}
+
+cst_trie *cst_build(const cst_dialect *d, const char *data, size_t data_len,
+                    const int64_t *offsets, const uint64_t *ids, int64_t n, uint64_t max_id,
+                    uint8_t *kept, int *status, int64_t *bad_index)
 {
     *status = CST_OK;
     *bad_index = -1;
-    if (n > (int64_t)UINT32_MAX - 1) {
+    if (n < 0 || n > (int64_t)UINT32_MAX - 1) {
         *status = CST_EINVAL;
+        return NULL;
+    }
+    int64_t bad = bad_offset(offsets, n, data_len);
+    if (bad >= 0) {
+        *status = CST_EBOUNDS;
+        *bad_index = bad;
         return NULL;
     }
     cst_trie *t = cst_new(d);
@@ -348,16 +376,32 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offse
     if (sc == NULL || b.w == NULL || end == NULL)
         goto oom;
 
-    /* Pass 1: parse, then number the prefixes. */
+    /* Pass 1: parse, then number the prefixes.  Each offset is read once
+     * here and checked again against the one before it, so the pattern read
+     * is inside the data even if the caller's table changed since the check
+     * above (a table in memory that another thread writes to). */
+    int64_t from = offsets[0];
+    if (from < 0 || (uint64_t)from > data_len) {
+        *status = CST_EBOUNDS;
+        *bad_index = 0;
+        goto out;
+    }
     for (int64_t i = 0; i < n; i++) {
-        if (offsets[i + 1] < offsets[i] ||
-            !utf8_valid(data + offsets[i], (size_t)(offsets[i + 1] - offsets[i])) ||
-            (ids[i] == 0 || ids[i] > max_id)) {
+        int64_t to = offsets[i + 1];
+        if (to < from || (uint64_t)to > data_len) {
+            *status = CST_EBOUNDS;
+            *bad_index = i + 1;
+            goto out;
+        }
+        const char *pat = data + from;
+        size_t len = (size_t)(to - from);
+        from = to;
+        if (!utf8_valid(pat, len) || ids[i] == 0 || ids[i] > max_id) {
             *status = CST_EINVAL;
             *bad_index = i;
             goto out;
         }
-        int64_t k = parse_words(t, data + offsets[i], (size_t)(offsets[i + 1] - offsets[i]), 1, sc);
+        int64_t k = parse_words(t, pat, len, 1, sc);
         if (k < 0) {
             *status = (int)k;
             *bad_index = i;

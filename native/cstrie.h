@@ -31,6 +31,7 @@
 #define CST_EFORBIDDEN (-18)   /* a character the dialect forbids */
 #define CST_ETOODEEP (-19)     /* more words than the dialect allows */
 #define CST_EPICK (-20)        /* a route's pick callback gave up (cst_route) */
+#define CST_EBOUNDS (-21)      /* an offset table out of order or past its data (cst_build) */
 
 typedef struct cst_dialect {
     const char *sep;
@@ -182,13 +183,21 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
 
 /* A new writable trie holding exactly the pairs (pattern i =
  * data[offsets[i] .. offsets[i+1]), subscriber ids[i]), built bottom-up with
- * no path copying.  Offsets must not decrease, every pattern must be valid
- * UTF-8 and every id must be in 1..max_id (else CST_EINVAL).  kept (may be NULL) receives 1 for each pair that was not a
- * duplicate of an earlier one.  NULL on error: *status is the CST_E* code and
- * *bad_index the first bad pair (or -1). */
-cst_trie *cst_build(const cst_dialect *d, const char *data, const int64_t *offsets,
-                    const uint64_t *ids, int64_t n, uint64_t max_id, uint8_t *kept,
-                    int *status, int64_t *bad_index);
+ * no path copying.  data holds data_len bytes, offsets n + 1 entries, ids and
+ * kept n.  kept (may be NULL) receives 1 for each pair that was not a
+ * duplicate of an earlier one.  NULL on error, with *status the CST_E* code:
+ *  - CST_EBOUNDS: entry *bad_index of offsets is the first that is negative
+ *    (entry 0), below the entry before it, or above data_len.  The whole
+ *    table is checked before any byte of data is read.
+ *  - CST_EINVAL: pair *bad_index's pattern is not valid UTF-8 or its id is
+ *    outside 1..max_id; *bad_index is -1 when n is negative or above
+ *    2^32 - 2 (more than one build takes).
+ *  - a validation code (CST_EEMPTY ...): pair *bad_index's pattern breaks
+ *    that rule of the dialect.
+ *  - CST_ENOMEM: out of memory. */
+cst_trie *cst_build(const cst_dialect *d, const char *data, size_t data_len,
+                    const int64_t *offsets, const uint64_t *ids, int64_t n, uint64_t max_id,
+                    uint8_t *kept, int *status, int64_t *bad_index);
 
 /* O(1): a read-only snapshot, or a writable copy.  NULL when out of memory. */
 cst_trie *cst_snapshot(cst_trie *t, int readonly);

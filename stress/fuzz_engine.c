@@ -1530,7 +1530,8 @@ static void op_build(reader *r, handle *h)
     int status = 12345;
     int64_t bad = -2;
     arm();
-    cst_trie *t = cst_build(D, data.s, off, ids, (int64_t)n, norig, kept, &status, &bad);
+    cst_trie *t =
+        cst_build(D, data.s, data.n, off, ids, (int64_t)n, norig, kept, &status, &bad);
     disarm();
     if (t == NULL && status == CST_ENOMEM) {
         CHECKF(g_oom >= 0, "build: ENOMEM without a budget");

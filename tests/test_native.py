@@ -12,7 +12,9 @@ must end with a line ``N passed, 0 failed``.
 (``stress/fuzz_engine.c``, ``stress/fuzz_corpus/``) under ASan + UBSan with
 gcc; ``make -C stress fuzz`` runs libFuzzer for a few seconds (clang only);
 ``make -C stress fuzz-known`` replays the inputs of engine bugs fixed since
-(``stress/fuzz_known/``, regressions).
+(``stress/fuzz_known/``, regressions).  ``make -C stress fuzz-build-replay``
+replays the bulk build's target (``stress/fuzz_build.c``: crafted offset
+tables, ``stress/fuzz_build_corpus/``) and random inputs the same way.
 
 Skipped, with the reason, when gcc or make is missing or when the compiler
 cannot build with the sanitizer in question (clang with libFuzzer for the
@@ -134,6 +136,23 @@ def test_fuzz_known_bugs() -> None:
     if shutil.which("timeout") is None:
         pytest.skip("make fuzz-known needs the timeout program")
     _run_make("fuzz-known", "FUZZ_KNOWN_TIMEOUT=5", timeout=300)
+
+
+FUZZ_BUILD_SEEDS = STRESS / "fuzz_build_corpus"
+FUZZ_BUILD_OK = re.compile(r"^fuzz_build: ok: (\d+) inputs \((\d+) files, (\d+) random")
+
+
+def test_fuzz_build_replay() -> None:
+    """make fuzz-build-replay: cst_build fed crafted offset tables (stress/fuzz_build.c,
+    its corpus and 20,000 random inputs) under ASan + UBSan: every table the rule
+    refuses gives CST_EBOUNDS at its first bad entry, with no read out of bounds."""
+    _require_toolchain("address,undefined")
+    output = _run_make("fuzz-build-replay", "FUZZ_BUILD_RANDOM=20000")
+    found = [m for line in output.splitlines() if (m := FUZZ_BUILD_OK.match(line.strip()))]
+    assert found, "\n".join(output.splitlines()[-40:])
+    seeds = [p for p in FUZZ_BUILD_SEEDS.iterdir() if not p.name.startswith(".")]
+    assert int(found[-1].group(2)) == len(seeds) >= 20
+    assert int(found[-1].group(3)) == 20000
 
 
 def _require_libfuzzer() -> None:

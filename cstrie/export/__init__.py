@@ -368,7 +368,7 @@ def _stream_header(f: IO[bytes], fmt: str | None) -> Any:
             head = f.read(16)
             (meta_len,) = struct.unpack_from("<I", head, 12)
             return json.loads(f.read(meta_len))
-    except (ValueError, struct.error) as exc:
+    except (ValueError, RecursionError, struct.error) as exc:
         raise FormatError(f"unreadable header: {exc}") from None
     raise FormatError(
         f"not a cstrie export: unknown file format (expected one of {sorted(FORMATS)})"

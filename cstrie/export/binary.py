@@ -255,6 +255,15 @@ def _encoded(values: list[str | int | bytes]) -> list[bytes]:
 
 
 def _values(kinds: bytes, ends: array[int], blob: bytes) -> list[str | int | bytes]:
+    """The values of a table section (``SUBS``, ``VALS``) whose offsets
+    passed its checks; a str that is not UTF-8 is a FormatError."""
+    try:
+        return _decode_values(kinds, ends, blob)
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"a str value in a value table is not valid UTF-8: {exc}") from None
+
+
+def _decode_values(kinds: bytes, ends: array[int], blob: bytes) -> list[str | int | bytes]:
     n = len(kinds)
     # (start, end) pairs straight from the offsets: a list of slice objects
     # first cost 4x more (300k tracked objects wake the garbage collector).
@@ -324,10 +333,13 @@ class _Body:
         ends = array("q")
         ends.frombytes(self.take(8 * count))
         blob = self.take(blob_len).tobytes()
-        if count and (
-            ends[-1] != blob_len
-            or ends[0] < 0
-            or not all(map(operator.le, ends, islice(ends, 1, None)))
+        if (count == 0 and blob_len) or (
+            count
+            and (
+                ends[-1] != blob_len
+                or ends[0] < 0
+                or not all(map(operator.le, ends, islice(ends, 1, None)))
+            )
         ):
             raise FormatError(f"corrupt {tag.decode()} table offsets")
         return kinds, ends, blob
@@ -397,7 +409,7 @@ def _open(raw: bytes) -> tuple[int, Any, _Body]:
         raise FormatError("the binary header runs past the end of the file")
     try:
         meta = json.loads(view[16 : body.pos].tobytes())
-    except (ValueError, UnicodeDecodeError) as exc:
+    except m.JSON_ERRORS as exc:
         raise FormatError(f"the binary header is not valid JSON: {exc}") from None
     return version, meta, body
 
@@ -475,10 +487,8 @@ def _memberships(
     ends, (refs, groups), data, _ = shar
     if not (len(ends) - 1 == len(refs) == len(groups)):
         raise FormatError("corrupt membership sections")
-    m.check_offsets(ends, len(data))
-    if not all(map(operator.le, ends, islice(ends, 1, None))):
-        raise FormatError("membership filter offsets decrease")
-    m.check_utf8(data, ends)
+    m.check_offsets(ends, len(data), "filter")
+    m.check_utf8(data, ends, "filter")
     if any(not 1 <= g <= len(names) for g in groups):
         raise FormatError(f"a membership refers to a group outside 1..{len(names)}")
     filters = [data[a:b].decode("utf-8") for a, b in zip(ends, islice(ends, 1, None), strict=False)]

@@ -294,9 +294,24 @@ def dialect_from_json(obj: object) -> Dialect:
         if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
             raise FormatError(f"dialect field {name!r} has the wrong type: {v!r}")
     try:
-        return Dialect(**obj)
+        d = Dialect(**obj)
     except (TypeError, ValueError) as exc:
         raise FormatError(f"invalid dialect in file: {exc}") from None
+    # The engine's form of the dialect: a limit past its integer types is
+    # refused here, not by the trie the loader makes next.
+    for name in ("max_bytes", "max_levels"):
+        v = obj.get(name)
+        if v is not None and v >= 1 << 64:
+            raise FormatError(
+                f"dialect field {name!r} = {v} is past the engine's limit (2**64 - 1)"
+            )
+    from cstrie._binding import NativeDialect
+
+    try:
+        NativeDialect(d)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise FormatError(f"invalid dialect in file: {exc}") from None
+    return d
 
 
 # ------------------------------------------------------------ JSON values

@@ -200,6 +200,9 @@ def _put_lines(
         # as it is)
         heads = [_enc_str(p.decode())[1:-1].encode() for p in c.group_patterns()]
         pat, pat_end = b"".join(heads), array("q", accumulate(map(len, heads)))
+    # Both byte tables are made in this process (the engine's chunk of a
+    # snapshot, the tails of its values) and refs numbers them: the engine
+    # checks each ref and item length, and trusts each end to lie in its blob.
     text = nb.interleave(pat, pat_end, tails.blob, tails.ends, refs)
     put(open_b)
     put(memoryview(text)[: -len(open_b)])
@@ -280,7 +283,7 @@ def _line_error(body_lines: list[bytes], first_line: int, groups: bool = True) -
         where = f"line {first_line + k}"
         try:
             obj = json.loads(line)
-        except ValueError as exc:
+        except m.JSON_ERRORS as exc:
             return FormatError(f"{where}: not valid JSON ({exc})")
         if not isinstance(obj, dict) or set(obj) not in keys:
             return FormatError(f'{where}: expected {{"pattern": ..., "subscriber": ...}}')
@@ -319,6 +322,10 @@ def _native_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[
     size = len(body)
     if nlines > size:  # every line takes more than a byte
         return None
+    # The sizes cst_jsonl_scan writes at most (cstrie.h): it reads body[:size]
+    # only, and decoding never makes text longer than its JSON, so the
+    # patterns and the subscribers each fit in size bytes.  nlines (the
+    # footer's count) is at most size, so no count in the file sizes these.
     pat = bytearray(size)
     pat_off = array("q", (0,)) * (nlines + 1)
     refs = array("Q", (0,)) * nlines
@@ -356,9 +363,24 @@ def _native_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[
                 int(blob[a:b]) if k else blob[a:b].decode("utf-8")
                 for k, (a, b) in zip(kinds, bounds, strict=False)
             ]
-    except UnicodeDecodeError:
-        return None  # not UTF-8: the general reader says where
+    except ValueError:  # UnicodeDecodeError included
+        # not UTF-8, or an integer of more digits than int() reads (the
+        # writer's are shorter): the general reader says where
+        return None
     return memoryview(pat)[: pat_off[-1]], pat_off, refs, values
+
+
+#: a "[", a second "{" on a line, or a line that does not start with "{"
+_NESTED_OR_NOT_AN_OBJECT = re.compile(rb"\[|\{[^\n]*\{|\n(?!\{)")
+
+
+def _flat_objects(body: memoryview) -> bool:
+    """Does every line start with ``{``, with no other ``{`` and no ``[``, so
+    that nothing nests?  Only such bodies go to pyarrow's JSON reader: it
+    crashes the process on values nested deeper than its stack (``[[[...``
+    or ``{"a":{"a":...`` of 100,000 levels) and on a first line that is
+    ``null`` (pyarrow 26).  One regular expression search, at C speed."""
+    return bytes(body[:1]) == b"{" and _NESTED_OR_NOT_AN_OBJECT.search(body) is None
 
 
 def _arrow_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[Any]] | None:
@@ -367,7 +389,7 @@ def _arrow_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[A
     integer that fits in 64 bits; no surrogate escapes): then the columns go to
     the bulk build as Arrow buffers, with no Python object per pair.  Anything
     else returns None and the pure-Python reader decides (and explains errors)."""
-    if nlines == 0 or _SURROGATE_ESCAPE.search(body) is not None:
+    if nlines == 0 or _SURROGATE_ESCAPE.search(body) is not None or not _flat_objects(body):
         return None
     try:
         import pyarrow as pa
@@ -392,7 +414,9 @@ def _arrow_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[A
             return None
         pat_arr = pat.cast(pa.large_string()).combine_chunks()
         pat_arr.validate(full=True)
-        enc = pc.dictionary_encode(sub.combine_chunks())
+        sub_arr = sub.combine_chunks()
+        sub_arr.validate(full=True)  # the JSON reader leaves strings' UTF-8 unchecked
+        enc = pc.dictionary_encode(sub_arr)
     except (pa.ArrowException, ValueError):
         return None
     refs = pc.cast(pc.add(pc.cast(enc.indices, pa.int64()), 1), pa.uint64())
@@ -425,10 +449,10 @@ def _tail_memberships(
             if type(o) is not dict or len(o) != 3:
                 return None
             p, g, v = o["pattern"], o["group"], o["subscriber"]
-            if type(p) is not str or type(g) is not str:
+            if type(p) is not str or type(g) is not str or type(v) not in (str, int, dict):
                 return None
             out.append((p, v if type(v) is not dict else value_from_json(v), g))
-    except (ValueError, KeyError, TypeError):
+    except (*m.JSON_ERRORS, KeyError, TypeError, FormatError):
         return None
     return pos, out
 
@@ -464,7 +488,7 @@ def _footer(raw: bytes, head_end: int, keys: set[str], count: str) -> tuple[int,
         raise FormatError("truncated JSON Lines export (no footer line)")
     try:
         footer = json.loads(raw[foot_start:])
-    except ValueError:
+    except m.JSON_ERRORS:
         footer = None
     end = footer.get("end") if isinstance(footer, dict) and len(footer) == 1 else None
     if not isinstance(end, dict) or not set(end) <= keys or count not in end:
@@ -487,7 +511,7 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
         raise FormatError("truncated JSON Lines export (no complete header line)")
     try:
         header = json.loads(raw[:head_end])
-    except ValueError:
+    except m.JSON_ERRORS:
         raise FormatError("not a cstrie JSON Lines export (the first line is not JSON)") from None
     if m.content_of(header, "jsonl") == m.TOPICS:
         return _load_topics(raw, head_end, header, decode)
@@ -574,7 +598,7 @@ def _general(
             ok = sum(1 for o in objs if len(o) == 3 and "group" in o) == sum(
                 1 for o in objs if len(o) == 3
             ) and set(map(type, names)) <= {str, type(None)}
-    except (ValueError, KeyError, TypeError):
+    except (*m.JSON_ERRORS, KeyError, TypeError):
         ok = False
     if not ok:
         raise error()
@@ -626,7 +650,7 @@ def _load_topics(raw: bytes, head_end: int, header: Any, decode: Decode | None) 
         topics = list(map(itemgetter("topic"), objs)) if ok else []
         stored = list(map(itemgetter("value"), objs)) if ok else []
         ok = ok and set(map(type, topics)) <= {str} and set(map(type, stored)) <= {str, int, dict}
-    except (ValueError, KeyError, TypeError):
+    except (*m.JSON_ERRORS, KeyError, TypeError):
         ok = False
     if ok and dict in set(map(type, stored)):
         try:
@@ -656,7 +680,7 @@ def _topic_line_error(lines: list[bytes]) -> FormatError:
     for k, line in enumerate(lines, 2):
         try:
             obj = json.loads(line)
-        except ValueError as exc:
+        except m.JSON_ERRORS as exc:
             return FormatError(f"line {k}: not valid JSON ({exc})")
         if not isinstance(obj, dict) or set(obj) != {"topic", "value"}:
             return FormatError(f'line {k}: expected {{"topic": ..., "value": ...}}')

@@ -12,6 +12,7 @@ topics as patterns.
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections.abc import Callable
 from itertools import islice
@@ -23,6 +24,7 @@ from cstrie.export.errors import FormatError
 
 __all__ = [
     "GROUPS_SINCE",
+    "JSON_ERRORS",
     "SUBSCRIPTIONS",
     "TOPICS",
     "TOPICS_VERSION",
@@ -156,7 +158,7 @@ def check_policies(obj: object) -> dict[str, str] | None:
     if obj is None:
         return None
     if not isinstance(obj, dict) or not all(
-        type(k) is str and v in POLICIES for k, v in obj.items()
+        type(k) is str and type(v) is str and v in POLICIES for k, v in obj.items()
     ):
         raise FormatError(
             f"invalid group policies {obj!r}: expected {{group name: one of {sorted(POLICIES)}}}"
@@ -187,16 +189,29 @@ def decode_values(
     return [decode(v) for v in values]
 
 
+#: What :func:`json.loads` raises for text that is not JSON (ValueError, its
+#: UnicodeDecodeError included) or that nests deeper than the interpreter's
+#: recursion limit (RecursionError): a file's JSON is refused for either.
+JSON_ERRORS = (ValueError, RecursionError)
+
+
 def check_offsets(offsets: array[int], data_len: int, what: str = "pattern") -> None:
-    """Offsets must start at 0 and end at ``data_len``.  That they never
-    decrease is checked by the engine's bulk build (:func:`build_trie` reports
-    it as a FormatError), which reads every offset anyway."""
+    """The n+1 offsets of a file's byte table: they must start at 0, never
+    decrease and end at ``data_len``, so every item lies inside the data.
+    Checked whole before anything reads an item (the engine's bulk build
+    checks them again)."""
     if not offsets or offsets[0] != 0 or offsets[-1] != data_len:
-        raise FormatError(f"{what} offsets do not cover the {what} data")
+        raise FormatError(f"{what} offsets do not cover the {what} data (corrupt file)")
+    if not all(map(operator.le, offsets, islice(offsets, 1, None))):
+        k = next(k for k in range(len(offsets) - 1) if offsets[k] > offsets[k + 1])
+        raise FormatError(
+            f"{what} offsets decrease at {what} {k} ({offsets[k]} > {offsets[k + 1]}; corrupt file)"
+        )
 
 
 def check_utf8(data: bytes | memoryview, offsets: array[int], what: str = "pattern") -> None:
-    """Each pattern (``what``) must be valid UTF-8 on its own."""
+    """Each pattern (``what``) must be valid UTF-8 on its own.  ``offsets``
+    must have passed :func:`check_offsets`."""
     raw = bytes(data)
     try:
         raw.decode("utf-8")
@@ -206,7 +221,7 @@ def check_utf8(data: bytes | memoryview, offsets: array[int], what: str = "patte
         return
     # Valid as a whole; make sure no pattern starts inside a character.
     for k, o in enumerate(islice(offsets, 0, len(offsets) - 1)):
-        if o < len(raw) and raw[o] & 0xC0 == 0x80:
+        if 0 <= o < len(raw) and raw[o] & 0xC0 == 0x80:
             raise FormatError(f"{what} {k} starts inside a UTF-8 character (corrupt file)")
 
 

@@ -294,6 +294,9 @@ def write(
                 kinds = [_KIND_NAMES[type(v)] for v in new]
                 dicts[1].append(pa.array(kinds, pa.large_string()))
         if texts is not None:
+            # texts is made here from the snapshot's values and refs numbers
+            # them: the engine checks each ref, and trusts each end to lie in
+            # the blob
             data, offsets = nb.gather(texts.blob, texts.ends, refs)
             return [pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))]
         index = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(refs)])
@@ -391,7 +394,7 @@ def _open(f: Any) -> tuple[Any, Any, Any]:
     try:
         header = json.loads(kv[b"cstrie"])
         end = json.loads(kv[b"cstrie.end"])
-    except ValueError as exc:
+    except m.JSON_ERRORS as exc:
         raise FormatError(f"corrupt cstrie metadata in the Parquet file: {exc}") from None
     return pf, header, end
 

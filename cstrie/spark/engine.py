@@ -147,7 +147,8 @@ class NativeMatcher(_Base):
             per_pair = pa.concat_arrays([per_pair])
         bufs = per_pair.buffers()
         offsets = ffi.from_buffer("int64_t[]", bufs[1]) if n else ffi.new("int64_t[]", 1)
-        data = ffi.from_buffer(bufs[2]) if bufs[2] is not None and bufs[2].size else b"\0"
+        size = bufs[2].size if bufs[2] is not None else 0
+        data = ffi.from_buffer(bufs[2]) if size else b"\0"
         ids = np.arange(1, n + 1, dtype=np.uint64)
         native = nb.NativeDialect(self.dialect)
         status = ffi.new("int *")
@@ -155,6 +156,7 @@ class NativeMatcher(_Base):
         ptr = lib.cst_build(
             native.ptr,
             data,
+            size,
             offsets,
             ffi.from_buffer("uint64_t[]", ids),
             n,
@@ -164,6 +166,8 @@ class NativeMatcher(_Base):
             bad,
         )
         if ptr == ffi.NULL:
+            if status[0] == lib.CST_EBOUNDS:  # pragma: no cover - take() makes valid offsets
+                raise ValueError(f"the pattern column's offset {bad[0]} is out of bounds")
             text = per_pair[bad[0]].as_py() if 0 <= bad[0] < n else None
             nb.raise_status(status[0], self.dialect, "pattern", text)
         built = ffi.gc(ptr, lib.cst_free)

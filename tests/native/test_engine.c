@@ -2172,7 +2172,7 @@ static void deep_entry_points(const cst_dialect *d, const char *pat, size_t plen
     uint64_t ids[1] = {1};
     int status;
     int64_t bad;
-    cst_trie *built = cst_build(d, pat, off, ids, 1, 1, NULL, &status, &bad);
+    cst_trie *built = cst_build(d, pat, plen, off, ids, 1, 1, NULL, &status, &bad);
     CHECK(built != NULL);
     if (built) {
         CHECK_EQ(cst_lookup(built, topic, tlen, out, 4), 1);
@@ -2358,7 +2358,8 @@ static void test_block_build(void)
     }
     int st;
     int64_t bad;
-    cst_trie *t = cst_build(&mqtt, data, off, ids, BLOCK_PAIRS, 41, NULL, &st, &bad);
+    cst_trie *t = cst_build(&mqtt, data, (size_t)BLOCK_PAIRS * 24, off, ids, BLOCK_PAIRS, 41, NULL,
+                            &st, &bad);
     CHECK(t != NULL);
     CHECK_TRIE(t, 1);
     CHECK_EQ(cst_len(t), BLOCK_PAIRS);
@@ -2399,6 +2400,68 @@ static void test_block_build(void)
     free(data);
     free(off);
     free(ids);
+    CHECK_NO_LEAK(start);
+}
+
+/* cst_build takes its offset table from files: every entry is checked against
+ * the data's length before any pattern is read, and the first bad entry is
+ * reported (CST_EBOUNDS).  The data lives in a block of exactly its size, so
+ * ASan sees any read past it. */
+static void build_bad_offsets(const char *text, size_t len, const int64_t *off, int64_t n,
+                              int64_t want_bad)
+{
+    char *data = xcalloc(len ? len : 1, 1);
+    memcpy(data, text, len);
+    uint64_t ids[4] = {1, 1, 1, 1};
+    uint8_t kept[4];
+    int status = 12345;
+    int64_t bad = -2;
+    cst_trie *t = cst_build(&mqtt, data, len, off, ids, n, 1, kept, &status, &bad);
+    CHECK(t == NULL);
+    CHECK_EQ(status, CST_EBOUNDS);
+    CHECK_EQ(bad, want_bad);
+    if (t)
+        cst_free(t);
+    free(data);
+}
+
+static void test_build_offsets(void)
+{
+    int64_t start = live_after_reclaim();
+    /* up past the data and back down: refused at the rise, before pattern 0 is read */
+    build_bad_offsets("a/ba/c", 6, (const int64_t[]){0, (int64_t)1 << 40, 6}, 2, 1);
+    build_bad_offsets("a/ba/c", 6, (const int64_t[]){0, 7, 6}, 2, 1);
+    build_bad_offsets("a/ba/c", 6, (const int64_t[]){-1, 3, 6}, 2, 0);
+    build_bad_offsets("a/ba/c", 6, (const int64_t[]){0, 3, 2, 6}, 3, 2);
+    build_bad_offsets("a/ba/c", 6, (const int64_t[]){0, 3, 7}, 2, 2);
+    build_bad_offsets("a/ba/c", 6, (const int64_t[]){0, -3, 6}, 2, 1);
+    build_bad_offsets("a/ba/c", 6, (const int64_t[]){0, 3, INT64_MIN}, 2, 2);
+    build_bad_offsets("", 0, (const int64_t[]){1}, 0, 0);
+    /* the whole table first: a bad offset at the end wins over pattern 0's bad UTF-8 */
+    build_bad_offsets("\xff/ba/c", 6, (const int64_t[]){0, 3, 9}, 2, 2);
+    int status;
+    int64_t bad;
+    uint64_t ids[2] = {1, 1};
+    CHECK(cst_build(&mqtt, "a/b", 3, (const int64_t[]){0, 3}, ids, -1, 1, NULL, &status, &bad) ==
+          NULL);
+    CHECK_EQ(status, CST_EINVAL);
+    CHECK_EQ(bad, -1);
+    CHECK(cst_build(&mqtt, "\xff/ba/c", 6, (const int64_t[]){0, 3, 6}, ids, 2, 1, NULL, &status,
+                    &bad) == NULL);
+    CHECK_EQ(status, CST_EINVAL);
+    CHECK_EQ(bad, 0);
+    /* a good table that ends before the data does is fine (data_len is a bound) */
+    cst_trie *t = cst_build(&mqtt, "a/ba/cXYZ", 9, (const int64_t[]){0, 3, 6}, ids, 2, 1, NULL,
+                            &status, &bad);
+    CHECK(t != NULL && status == CST_OK);
+    if (t) {
+        CHECK_EQ(cst_len(t), 2);
+        cst_free(t);
+    }
+    t = cst_build(&mqtt, "", 0, (const int64_t[]){0}, ids, 0, 0, NULL, &status, &bad);
+    CHECK(t != NULL && status == CST_OK);
+    if (t)
+        cst_free(t);
     CHECK_NO_LEAK(start);
 }
 
@@ -2898,6 +2961,7 @@ int main(int argc, char **argv)
         {"numbering", test_numbering},
         {"alloc_counters", test_alloc_counters},
         {"block_build", test_block_build},
+        {"build_offsets", test_build_offsets},
         {"deep_levels", test_deep_levels},
         {"prompt_reclaim", test_prompt_reclaim},
         {"share_groups", test_share_groups},
