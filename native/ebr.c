@@ -18,25 +18,32 @@
  *
  * Invariants
  * ----------
- * 1. A record's state is 0 (outside a section) or (e << 1) | 1 (inside a
- *    section entered while the global epoch was e).  Only its owner writes it,
- *    except for the scanners' no-op read-modify-writes (see 4) and the fork
- *    child handler (see 7).
+ * 1. A record's state is (e << 1) | inside: inside is 1 within a section,
+ *    and e is the global epoch the owner read when it entered its latest
+ *    section (0 for a record never used).  Only its owner writes it, except
+ *    for the fork child handler (see 7).
  * 2. The global epoch only increases, by CAS from g to g+1, and only after a
  *    scan found no record inside a section with a local epoch other than g.
  * 3. A retired object is tagged with the global epoch read after its unlink
  *    and is released only when the global epoch is >= tag + 2 (argument above).
  *    A chunk's tag is the largest tag of its entries.
- * 4. The scanner reads EVERY record's state, whether or not the record is
- *    claimed, with a seq_cst read-modify-write (fetch_or 0).  An RMW reads the
- *    last value in the state's modification order, so if it reads "outside",
- *    the owner's next enter (a seq_cst exchange on the same word) comes later
- *    in that order and reads from the RMW's release sequence: it synchronises
- *    with the scan, and that section sees every unlink that preceded the scan.
- *    This holds for a record claimed by a new thread during the scan too (the
- *    claim is a separate word, `in_use`, which the scan does not trust: an
- *    acquire load of it could miss a claim made concurrently).  No stand-alone
- *    fence is used (ThreadSanitizer would not model it).
+ * 4. The scanner reads every record's state with a seq_cst load, claimed or
+ *    not.  Every engine read that reaches a node starts from a seq_cst load
+ *    (the root, an I-node's main), every unlink is a seq_cst CAS, the owner
+ *    enters with a seq_cst exchange and the retire reads the epoch with a
+ *    seq_cst load: all of them are in the single total order S of seq_cst
+ *    operations.  If the scan's load of a record's state reads a value from
+ *    before the owner's enter exchange X, the load precedes X in S (a seq_cst
+ *    load reads the last seq_cst store before it in S, or a store that does
+ *    not happen before that one; the owner's earlier exit store happens
+ *    before X).  The scan comes after the unlink U in S (U, then the
+ *    retire's epoch load, then the advance the scan is for), so U precedes X
+ *    and every load of the section that follows X: the section cannot reach
+ *    the unlinked node.  If the load reads the exit store after X, it reads
+ *    a release store: the section's reads happen before the free.  No
+ *    stand-alone fence is used (ThreadSanitizer would not model it), and no
+ *    scanner writes another thread's state line: reading it costs that
+ *    thread one cache miss, not a line stolen on every scan.
  * 5. Retired objects go into the owner's open chunk.  Inside a section the
  *    owner holds it privately (`mine`): appending takes no lock and no atomic
  *    read-modify-write.  When its section ends the owner publishes the chunk
@@ -48,12 +55,17 @@
  *    releases the chunks that are ready and pushes the rest onto the stack.
  *    Pushes only add and takers take everything, so there is no ABA, and no
  *    step of any thread waits for another: a thread preempted anywhere holds
- *    up nobody's retire or reclaim.  Outside its sections a thread's garbage
- *    is always within other threads' reach, so a thread that goes idle or
- *    ends (its record is free, in_use 0, and keeps its chunks until reused)
- *    holds back no memory: the others release it.
- * 6. Records are never freed (a scanner may be reading one); they are reused.
- * 7. After fork() the child has one thread.  Every other record's owner is
+ *    up nobody's retire or reclaim.
+ * 6. Who collects what.  A thread collects its own record (its own lines)
+ *    whenever it reclaims.  It takes another record's garbage only when that
+ *    record's owner is gone (in_use 0) or idle: outside any section and not
+ *    entered since two epochs before the current one; a busy thread releases
+ *    its own.  Outside its sections a thread's garbage is always within the
+ *    others' reach, so a thread that goes idle or ends holds back no memory:
+ *    once it is idle the others release it.  Forced collections (ebr_barrier,
+ *    prompt reclamation) take every record's published garbage.
+ * 7. Records are never freed (a scanner may be reading one); they are reused.
+ * 8. After fork() the child has one thread.  Every other record's owner is
  *    gone: the child handler marks those records outside any section and free
  *    (so they cannot block invariant 2); their published chunks stay within
  *    reach.  A thread that was inside a section, or between two steps of a
@@ -61,6 +73,14 @@
  *    held, never use them twice: no lock exists that the child could wait on
  *    forever.  The handler then counts each record's reachable chunks again,
  *    so that the leaked ones do not stay counted as pending.
+ *
+ * Cost.  Nothing global is written per section: entering reads the global
+ * epoch and writes the thread's own state line.  Reclaiming is amortised:
+ * every RETIRE_SCAN_EVERY retirements a thread tries to advance the epoch
+ * (one load of each record's state line) and collects its own garbage; if
+ * another thread moved the epoch since its last try, it only collects.  A
+ * thread that retires nothing for COLLECT_SECTIONS sections but holds
+ * garbage collects its own at the epoch it read.
  *
  * Prompt reclamation.  Reclaiming is normally amortised (every
  * RETIRE_SCAN_EVERY retirements of a thread).  A caller that drops something
@@ -84,7 +104,8 @@
 #include <stdlib.h>
 
 #define LIMBO_CHUNK 64
-#define RETIRE_SCAN_EVERY 64
+#define RETIRE_SCAN_EVERY 512  /* retirements between two tries to advance */
+#define COLLECT_SECTIONS 4096  /* sections without a retire before collecting own */
 #define CHUNK_POOL 16 /* empty chunks a thread keeps for reuse (1 KiB each) */
 
 typedef struct limbo_entry {
@@ -102,10 +123,13 @@ typedef struct limbo_chunk {
 struct ebr_record {
     _Atomic uint64_t state;          /* invariant 1 */
     _Atomic int in_use;              /* claimed by a thread (registration only) */
-    struct ebr_record *next;         /* global list, append-only (invariant 6) */
+    struct ebr_record *next;         /* global list, append-only (invariant 7) */
     unsigned index;
     unsigned since_scan;             /* owner only */
+    unsigned sections;               /* owner only: sections since its last collect */
     int want_prompt;                 /* owner only: this section asked for it */
+    uint64_t entered;                /* owner only: the epoch of its current section */
+    uint64_t tried;                  /* owner only: the epoch of its last try to advance */
     limbo_chunk *mine;               /* owner only: the open chunk, inside a section */
     limbo_chunk *pool;               /* owner only: empty chunks for reuse */
     unsigned npool;
@@ -274,7 +298,7 @@ static void record_leave(ebr_record *rec)
     }
     rec->npool = 0;
     /* release: orders the seal above before a new owner's claim. */
-    atomic_store_explicit(&rec->state, 0, memory_order_release);
+    atomic_store_explicit(&rec->state, rec->entered << 1, memory_order_release);
     atomic_store_explicit(&rec->in_use, 0, memory_order_release);
 }
 
@@ -288,7 +312,7 @@ static void thread_exit_destructor(void *arg)
     tls_record = NULL;
 }
 
-/* Invariant 7: in the child of fork(), only the forking thread exists. */
+/* Invariant 8: in the child of fork(), only the forking thread exists. */
 static void atfork_child(void)
 {
     ebr_record *me = tls_record;
@@ -357,7 +381,10 @@ static ebr_record *register_thread(void)
                                                         memory_order_relaxed));
     }
     rec->since_scan = 0;
+    rec->sections = 0;
     rec->want_prompt = 0;
+    rec->tried = 0;
+    rec->entered = atomic_load_explicit(&rec->state, memory_order_relaxed) >> 1;
     tls_record = rec;
     pthread_setspecific(tls_key, rec);
     return rec;
@@ -373,20 +400,23 @@ ebr_record *ebr_enter(void)
     if (rec == NULL && (rec = register_thread()) == NULL)
         return NULL;
     uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+    rec->entered = e;
     /* seq_cst exchange: forbids later node loads from moving above the
      * publication of this section (invariant 4, StoreLoad). */
     atomic_exchange_explicit(&rec->state, (e << 1) | 1, memory_order_seq_cst);
     return rec;
 }
 
-/* Try to move the global epoch forward by one step (invariant 2). */
+/* Try to move the global epoch forward by one step (invariant 2); the epoch
+ * after the try. */
 static uint64_t try_advance(void)
 {
     uint64_t g = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
     for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
-        /* seq_cst RMW on every record, claimed or not: reads the latest state
-         * and orders the owner's next enter after this scan (invariant 4). */
-        uint64_t s = atomic_fetch_or_explicit(&r->state, 0, memory_order_seq_cst);
+        /* seq_cst load of every record's state, claimed or not: ordered in S
+         * after the unlinks whose objects this advance may free, and before
+         * any enter it did not see (invariant 4). */
+        uint64_t s = atomic_load_explicit(&r->state, memory_order_seq_cst);
         if ((s & 1) && (s >> 1) != g)
             return g;
     }
@@ -398,22 +428,58 @@ static uint64_t try_advance(void)
     return g;
 }
 
-/* Release what every record (live, idle or ended) has ready (invariant 5). */
-static void collect_all(ebr_record *me, uint64_t epoch)
+/* Is r's owner gone, or idle (outside any section, not entered since two
+ * epochs before `epoch`)?  Then its garbage is others' to release (inv. 6). */
+static int record_idle(ebr_record *r, uint64_t epoch)
 {
-    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next)
-        collect_record(me, r, epoch);
+    if (atomic_load_explicit(&r->in_use, memory_order_relaxed) == 0)
+        return 1;
+    /* relaxed: a stale value only makes a record look busy (its owner then
+     * releases its garbage itself) or idle a little late. */
+    uint64_t s = atomic_load_explicit(&r->state, memory_order_relaxed);
+    return !(s & 1) && (s >> 1) + 2 <= epoch;
 }
 
-/* Advance (up to twice) and collect until the epoch asked for in `urgent` is
- * reached; then clear the request. */
-static void reclaim_prompt(ebr_record *me)
+/* Release what is ready at `epoch`: this thread's own garbage, and that of
+ * records whose owners are gone or idle; every record's when `force`
+ * (invariants 5 and 6). */
+static void collect_all(ebr_record *me, uint64_t epoch, int force)
+{
+    for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
+        if (r == me || force || record_idle(r, epoch))
+            collect_record(me, r, epoch);
+    }
+}
+
+/* Amortised reclamation: try to advance unless another thread moved the
+ * epoch since this thread's last try, then collect. */
+static void reclaim(ebr_record *me)
+{
+    uint64_t g = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+    if (g == me->tried)
+        g = try_advance();
+    me->tried = g;
+    me->sections = 0;
+    collect_all(me, g, 0);
+}
+
+/* Advance (up to twice) and collect everything ready until the epoch asked
+ * for in `urgent` is reached; then clear the request.  A thread that only
+ * helps (it did not ask) does so while the epoch is short of the request,
+ * and once more when it reaches it. */
+static void reclaim_prompt(ebr_record *me, int asked)
 {
     uint64_t u = atomic_load_explicit(&urgent, memory_order_acquire);
-    uint64_t e = try_advance();
+    uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+    if (!asked && (u == 0 || (e >= u && me->tried >= u)))
+        return; /* reached, and this thread collected at it already */
+    if (u == 0 || e < u)
+        e = try_advance();
     if (u != 0 && e < u)
         e = try_advance();
-    collect_all(me, e);
+    me->tried = e;
+    me->sections = 0;
+    collect_all(me, e, 1);
     /* acq_rel on success: a later request (a larger u) is never lost, since
      * the CAS only clears the value it read. */
     if (u != 0 && e >= u)
@@ -425,15 +491,24 @@ void ebr_exit(ebr_record *rec)
 {
     publish_open(rec);
     /* release: every node read in this section is read before a scanner can
-     * observe the section closed and free the node. */
-    atomic_store_explicit(&rec->state, 0, memory_order_release);
+     * observe the section closed and free the node.  The epoch of the section
+     * stays in the state (invariant 1: idleness is read from it). */
+    atomic_store_explicit(&rec->state, rec->entered << 1, memory_order_release);
     if (rec->want_prompt || atomic_load_explicit(&urgent, memory_order_relaxed) != 0) {
+        int asked = rec->want_prompt;
         rec->want_prompt = 0;
-        rec->since_scan = 0;
-        reclaim_prompt(rec);
+        if (asked)
+            rec->since_scan = 0;
+        reclaim_prompt(rec, asked);
     } else if (rec->since_scan >= RETIRE_SCAN_EVERY) {
         rec->since_scan = 0;
-        collect_all(rec, try_advance());
+        reclaim(rec);
+    } else if (++rec->sections >= COLLECT_SECTIONS) {
+        /* no retire for a while: release what of ours is ready, no scan */
+        rec->sections = 0;
+        if (atomic_load_explicit(&rec->open, memory_order_relaxed) != NULL ||
+            atomic_load_explicit(&rec->sealed, memory_order_relaxed) != NULL)
+            collect_record(rec, rec, atomic_load_explicit(&global_epoch, memory_order_seq_cst));
     }
 }
 
@@ -484,7 +559,7 @@ int64_t ebr_barrier(void)
 {
     ebr_record *me = tls_record;
     for (int round = 0; round < 8; round++) {
-        collect_all(me, try_advance());
+        collect_all(me, try_advance(), 1);
         if (ebr_pending() == 0)
             return 0;
     }
