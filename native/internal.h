@@ -24,6 +24,11 @@
 /* Byte classes of a dialect (words.c), for single-byte separators. */
 enum { BC_SEP = 1, BC_WILD = 2, BC_NUL = 4, BC_FORBIDDEN = 8 };
 
+/* A handle.  The first lines are read by every call and written almost
+ * never (the root moves at snapshots); the lookup counters sit on lines of
+ * their own, and a writable handle's update counters in a block of their
+ * own (upd), one line per stripe: nothing a call writes shares a line with
+ * what every call reads.  Allocated 64-byte aligned (handle_new). */
 struct cst_trie {
     _Atomic(uintptr_t) root;   /* inode*, or an RDCSS descriptor | ROOT_DESC_BIT */
     int readonly;
@@ -31,24 +36,47 @@ struct cst_trie {
     char *tokens;
     size_t tokens_len;
     uint8_t bytecls[256];      /* BC_* of every byte value under d */
-    _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
-    /* The update count (trie.c gcas, match.c walk_topic): the low UPD_BITS
-     * bits count the GCAS calls in flight, the rest the finished ones.  On a
-     * line of its own: every update writes it. */
-    char pad_updates[64];
-    _Atomic uint64_t updates;
-    char pad_after_updates[64 - sizeof(uint64_t)];
+    /* The update counts of "one walk, one state" (trie.c gcas, match.c
+     * walk_topic), one per stripe (UPD_STRIPES, see upd_stripe_of): the low
+     * UPD_BITS bits count the GCAS calls in flight, the rest the finished
+     * ones.  NULL on a read-only handle (it is never written). */
+    _Atomic uint64_t *upd;
+    void *upd_block;           /* what cst_alloc gave for upd */
+    /* A writable handle's latest frozen root (an owned reference), while its
+     * root's main is still the frozen root's: a read-only snapshot of an
+     * unchanged trie shares it (trie.c, cst_snapshot). */
+    _Atomic(struct inode *) frozen;
+    void *block;               /* what cst_alloc gave for this handle */
+    _Alignas(64) _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
 };
 #define UPD_BITS 24
 #define UPD_BEGIN UINT64_C(1)
 #define UPD_END ((UINT64_C(1) << UPD_BITS) - 1) /* one fewer in flight, one more done */
 #define UPD_IN_FLIGHT ((UINT64_C(1) << UPD_BITS) - 1)
 
+/* Update stripes.  An update counts in the stripe of its pattern's first
+ * word: a literal word by its hash, the one-level wildcard, the many-level
+ * wildcard and the zero-word pattern in stripes of their own; operations on
+ * the whole trie (clear, compaction) in UPD_GLOBAL.  A walk for a topic
+ * whose first word is w reads only the stripes of the patterns that can
+ * match it (w's, the wildcards', the zero-word pattern's for an empty topic,
+ * and UPD_GLOBAL): an update under another first word cannot change its
+ * answer (match.c, "One state of the trie for the whole walk"), so updates
+ * on disjoint parts of a trie write disjoint lines. */
+#define UPD_LITERAL_STRIPES 128
+#define UPD_SINGLE (UPD_LITERAL_STRIPES + 0)
+#define UPD_MULTI (UPD_LITERAL_STRIPES + 1)
+#define UPD_EMPTY (UPD_LITERAL_STRIPES + 2)
+#define UPD_GLOBAL (UPD_LITERAL_STRIPES + 3)
+#define UPD_STRIPES (UPD_LITERAL_STRIPES + 4)
+#define UPD_STRIPE_WORDS 8     /* 64 bytes between stripes */
+
 /* One engine operation: the handle and the caller's open epoch section. */
 typedef struct ctx {
     cst_trie *t;
     ebr_record *rec;
     int prompt;                /* retire() asks EBR for prompt reclamation */
+    unsigned stripe;           /* the update stripe its GCAS calls count in */
 } ctx;
 
 typedef struct word {
@@ -176,6 +204,24 @@ int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share
                     char idbuf[SHARE_ID_BYTES], scratch *sc);
 
 static inline uint32_t frag(uint64_t h, unsigned lev) { return (uint32_t)(h >> lev) & 31u; }
+
+/* The update stripe of a pattern or topic whose first word is w (n words). */
+static inline unsigned upd_stripe_of(const word *w, int64_t n)
+{
+    if (n <= 0 || w[0].kind == W_EMPTY_PATTERN)
+        return UPD_EMPTY;
+    if (w[0].kind == W_SINGLE)
+        return UPD_SINGLE;
+    if (w[0].kind == W_MULTI)
+        return UPD_MULTI;
+    /* the top bits: frag() uses the low ones for the first hash levels */
+    return (unsigned)(w[0].hash >> 57) % UPD_LITERAL_STRIPES;
+}
+
+static inline _Atomic uint64_t *upd_stripe(const cst_trie *t, unsigned stripe)
+{
+    return &t->upd[(size_t)stripe * UPD_STRIPE_WORDS];
+}
 /* GCAS_READ of the paper: in's main node, after helping a pending GCAS on it
  * to its end (gcas_commit, trie.c).  The loads are those of trie.c's
  * load_main/load_prev: seq_cst, because gcas_commit's decision reads prev,

@@ -177,11 +177,21 @@ static void emit(mctx *x, snode *sn)
  * new, then unsubscribe the old) can be missed by a walk that reads the new
  * filter's branch before the subscribe and the old one after the unsubscribe.
  * Two checks make a walk's reads one state.  The quick one: the trie counts
- * updates in flight and done (trie.c, gcas); a walk that began with none in
- * flight and ends reading the same count saw no update begin or end, so it
- * read exactly the updates done before it began (an update raises the count
- * before its CAS and marks its end after, with release; the walk reads the
- * count with acquire on both sides).  When the count moved, the walk runs
+ * updates in flight and done (trie.c, gcas), per stripe of the first word of
+ * the pattern an update is for (internal.h, "Update stripes"); a walk that
+ * began with none in flight and ends reading the same counts, in the stripes
+ * of the patterns that can match its topic, saw no update of those patterns
+ * begin or end, so its answer is that of the trie with exactly the updates
+ * done before it began (an update raises the count before its CAS and marks
+ * its end after, with release; the walk reads the counts with acquire on
+ * both sides).  An update under another first word may change what the walk
+ * reads, never what it finds: a pattern with another first literal word
+ * cannot match the topic, and such an update moves S-nodes of other words
+ * only as whole nodes (a hash level split or pulled up: the walk finds the
+ * same S-node, with the same subscribers and the same child, either way),
+ * drops words that hold nothing, or gives an S-node whose next level is an
+ * empty tomb a copy without it (the same subscribers, and nothing below
+ * either way).  When the count moved, the walk runs
  * again and notes every (I-node, main node) it reads, and reads them all
  * again at its end (a double collect).  If every main node is
  * unchanged, there was a moment between the two collects at which the trie
@@ -992,20 +1002,32 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
         walk_once(x, root_read(c));
         return x->oom ? CST_ENOMEM : 0;
     }
+    /* The update stripes whose updates can change this topic's answer: its
+     * first word's, the wildcards', the zero-word pattern's for an empty
+     * topic, and the whole trie's (internal.h, "Update stripes"). */
+    unsigned stripes[4] = {UPD_GLOBAL, UPD_MULTI, upd_stripe_of(sc->w, n),
+                           n > 0 ? UPD_SINGLE : UPD_EMPTY};
     int retries = atomic_load_explicit(&walk_retries, memory_order_relaxed);
     for (int attempt = 0; attempt < retries; attempt++) {
-        /* acquire: the walk's reads stay after this read of the count, and
-         * every update it counts as done is in the mains the walk reads. */
-        uint64_t w0 = atomic_load_explicit(&c->t->updates, memory_order_acquire);
+        /* acquire: the walk's reads stay after these reads of the counts, and
+         * every update they count as done is in the mains the walk reads. */
+        uint64_t w0[4], busy = 0;
+        for (int k = 0; k < 4; k++) {
+            w0[k] = atomic_load_explicit(upd_stripe(c->t, stripes[k]), memory_order_acquire);
+            busy |= w0[k] & UPD_IN_FLIGHT;
+        }
         x->record = attempt > 0; /* a quiet trie needs no note of the reads */
         inode *root = root_read(c);
         walk_once(x, root);
         if (x->oom)
             return CST_ENOMEM;
         /* acquire: not read before the walk's own reads. */
-        if ((w0 & UPD_IN_FLIGHT) == 0 &&
-            atomic_load_explicit(&c->t->updates, memory_order_acquire) == w0)
-            return 0; /* no update began or ended during the walk */
+        int same = busy == 0;
+        for (int k = 0; k < 4 && same; k++)
+            same = atomic_load_explicit(upd_stripe(c->t, stripes[k]), memory_order_acquire) ==
+                   w0[k];
+        if (same)
+            return 0; /* no update that could change the answer began or ended */
         if (x->record && walk_unchanged(x, root))
             return 0;
         atomic_fetch_add_explicit(&walk_rewalks, 1, memory_order_relaxed);

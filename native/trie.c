@@ -544,12 +544,15 @@ mainnode *gcas_commit(ctx *c, inode *in, mainnode *m)
  * installed (n is then released here: it was never published, R2) or was
  * rolled back (n was retired by the rollback).
  */
+static void frozen_drop(ctx *c);
+
 static int gcas(ctx *c, inode *in, mainnode *old, mainnode *n)
 {
+    _Atomic uint64_t *count = upd_stripe(c->t, c->stripe);
     /* relaxed: the raise needs only to come before cas_main, and cas_main is
      * a release - a walk that reads n (acquire) reads this raise with its
      * closing read of the count (match.c, walk_topic). */
-    atomic_fetch_add_explicit(&c->t->updates, UPD_BEGIN, memory_order_relaxed);
+    atomic_fetch_add_explicit(count, UPD_BEGIN, memory_order_relaxed);
     int done = 0;
     atomic_store_explicit(&n->prev, (uintptr_t)old, memory_order_relaxed);
     if (cas_main(in, old, n)) {
@@ -561,7 +564,11 @@ static int gcas(ctx *c, inode *in, mainnode *old, mainnode *n)
     }
     /* release: forbids moving the CAS (and the commit) after the end mark, so
      * a walk that reads "nothing in flight" (acquire) also reads the new main. */
-    atomic_fetch_add_explicit(&c->t->updates, UPD_END, memory_order_release);
+    atomic_fetch_add_explicit(count, UPD_END, memory_order_release);
+    /* The root's main changed: the frozen root no longer equals the trie. */
+    if (done && atomic_load_explicit(&c->t->frozen, memory_order_relaxed) != NULL &&
+        (uintptr_t)in == atomic_load_explicit(&c->t->root, memory_order_relaxed))
+        frozen_drop(c);
     return done;
 }
 
@@ -635,6 +642,7 @@ int ctx_enter(ctx *c, cst_trie *t)
 {
     c->t = t;
     c->prompt = 0;
+    c->stripe = UPD_GLOBAL;
     c->rec = ebr_enter();
     return c->rec ? 0 : CST_ENOMEM;
 }
@@ -1274,6 +1282,7 @@ static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int i
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
+    c.stripe = upd_stripe_of(sc->w, n);
     upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert, 0, 0, {NULL, 0, 0}, 0, 0};
     int r;
     do {
@@ -1458,15 +1467,30 @@ static void engine_init(void) { words_seed_init(); }
 
 cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly)
 {
-    cst_trie *t = cst_alloc(sizeof *t);
-    if (t == NULL)
+    /* 64-byte aligned: the lookup counters have lines of their own */
+    void *block = cst_alloc(sizeof(cst_trie) + 63);
+    if (block == NULL)
         return NULL;
+    cst_trie *t = (cst_trie *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
     memset(t, 0, sizeof *t);
+    t->block = block;
     size_t need = d->sep_len + d->single_len + d->multi_len + 3;
     t->tokens = cst_alloc(need);
     if (t->tokens == NULL) {
-        cst_dealloc(t, sizeof *t);
+        cst_dealloc(block, sizeof(cst_trie) + 63);
         return NULL;
+    }
+    if (!readonly) {
+        size_t bytes = (size_t)UPD_STRIPES * UPD_STRIPE_WORDS * sizeof(uint64_t) + 63;
+        t->upd_block = cst_alloc(bytes);
+        if (t->upd_block == NULL) {
+            cst_dealloc(t->tokens, need);
+            cst_dealloc(block, sizeof(cst_trie) + 63);
+            return NULL;
+        }
+        t->upd = (_Atomic uint64_t *)(((uintptr_t)t->upd_block + 63) & ~(uintptr_t)63);
+        for (size_t i = 0; i < (size_t)UPD_STRIPES * UPD_STRIPE_WORDS; i++)
+            atomic_init(&t->upd[i], 0);
     }
     t->tokens_len = need;
     t->d = *d;
@@ -1490,9 +1514,19 @@ cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly)
     t->readonly = readonly;
     words_classes_init(t);
     atomic_init(&t->root, (uintptr_t)root);
+    atomic_init(&t->frozen, NULL);
     for (size_t i = 0; i < LOOKUP_STRIPES * STRIPE_WORDS; i++)
         atomic_init(&t->lookups[i], 0);
     return t;
+}
+
+/* Give a handle's own memory back (its nodes go through EBR). */
+static void handle_free(cst_trie *t)
+{
+    if (t->upd_block != NULL)
+        cst_dealloc(t->upd_block, (size_t)UPD_STRIPES * UPD_STRIPE_WORDS * sizeof(uint64_t) + 63);
+    cst_dealloc(t->tokens, t->tokens_len);
+    cst_dealloc(t->block, sizeof(cst_trie) + 63);
 }
 
 cst_trie *cst_new(const cst_dialect *d)
@@ -1515,21 +1549,48 @@ cst_trie *cst_new(const cst_dialect *d)
     return t;
 }
 
+/* Forget the handle's frozen root (its main is no longer the trie's). */
+static void frozen_drop(ctx *c)
+{
+    /* acq_rel: the exchange takes the slot's reference exactly once; the
+     * retire defers its release past every section that may have loaded it
+     * (a snapshot about to share it, R4). */
+    inode *f = atomic_exchange_explicit(&c->t->frozen, NULL, memory_order_acq_rel);
+    if (f != NULL)
+        retire(c, &f->h);
+}
+
+/* Remember r (frozen, a reference of its own) as the handle's frozen root. */
+static void frozen_set(ctx *c, inode *r)
+{
+    node_retain(&r->h);
+    /* acq_rel: publishes r (its fields, read by a sharing snapshot) and takes
+     * the old slot's reference. */
+    inode *old = atomic_exchange_explicit(&c->t->frozen, r, memory_order_acq_rel);
+    if (old != NULL)
+        retire(c, &old->h);
+}
+
 void cst_free(cst_trie *t)
 {
     if (t == NULL)
         return;
     ctx c;
     if (ctx_enter(&c, t) == 0) {
-        /* Prompt: the whole trie comes back when this call returns if no
-         * other thread is inside an engine call, else at their next exits. */
-        c.prompt = 1;
         inode *root = root_read(&c);
+        /* Prompt when this handle holds the last reference to its root: the
+         * whole trie (or snapshot) comes back when this call returns if no
+         * other thread is inside an engine call, else at their next exits.
+         * A snapshot sharing its frozen root with the trie or other
+         * snapshots frees nothing now: no need to make every thread help. */
+        c.prompt = atomic_load_explicit(&root->h.rc, memory_order_relaxed) == 1;
+        inode *f = atomic_exchange_explicit(&t->frozen, NULL, memory_order_acq_rel);
+        if (f != NULL)
+            retire(&c, &f->h);
         retire(&c, &root->h);
         ctx_exit(&c);
     }
-    cst_dealloc(t->tokens, t->tokens_len);
-    cst_dealloc(t, sizeof *t);
+    handle_free(t);
 }
 
 int cst_is_readonly(const cst_trie *t) { return t->readonly; }
@@ -1571,6 +1632,23 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
         return NULL;
     cst_trie *snap = NULL;
     inode *snaproot = NULL;
+    if (readonly && !t->readonly) {
+        /* A trie whose root's main is still its frozen root's main is in the
+         * frozen state (every I-node below a frozen root is frozen, and the
+         * first write after a freeze changes the root's main: its path
+         * starts with a renewal of the root's branch): share that root, no
+         * RDCSS, no new generation.  The snapshot is the trie at the moment
+         * of the read of the root's main.  acquire: the frozen root's fields. */
+        inode *f = atomic_load_explicit(&t->frozen, memory_order_acquire);
+        if (f != NULL) {
+            inode *r = rdcss_read_root(&c, 0);
+            if (r != f && gcas_read(&c, r) == gcas_read(&c, f)) {
+                node_retain(&f->h); /* R4: the slot's reference is retired, not dropped */
+                snaproot = f;
+                goto made;
+            }
+        }
+    }
     for (;;) {
         inode *r = rdcss_read_root(&c, 0);
         mainnode *expmain = gcas_read(&c, r);
@@ -1606,6 +1684,7 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
         }
         if (readonly) {
             snaproot = r; /* the old generation is frozen from now on */
+            frozen_set(&c, r);
         } else {
             /* A writable copy gets a generation of its own over expmain. */
             node_retain(&expmain->h);
@@ -1618,6 +1697,7 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
         }
         break;
     }
+made:
     snap = handle_new(&t->d, snaproot, readonly);
     if (snap == NULL)
         retire(&c, &snaproot->h);
