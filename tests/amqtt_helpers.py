@@ -64,7 +64,9 @@ def broker_config(plugins: dict[str, Any] | None = None) -> dict[str, Any]:
 class BrokerThread:
     """``BROKERS[kind]`` started on an event loop run by a daemon thread.
 
-    ``config``: the broker's configuration (default :func:`broker_config`).
+    ``config``: the broker's configuration (default :func:`broker_config`);
+    ``bounds``: CstrieBroker's ``cstrie`` section (its per-client bounds),
+    left out for stock, whose configuration has no such section.
 
     ``call(fn)`` runs ``fn(broker)`` on the loop (so it sees no half-done
     change), ``run(coro)`` awaits a coroutine there; both bounded.
@@ -76,9 +78,12 @@ class BrokerThread:
         *,
         max_qos: int | None = None,
         config: dict[str, Any] | None = None,
+        bounds: dict[str, Any] | None = None,
     ) -> None:
         self.kind = kind
         config = dict(config or broker_config())
+        if bounds is not None and kind == "cstrie":
+            config["cstrie"] = bounds
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name=kind)
         self._thread.start()

@@ -38,14 +38,46 @@ State kept in step
   dict, updated exactly as stock updates it.  Beside it a ``Trie("mqtt")``
   holds each filter that has subscribers once (the filter is its own
   subscriber), and each MQTT 5 shared subscription ``$share/{name}/{filter}``
-  as a member ``(share filter, client id)`` of the group ``name``; and a dict
-  maps each client id to its filters.  Every change goes through
+  as a member ``(share filter, client id)`` of the group ``name``; a dict
+  maps each client id to its filters, and another counts its shared ones
+  (for the bounds).  Every change goes through
   :meth:`CstrieBroker.add_subscription` and ``_del_subscription``, which
   update them together, between two awaits.
 * ``broker.retained_messages`` is a :class:`RetainedMessages`: a
   ``MutableMapping`` of topic to retained message stored in a
   ``TopicIndex("mqtt")``, so code that writes it directly (amqtt's
   persistence plugin does) keeps it queryable.
+
+Bounds
+------
+A client is an attacker until shown otherwise: what one client subscribes
+must not multiply what every message costs the broker.  Two bounds, each
+refused with SUBACK 0x80 (which changes nothing) and logged, each an option
+with a default (``None`` lifts it), given as keyword arguments or in a
+``cstrie`` section of the configuration mapping (also from
+``python -m cstrie.integrations.amqtt -c broker.yaml``; amqtt's own
+configuration refuses keys it does not know, so the section is taken out
+before amqtt reads the rest)::
+
+    CstrieBroker(config, max_subscriptions_per_client=100, max_share_groups_per_client=10)
+
+    cstrie:                               # in broker.yaml
+      max_subscriptions_per_client: 100
+      max_share_groups_per_client: 10
+
+* ``max_subscriptions_per_client`` (default 100): the subscriptions a client
+  holds at once, shared or not.  A SUBSCRIBE to a filter it already holds
+  replaces that subscription and is always granted; UNSUBSCRIBE and the end
+  of a session free their places.  AWS IoT Core allows 50 per connection.
+* ``max_share_groups_per_client`` (default 10): the shared subscriptions
+  (``$share/{ShareName}/{filter}``, each its own share group) among them.
+
+Each subscription of a client that matches a message costs the broker a
+copy of it (one per matching filter, one per share group that picks the
+client), so the bounds also bound what one client adds to every message.
+Bounds apply where a subscription is made: a SUBSCRIBE, a plugin's
+``BrokerContext.add_subscription`` and the persistence plugin's restored
+sessions.
 
 Access control
 --------------
@@ -147,6 +179,9 @@ stock too, and ``docs/brokers.md`` lists them):
     message passes (topic filtering plugins with RECEIVE).  Stock sends the
     retained messages a new subscription matches, and the messages queued
     for a session, without it.
+11. **Per-client bounds** (see "Bounds"): a SUBSCRIBE beyond
+    ``max_subscriptions_per_client`` or ``max_share_groups_per_client``
+    gets 0x80.  Stock has no bound.
 
 The broker runs on one asyncio event loop, as stock amqtt does.  Tested with
 amqtt 0.12.0 and 0.12.1 (the extra ``cstrie[amqtt]`` pins ``>=0.12,<0.13``):
@@ -161,7 +196,7 @@ import asyncio
 import contextvars
 import itertools
 import logging
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 try:
@@ -190,6 +225,18 @@ __all__ = ["CstrieBroker", "RetainedMessages"]
 #: SUBACK's failure return code (MQTT 3.1.1 3.9.3)
 SUBACK_FAILURE = 0x80
 
+#: The per-client bounds, their defaults and what each counts (see the
+#: module's documentation, "Bounds").  ``None`` lifts a bound.
+LIMITS: dict[str, int | None] = {
+    # subscriptions a client holds at once, shared or not (a SUBSCRIBE to a
+    # filter it already holds replaces that subscription and is not counted)
+    "max_subscriptions_per_client": 100,
+    # shared subscriptions ($share/{ShareName}/{filter}: each its own share
+    # group) a client holds at once; they count as subscriptions too
+    "max_share_groups_per_client": 10,
+}
+#: the section of a configuration mapping that holds :data:`LIMITS` options
+CONFIG_SECTION = "cstrie"
 
 _MISSING: Any = object()
 _log = logging.getLogger(__name__)
@@ -304,10 +351,48 @@ def acl_entry_grants(entry: str, requested: str) -> bool:
     return len(want) == len(have)
 
 
+def _limits(config: Any, given: dict[str, Any]) -> tuple[Any, dict[str, int | None]]:
+    """``config`` without its :data:`CONFIG_SECTION` (amqtt's configuration
+    refuses unknown keys), and each bound of :data:`LIMITS`: the keyword
+    argument if given, else the section's value, else the default.
+    ``ValueError``/``TypeError`` for an unknown option or a bad value."""
+    section: Any = {}
+    if isinstance(config, Mapping) and CONFIG_SECTION in config:
+        section = config[CONFIG_SECTION]
+        config = {k: v for k, v in config.items() if k != CONFIG_SECTION}
+        if section is None:
+            section = {}
+        if not isinstance(section, Mapping):
+            raise TypeError(
+                f"the {CONFIG_SECTION!r} section of the configuration must be a mapping, "
+                f"not {type(section).__name__}"
+            )
+    unknown = sorted(str(k) for k in [*section, *given] if k not in LIMITS)
+    if unknown:
+        raise ValueError(
+            f"unknown CstrieBroker option(s) {', '.join(unknown)}: the options are "
+            f"{', '.join(LIMITS)}"
+        )
+    limits: dict[str, int | None] = {}
+    for name, default in LIMITS.items():
+        value = given.get(name, section.get(name, default))
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1 (None lifts the bound), not {value}")
+        limits[name] = value
+    return config, limits
+
+
 class CstrieBroker(Broker):
     """:class:`amqtt.broker.Broker` with its routing, retained-message lookups
     and session cleanup done by cstrie (see the module's documentation for the
-    costs and the differences from stock amqtt).  Takes the same arguments.
+    costs and the differences from stock amqtt).  Takes the same arguments,
+    and the per-client bounds as keyword arguments (the module's "Bounds";
+    they override the configuration's ``cstrie`` section).  ``ValueError`` or
+    ``TypeError`` naming an unknown bound or a value that is not a positive
+    int or None.
     """
 
     def __init__(
@@ -315,8 +400,24 @@ class CstrieBroker(Broker):
         config: Any = None,
         loop: asyncio.AbstractEventLoop | None = None,
         plugin_namespace: str | None = None,
+        *,
+        max_subscriptions_per_client: int | None = _MISSING,
+        max_share_groups_per_client: int | None = _MISSING,
     ) -> None:
+        given = {
+            name: value
+            for name, value in (
+                ("max_subscriptions_per_client", max_subscriptions_per_client),
+                ("max_share_groups_per_client", max_share_groups_per_client),
+            )
+            if value is not _MISSING
+        }
+        config, limits = _limits(config, given)
         super().__init__(config, loop, plugin_namespace)
+        #: the most subscriptions a client may hold at once (None: no bound)
+        self.max_subscriptions_per_client: int | None = limits["max_subscriptions_per_client"]
+        #: the most shared subscriptions a client may hold at once (None: no bound)
+        self.max_share_groups_per_client: int | None = limits["max_share_groups_per_client"]
         #: amqtt's ACL plugins among the topic-filtering plugins, whose
         #: entries :meth:`_topic_filtering` also reads by the MQTT rules
         self._acl_plugins: tuple[TopicAccessControlListPlugin, ...] = tuple(
@@ -343,6 +444,8 @@ class CstrieBroker(Broker):
         self._filters_by_client: dict[str, dict[str, None]] = {}
         #: (share filter, client id) -> (session, qos) of a shared subscription
         self._share_entries: dict[tuple[str, str], tuple[Session, int]] = {}
+        #: client id -> how many of its filters are shared subscriptions
+        self._shares_by_client: dict[str, int] = {}
 
     async def start(self) -> None:
         # stock start() clears broker.subscriptions; the routes go with it
@@ -355,7 +458,8 @@ class CstrieBroker(Broker):
         wildcard placement, plus the empty filter, U+0000 and a malformed
         ``$share``: ShareName and filter, MQTT 5 4.8.2); the topic-filtering
         plugins on the filter that is routed (for ``$share/{name}/{filter}``,
-        the filter; difference 8); ``max-qos``.  Then the subscription is recorded in
+        the filter; difference 8); the client's bounds (difference 11);
+        ``max-qos``.  Then the subscription is recorded in
         ``broker.subscriptions`` and the routes; a repeated subscription
         replaces its QoS.  Returns the granted QoS or 0x80, which changes
         nothing.  O(levels + subscribers of the filter)."""
@@ -376,6 +480,14 @@ class CstrieBroker(Broker):
             return SUBACK_FAILURE
         # from here to the return: no await, so no other task sees a half-done change
         cid = session.client_id or ""
+        mine = self._filters_by_client.get(cid, {})
+        if topic_filter not in mine:
+            over = self._over_limit(cid, len(mine), group is not None)
+            if over is not None:
+                _log.warning(
+                    "refusing subscription of %r to %r: it holds %s", cid, topic_filter, over
+                )
+                return SUBACK_FAILURE
         max_qos = self.config.get("max-qos", qos)
         if not isinstance(max_qos, int):
             max_qos = qos
@@ -397,8 +509,22 @@ class CstrieBroker(Broker):
             if trie_group is None:
                 trie_group = self._share_groups[topic_filter] = f"s{next(self._group_ids)}"
             self._routes.subscribe(routed, (topic_filter, cid), group=trie_group)
+            if topic_filter not in mine:
+                self._shares_by_client[cid] = self._shares_by_client.get(cid, 0) + 1
         self._filters_by_client.setdefault(cid, {})[topic_filter] = None
         return code
+
+    def _over_limit(self, cid: str, held: int, shared: bool) -> str | None:
+        """Why one more subscription (a shared one if ``shared``) would put
+        client ``cid``, which holds ``held``, over its bounds; None if not."""
+        most = self.max_subscriptions_per_client
+        if most is not None and held >= most:
+            return f"{held} subscriptions, the most max_subscriptions_per_client allows"
+        most = self.max_share_groups_per_client
+        shares = self._shares_by_client.get(cid, 0)
+        if shared and most is not None and shares >= most:
+            return f"{shares} shared subscriptions, the most max_share_groups_per_client allows"
+        return None
 
     def _del_subscription(self, a_filter: str, session: Session) -> int:
         deleted: int = super()._del_subscription(a_filter, session)
@@ -413,6 +539,9 @@ class CstrieBroker(Broker):
                 self._routes.unsubscribe(inner, (a_filter, cid), group=self._share_groups[a_filter])
                 if not self._subscriptions[a_filter]:
                     del self._share_groups[a_filter]
+                left = self._shares_by_client.pop(cid, 1) - 1
+                if left:
+                    self._shares_by_client[cid] = left
             mine = self._filters_by_client.get(cid)
             if mine is not None:
                 mine.pop(a_filter, None)
@@ -826,6 +955,9 @@ class CstrieBroker(Broker):
                 by_client.setdefault(s.client_id or "", set()).add(f)
         mine = {c: set(fs) for c, fs in self._filters_by_client.items()}
         assert mine == by_client, "the per-client filter index differs"
+        shares = {c: sum(_share_of(f) is not None for f in fs) for c, fs in by_client.items()}
+        shares = {c: n for c, n in shares.items() if n}
+        assert self._shares_by_client == shares, "the per-client share counts differ"
         self._routes.check_invariants()
 
 
