@@ -72,12 +72,14 @@ before amqtt reads the rest)::
 * ``max_share_groups_per_client`` (default 10): the shared subscriptions
   (``$share/{ShareName}/{filter}``, each its own share group) among them.
 
-Each subscription of a client that matches a message costs the broker a
-copy of it (one per matching filter, one per share group that picks the
-client), so the bounds also bound what one client adds to every message.
-Bounds apply where a subscription is made: a SUBSCRIBE, a plugin's
-``BrokerContext.add_subscription`` and the persistence plugin's restored
-sessions.
+With one copy per client (difference 12), a client's subscriptions cost the
+route what it holds (a filter matching a message costs about 0.2 us, a
+share group about 0.4 us) and one delivery; the defaults keep that within
+a fraction of a message's cost (``docs/benchmarks.md``, "What one client can
+cost the others": at the defaults, at most 2x the broker's CPU per message
+of a client holding nothing).  Bounds apply where a subscription is made:
+a SUBSCRIBE, a plugin's ``BrokerContext.add_subscription`` and the
+persistence plugin's restored sessions.
 
 Access control
 --------------
@@ -102,10 +104,8 @@ As stock amqtt where stock follows the specification: the ``$`` rule (a
 filter starting with a wildcard does not see ``$`` topics), ``#`` matching
 its parent level, ``+`` matching empty levels, the QoS granted to each
 subscription (capped by ``max-qos``), topic filtering plugins asked for
-every receiver, messages queued for disconnected persistent sessions (QoS 1
-and 2), and a client with several matching filters getting one copy per
-filter (MQTT 3.1.1 3.3.5 allows this).  Where stock is wrong, or where this
-broker chooses another
+every receiver, and messages queued for disconnected persistent sessions
+(QoS 1 and 2).  Where stock is wrong, or where this broker chooses another
 behaviour the specification allows, it differs
 (``tests/test_integration_amqtt_rules.py`` pins each one, running it on
 stock too, and ``docs/brokers.md`` lists them):
@@ -182,6 +182,24 @@ stock too, and ``docs/brokers.md`` lists them):
 11. **Per-client bounds** (see "Bounds"): a SUBSCRIBE beyond
     ``max_subscriptions_per_client`` or ``max_share_groups_per_client``
     gets 0x80.  Stock has no bound.
+12. **One copy per client.**  A client whose several subscriptions match a
+    message gets it once, at the highest QoS among them (still capped as
+    in 5): MQTT 3.1.1 3.3.5 (MQTT 5 3.3.4) requires that QoS and allows,
+    not requires, a copy per further subscription.  Stock sends one copy
+    per matching filter, each at its filter's QoS.  This bounds what one
+    client costs: its subscriptions, however many overlap, cost one
+    delivery per message (stock: one per filter; 191 distinct filters
+    match a six-level topic).  It also counts the shared subscriptions that
+    picked the client: MQTT 5 4.8.2 describes a client with a matching
+    shared and ordinary subscription as getting a second copy when the
+    share picks it; here the one copy is the share's delivery too (each
+    share group still sends each message to exactly one member).  That
+    text states no requirement, and amqtt speaks MQTT 3.1.1, whose clients
+    cannot tell copies apart (no subscription identifiers); paho, for one,
+    hands one copy to every callback whose filter matches, so further
+    copies only repeat the calls.  Without it, K share groups on ``#``
+    make K copies of every message: 2,000 cost 14x the broker's CPU per
+    message.
 
 The broker runs on one asyncio event loop, as stock amqtt does.  Tested with
 amqtt 0.12.0 and 0.12.1 (the extra ``cstrie[amqtt]`` pins ``>=0.12,<0.13``):
@@ -693,9 +711,13 @@ class CstrieBroker(Broker):
         await self._broadcast_queue.put(broadcast)
 
     async def _run_broadcast(self, running_tasks: Any) -> None:
-        """Deliver one queued message: the subscribers of every filter the
-        topic matches (one cstrie route, not a scan of all filters), then one
-        connected member of each matching shared subscription group."""
+        """Deliver one queued message: one cstrie route (not a scan of all
+        filters) gives the filters the topic matches and one member of each
+        matching shared subscription; then each client gets one copy, at
+        the highest QoS among its matching ordinary subscriptions and the
+        shared subscriptions that picked it (difference 12).  The copies
+        are chosen before the first await, so (un)subscribing meanwhile
+        does not change them.  O(route + matching subscriptions)."""
         broadcast = await self._broadcast_queue.get()
         topic = broadcast["topic"]
         try:
@@ -703,14 +725,23 @@ class CstrieBroker(Broker):
         except (ValueError, TypeError) as exc:
             _log.warning("not broadcasting to invalid topic %r: %s", topic, exc)
             return
+        copies: dict[str | None, tuple[Session, int]] = {}
+        subscriptions = self._subscriptions
         for k_filter in filters:
-            # a copy: the awaits below let other tasks (un)subscribe meanwhile
-            for target_session, sub_qos in list(self._subscriptions.get(k_filter, ())):
-                await self._deliver(broadcast, target_session, sub_qos, running_tasks)
+            for entry in subscriptions.get(k_filter, ()):
+                cid = entry[0].client_id
+                had = copies.get(cid)
+                if had is None or entry[1] > had[1]:
+                    copies[cid] = entry
         for member in picks.values():
-            entry = self._share_target(*member)
-            if entry is not None:
-                await self._deliver(broadcast, entry[0], entry[1], running_tasks)
+            picked = self._share_target(*member)
+            if picked is not None:
+                cid = picked[0].client_id
+                had = copies.get(cid)
+                if had is None or picked[1] > had[1]:
+                    copies[cid] = picked
+        for target_session, sub_qos in list(copies.values()):
+            await self._deliver(broadcast, target_session, sub_qos, running_tasks)
 
     def _share_target(self, share_filter: str, cid: str) -> tuple[Session, int] | None:
         """The (session, qos) a shared subscription's pick delivers to: the
