@@ -359,8 +359,12 @@ def test_difference_8_a_resumed_session_gets_only_what_its_new_user_may_read(kin
         assert dev.subscribe(("alice/#", 1)) == [1]
         dev.disconnect()
         wait_until("dev is away", lambda: w.b.session_state("dev") == "disconnected")
-        pub = w.connect("pub")
+        pub, watch = w.connect("pub"), w.connect("alice")
+        assert watch.subscribe(("alice/#", 0)) == [0]
         pub.publish("alice/1", b"queued", qos=1)
+        # amqtt acknowledges a PUBLISH before it routes it: once a later
+        # message reached watch, alice/1 is queued for dev
+        watch.sync(via=pub)
         assert dev.connect(clean_session=False, username="bob") is True
         pub.publish("alice/2", b"live", qos=1)
         dev.sync(via=pub)
