@@ -41,6 +41,7 @@ from amqtt_helpers import (
     BrokerThread,
     Client,
     Delivery,
+    RawClient,
     broker_config,
     running_broker,
     wait_until,
@@ -252,6 +253,29 @@ def test_sys_reaches_no_wildcard_or_shared_subscription_that_does_not_name_it(ki
             assert got[f] == want, f
         else:
             assert got[f] == {"a/broker/x"}, f
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_share_name_follows_the_mqtt_5_rules(kind: str) -> None:
+    """MQTT 5 4.8.2: a ShareName is at least one character and contains no
+    ``/``, ``+`` or ``#``, and a filter follows it.  CstrieBroker refuses
+    the rest with 0x80, whatever the ACL grants, and holds nothing for
+    them; stock reads each as an ordinary filter (refusing ``$share/g#/x``
+    for its misplaced ``#``)."""
+    with acl_broker(kind, {"user": ["#", "$SYS/#"]}) as w:
+        raw = RawClient(w.b.port, "raw")  # paho will not send $share/g#/x
+        try:
+            bad = ["$share/+/x", "$share//x", "$share/g#/x", "$share/g", "$share/g/"]
+            codes = raw.subscribe(*((f, 0) for f in bad))
+            held = w.b.filters_of("raw")
+        finally:
+            raw.close()
+        if kind == "stock":
+            assert codes == [0, 0, SUBACK_FAILURE, 0, 0]
+            assert held == {f for f, code in zip(bad, codes, strict=True) if code == 0}
+        else:
+            assert codes == [SUBACK_FAILURE] * len(bad)
+            assert held == set()
 
 
 # ------------------------------------------------------------------ wills
