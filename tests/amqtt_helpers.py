@@ -40,36 +40,60 @@ T = TypeVar("T")
 _ids = itertools.count()
 
 
-def broker_config() -> dict[str, Any]:
+#: the listener every test broker has: a free port of 127.0.0.1
+LISTENERS = {"default": {"type": "tcp", "bind": "127.0.0.1:0", "max_connections": 200}}
+#: amqtt's ACL plugin, as its documentation names it in a ``plugins`` section
+ACL_PLUGIN = "amqtt.plugins.topic_checking.TopicAccessControlListPlugin"
+
+
+def broker_config(plugins: dict[str, Any] | None = None) -> dict[str, Any]:
     """One TCP listener on a free port of 127.0.0.1, and authentication that
     needs a user name: amqtt queues messages only for sessions that are not
     anonymous (and its anonymous plugin marks every session anonymous when it
-    allows anonymous clients)."""
+    allows anonymous clients).  ``plugins``: more of amqtt's ``plugins``
+    section (plugin path -> its configuration)."""
     return {
-        "listeners": {"default": {"type": "tcp", "bind": "127.0.0.1:0", "max_connections": 200}},
-        "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": False}},
+        "listeners": LISTENERS,
+        "plugins": {
+            "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": False},
+            **(plugins or {}),
+        },
     }
 
 
 class BrokerThread:
     """``BROKERS[kind]`` started on an event loop run by a daemon thread.
 
+    ``config``: the broker's configuration (default :func:`broker_config`);
+    ``bounds``: CstrieBroker's ``cstrie`` section (its per-client bounds),
+    left out for stock, whose configuration has no such section.
+
     ``call(fn)`` runs ``fn(broker)`` on the loop (so it sees no half-done
     change), ``run(coro)`` awaits a coroutine there; both bounded.
     """
 
-    def __init__(self, kind: str = "cstrie", *, max_qos: int | None = None) -> None:
+    def __init__(
+        self,
+        kind: str = "cstrie",
+        *,
+        max_qos: int | None = None,
+        config: dict[str, Any] | None = None,
+        bounds: dict[str, Any] | None = None,
+    ) -> None:
         self.kind = kind
+        config = dict(config or broker_config())
+        if bounds is not None and kind == "cstrie":
+            config["cstrie"] = bounds
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name=kind)
         self._thread.start()
-        self.broker: Broker = self.run(self._start(BROKERS[kind], max_qos))
+        self.broker: Broker = self.run(self._start(BROKERS[kind], config, max_qos))
         server = self.broker._servers["default"].instance
         self.port: int = server.sockets[0].getsockname()[1]
 
     @staticmethod
-    async def _start(cls: type[Broker], max_qos: int | None) -> Broker:
-        broker = cls(broker_config())
+    async def _start(cls: type[Broker], config: dict[str, Any], max_qos: int | None) -> Broker:
+        broker = cls(config)
         if max_qos is not None:
             # amqtt 0.12's configuration refuses a "max-qos" key (its dataclass has
             # no such field), but Broker.add_subscription reads config.get("max-qos")
@@ -149,18 +173,27 @@ class Delivery:
 
 
 class Client:
-    """A paho-mqtt client (MQTT 3.1.1) with the user name ``user``, recording
-    every message it receives, except markers, as a :class:`Delivery`.
+    """A paho-mqtt client (MQTT 3.1.1) with the user name ``username``
+    (default ``user``), recording every message it receives, except markers,
+    as a :class:`Delivery`.
 
     ``connect``, ``subscribe``, ``unsubscribe``, ``publish`` (QoS 1: until the
     PUBACK) and ``disconnect`` return once the broker has answered.
     ``connect`` also subscribes to the client's marker topic ``sync/<id>``.
     """
 
-    def __init__(self, port: int, client_id: str | None = None, *, clean_session: bool = True):
+    def __init__(
+        self,
+        port: int,
+        client_id: str | None = None,
+        *,
+        clean_session: bool = True,
+        username: str = "user",
+    ):
         self.port = port
         self.client_id = client_id or f"c{next(_ids)}"
         self.clean_session = clean_session
+        self.username = username
         self._cond = threading.Condition()
         self.deliveries: list[Delivery] = []
         self.markers: list[bytes] = []
@@ -177,7 +210,7 @@ class Client:
             clean_session=self.clean_session,
             protocol=paho.MQTTv311,
         )
-        c.username_pw_set("user")
+        c.username_pw_set(self.username)
         c.on_connect = self._on_connect
         c.on_message = self._on_message
         c.on_subscribe = self._on_ack
@@ -235,11 +268,15 @@ class Client:
             return self._acks.pop(mid)
 
     # ------------------------------------------------------------- actions
-    def connect(self, clean_session: bool | None = None) -> bool:
-        """Connect (a new network connection; ``clean_session`` may change it);
-        returns CONNACK's session-present flag."""
+    def connect(self, clean_session: bool | None = None, username: str | None = None) -> bool:
+        """Connect (a new network connection; ``clean_session`` and
+        ``username`` may change); returns CONNACK's session-present flag."""
+        changed = False
         if clean_session is not None and clean_session != self.clean_session:
-            self.clean_session = clean_session
+            self.clean_session, changed = clean_session, True
+        if username is not None and username != self.username:
+            self.username, changed = username, True
+        if changed:
             self._new_paho()
         self._connack = None
         self._disconnected.clear()

@@ -51,5 +51,38 @@ def test_scenario_runs_and_writes_json(tmp_path: Path) -> None:
         for v in ("stock", "cstrie"):
             assert len(res["data"][n]["rates"][v]) == 1
     names = [f["name"] for f in res["floors"]]
-    assert names == ["amqtt-retained-lookup"]  # 50,000 filters not run: no routing floor
+    # 50,000 filters not run: no routing floor
+    assert names == ["amqtt-retained-lookup", "amqtt-one-client-cost"]
     assert all(f["standard"] is False for f in res["floors"])
+    # (C), --quick: a reader and the worst attack, on each broker
+    amp = res["data"]["amplification"]
+    assert sorted(amp) == sorted(scenario.AMP_QUICK)
+    for attack in amp.values():
+        assert sorted(attack) == sorted(scenario.AMP_VARIANTS)
+    worst = amp["2,000 share groups + 191 overlapping filters"]
+    assert worst["stock"]["granted"] == 2191 and worst["cstrie-unbounded"]["granted"] == 2191
+    # 100 subscriptions, the end-of-round marker's among them; 10 shares among them
+    assert worst["cstrie"]["granted"] == 99
+    assert worst["stock"]["copies"] == 191  # one per matching ordinary filter
+    assert worst["cstrie"]["copies"] == worst["cstrie-unbounded"]["copies"] == 1
+
+
+def test_the_attacks_ask_for_what_their_names_say() -> None:
+    """The 191 filters are distinct, valid, and each matches the topic
+    (paho's matcher); so is every other filter an attack asks for."""
+    from paho.mqtt.client import topic_matches_sub
+
+    overlap = scenario.overlapping_filters(scenario.AMP_TOPIC)
+    assert len(overlap) == len(set(overlap)) == 191
+    for f in overlap:
+        MQTT.split_pattern(f)
+        assert topic_matches_sub(f, scenario.AMP_TOPIC), f
+    shares = scenario.attack_filters("shares", 500)
+    assert len(set(shares)) == 500
+    assert all(topic_matches_sub(f.split("/", 2)[2], scenario.AMP_TOPIC) for f in shares)
+    both = scenario.attack_filters("both", 10)
+    assert both == shares[:10] + overlap
+    assert scenario.attack_filters("none", 5) == []
+    assert [
+        topic_matches_sub(f, scenario.AMP_TOPIC) for f in scenario.attack_filters("reader", 0)
+    ] == [True]

@@ -21,37 +21,52 @@ and writes to a client in order, so both brokers see the same sequence of
 states, and every delivery is attributed to its step.
 
 **Comparison.**  Per client, step by step, in order; within a step (one action)
-as a multiset, because MQTT leaves open the order of the copies one message
-makes through overlapping filters and of the retained messages one SUBSCRIBE
-sends, and the brokers iterate differently (how often the order differed is
-reported).  The seven documented differences
-(``cstrie/integrations/amqtt.py``) stay in the script and are applied to
-stock's recording before the comparison; each transformation checks what it
-removes or replaces, so a transformation that does not apply is a difference:
+as a multiset, because MQTT leaves open the order of the retained messages one
+SUBSCRIBE sends, and the brokers iterate differently (how often the order
+differed is reported).  The documented differences
+(``cstrie/integrations/amqtt.py``) stay in the script: SUBACKs are checked
+against the model for each broker, and stock's deliveries are transformed
+before the comparison; each transformation checks what it removes or
+replaces, so a transformation that does not apply is a difference:
 
 1. a CONNECT step: stock's QoS 0 RETAIN 1 deliveries are removed (CstrieBroker
    sends no retained messages on CONNECT); each must be a retained message of
    that moment (amqtt's queued messages are QoS >= 1);
 2. a clean session that subscribes again to one of its filters with another
-   QoS: stock keeps the first QoS, so its copy through that filter is
-   replaced by one at the new QoS (persistent sessions and shares keep their
-   QoS in the script: amqtt queues by QoS);
-3. a filter with U+0000: stock's granted QoS in the SUBACK becomes 0x80 (such
+   QoS: stock keeps the first QoS, CstrieBroker the new one (persistent
+   sessions and shares keep their QoS in the script: amqtt queues by QoS);
+3. a filter with U+0000: CstrieBroker's SUBACK is 0x80 (stock grants it; such
    a filter matches no topic a client can publish);
 4. ``$share/{g}/{f}`` (clean sessions only): stock never delivers through it;
-   CstrieBroker's recording must have exactly one extra copy per shared
-   subscription (ShareName and filter) that the topic matches, to one of its
-   members, at that member's QoS (capped as in 5);
-5. a publish step: stock's copy through each matching filter, at the
-   subscription's QoS (or at a plugin's given QoS), is replaced by one at
-   the minimum of the message's QoS and the subscription's; for a
-   disconnected persistent session the same holds for the copy it queues
-   (what is queued is stock's choice, by stock's QoS);
+   in CstrieBroker each shared subscription (ShareName and filter) that the
+   topic matches must reach one of its connected members, whose one copy
+   (12) may be that share's, at that member's QoS (capped as in 5);
+5. a publish step: the copy goes at the minimum of the message's QoS and the
+   subscription's, where stock uses the subscription's (or a plugin's or a
+   will's given QoS); for a disconnected persistent session the same holds
+   for the copy it queues (whether it queues is stock's rule, by stock's QoS);
 6. a SUBSCRIBE step: stock's copy of a retained QoS 0 message, at the
    subscription's QoS, is replaced by one at QoS 0;
-7. a CONNECT step resuming a persistent session: each copy stock queued
-   while the session was away (RETAIN 1) is replaced by CstrieBroker's
-   (RETAIN 0, QoS as in 5); a clean CONNECT drops them in both.
+7. a CONNECT step resuming a persistent session: the copies stock queued
+   while the session was away (RETAIN 1) are replaced by CstrieBroker's
+   (RETAIN 0, QoS as in 5); a clean CONNECT drops them in both;
+12. a publish step: stock's copies of the message to a client, one per
+    matching filter, are replaced by CstrieBroker's one, at the highest of
+    their QoS (as in 5); the same for what a disconnected session queues.
+
+**The ACL run** (:func:`test_with_amqtts_acl_plugin_the_brokers_differ_only_as_documented`):
+the same script with amqtt's ACL plugin configured (user name = client id;
+each client's ``acl`` and ``publish_acl`` drawn per seed from a few entries,
+plus ``sync/#`` for the markers).  The model computes what each broker
+grants: stock by the plugin's level-by-level rule on the string as sent,
+CstrieBroker by that rule on the routed filter and an entry covering it
+(by enumeration over every topic of the script's alphabet; difference 8);
+and which PUBLISH the plugin refuses (both brokers drop it).  More
+transformations: 8, stock's copies and retained messages through a filter
+only stock granted are removed; 9, a will CstrieBroker refuses (its
+client may not publish there; such wills are never retained in the script)
+loses stock's copies.  And a floor: 0 CstrieBroker deliveries outside the
+receiving client's ACL (paho's matcher); stock's are counted.
 
 A lost connection ("drop") publishes the client's will, which the
 transformations treat as a publish at the will's QoS.  Left out of the
@@ -65,16 +80,19 @@ RETAIN flag.
 
 0 differences are required.  Replay one seed with
 ``CSTRIE_AMQTT_DIFF_SEEDS=7 pytest tests/test_integration_amqtt_differential.py -s``
-(comma-separated seeds; ``CSTRIE_AMQTT_DIFF_STEPS`` sets the script length).
+(comma-separated seeds; ``CSTRIE_AMQTT_DIFF_ACL_SEEDS`` for the ACL run,
+``CSTRIE_AMQTT_DIFF_STEPS`` sets the script length).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import random
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -82,9 +100,24 @@ import pytest
 pytest.importorskip("amqtt")
 pytest.importorskip("paho.mqtt")
 
-from amqtt_helpers import BrokerThread, Client, Delivery, running_broker, wait_until
+from amqtt.plugins.topic_checking import TopicAccessControlListPlugin
+from amqtt_helpers import (
+    ACL_PLUGIN,
+    BrokerThread,
+    Client,
+    Delivery,
+    broker_config,
+    running_broker,
+    wait_until,
+)
+from paho.mqtt.client import topic_matches_sub
+
+from cstrie.integrations.amqtt import LIMITS
 
 SEEDS = [int(s) for s in os.environ.get("CSTRIE_AMQTT_DIFF_SEEDS", "1,2,3,4,5,6,7,8").split(",")]
+ACL_SEEDS = [
+    int(s) for s in os.environ.get("CSTRIE_AMQTT_DIFF_ACL_SEEDS", "11,13,19,24").split(",")
+]
 STEPS = int(os.environ.get("CSTRIE_AMQTT_DIFF_STEPS", "300"))
 CLIENTS = [f"c{i}" for i in range(4)]
 DRIVER = "driver"
@@ -95,6 +128,19 @@ FILTER_WORDS = ["a", "b", "", "+", "+"]
 SPECIAL_FILTERS = ["#", "+/#", "$SYS/#", "$SYS/+", "$SYS/a/#", "+/+"]
 INVALID_FILTERS = ["a/\x00", "\x00/#"]
 GROUPS = ["g1", "g2"]
+#: the ACL run: each client's ``acl`` and ``publish_acl`` (amqtt's ACL plugin,
+#: user name = client id) are 1-3 of these, plus ``sync/#`` for the markers
+ACL_ENTRIES = ["#", "+", "+/+", "+/#", "a/#", "a/+", "+/b", "b/#", "a", "a/b", "$SYS/#", "+/a/#"]
+#: every topic of up to 5 levels over the script's words, a word standing for
+#: every other word ("z") and a "$" word: a filter of the script (at most 4
+#: levels) matches a topic an ACL entry (at most 3) does not only if one of
+#: these is such a topic
+UNIVERSE = [
+    "/".join(words)
+    for n in range(1, 6)
+    for words in itertools.product(["a", "b", "", "z", "$SYS"], repeat=n)
+]
+MAX_SHARES = LIMITS["max_share_groups_per_client"]
 
 
 # ------------------------------------------------------------------ matching
@@ -119,6 +165,71 @@ def share_of(topic_filter: str) -> tuple[str, str] | None:
     return group, inner
 
 
+# ------------------------------------------------------------------ the ACL
+Acl = dict[str, list[str]]
+
+
+@functools.cache
+def _topics_of(topic_filter: str) -> frozenset[str]:
+    return frozenset(t for t in UNIVERSE if matches(topic_filter, t))
+
+
+def entry_covers(entry: str, topic_filter: str) -> bool:
+    """MQTT's reading of an ACL entry, by enumeration (not by the broker's
+    rule): the entry matches every topic the filter matches."""
+    return _topics_of(topic_filter) <= _topics_of(entry)
+
+
+def stock_grants(acl: Acl | None, client: str, topic_filter: str) -> bool:
+    """amqtt's plugin (stock): an entry fits the SUBSCRIBE string as sent,
+    level by level (its own ``topic_ac``)."""
+    if acl is None:
+        return True
+    return any(TopicAccessControlListPlugin.topic_ac(topic_filter, e) for e in acl[client])
+
+
+def cstrie_grants(acl: Acl | None, client: str, topic_filter: str) -> bool:
+    """Difference 8: the plugin asked about the filter that is routed (the
+    inner filter of a ``$share``), and an entry that covers it."""
+    if topic_filter in INVALID_FILTERS:
+        return False
+    if acl is None:
+        return True
+    share = share_of(topic_filter)
+    routed = share[1] if share else topic_filter
+    return stock_grants(acl, client, routed) and any(entry_covers(e, routed) for e in acl[client])
+
+
+def may_publish(publish_acl: Acl | None, client: str, topic: str, kind: str) -> bool:
+    """A PUBLISH (or will) to ``topic`` under amqtt's ``publish_acl``:
+    ``kind`` "stock" (the plugin, level by level) or "cstrie" (that, and an
+    entry that matches the topic)."""
+    if publish_acl is None:
+        return True
+    entries = publish_acl[client]
+    ok = any(TopicAccessControlListPlugin.topic_ac(topic, e) for e in entries)
+    return ok and (kind == "stock" or any(matches(e, topic) for e in entries))
+
+
+def within(acl: Acl, client: str, topic: str) -> bool:
+    """The ACL grants ``client`` the topic (paho's matcher, another one)."""
+    return any(topic_matches_sub(e, topic) for e in acl[client])
+
+
+def make_acl(rng: random.Random) -> tuple[Acl, Acl]:
+    """(acl, publish_acl) for every client and the driver: 1-4 entries to
+    subscribe, and to publish ``#`` or 1-3 entries."""
+
+    def entries(most: int) -> list[str]:
+        return [*rng.sample(ACL_ENTRIES, rng.randint(1, most)), "sync/#"]
+
+    acl = {c: entries(4) for c in CLIENTS}
+    # half the clients may publish anywhere, so most messages are routed
+    publish = {c: ["#"] if rng.random() < 0.5 else entries(3) for c in CLIENTS}
+    acl[DRIVER] = publish[DRIVER] = ["sync/#"]
+    return acl, publish
+
+
 # ------------------------------------------------------------------ the script
 @dataclass
 class Step:
@@ -140,8 +251,19 @@ class Step:
     #: plugin's, given without one), before the step
     retained_qos: dict[str, int | None] = field(default_factory=dict)
     #: client -> {filter: (first QoS, last QoS)} of its session, after the step
+    #: (CstrieBroker's subscriptions)
     sessions: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    #: client -> the ordinary filters stock granted and CstrieBroker refused
+    #: (difference 8, the ACL run), after the step
+    stock_only: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     connected: set[str] = field(default_factory=set)
+    #: a client's PUBLISH that publish_acl refuses (both brokers drop it)
+    refused: bool = False
+    #: a will CstrieBroker does not publish and stock does (difference 9)
+    will_refused: bool = False
+    #: subscribe: each broker's SUBACK by the model
+    stock_codes: list[int] = field(default_factory=list)
+    cstrie_codes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -150,6 +272,10 @@ class Model:
     clean: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(CLIENTS, True))
     #: client -> {filter: (first QoS, last QoS)} of its current session
     subs: dict[str, dict[str, tuple[int, int]]] = field(
+        default_factory=lambda: {c: {} for c in CLIENTS}
+    )
+    #: client -> the ordinary filters only stock holds (see Step.stock_only)
+    stock_only: dict[str, dict[str, tuple[int, int]]] = field(
         default_factory=lambda: {c: {} for c in CLIENTS}
     )
     retained: dict[str, bytes] = field(default_factory=dict)
@@ -166,7 +292,7 @@ def _topic(rng: random.Random) -> str:
     return topic or "a"
 
 
-def _filter(rng: random.Random, clean: bool) -> str:
+def _filter(rng: random.Random, clean: bool, dollar_shares: bool = False) -> str:
     r = rng.random()
     if r < 0.04:
         return rng.choice(INVALID_FILTERS)
@@ -177,12 +303,20 @@ def _filter(rng: random.Random, clean: bool) -> str:
         if rng.random() < 0.25:
             words.append("#")
         f = "/".join(words) or "+"  # paho refuses the empty filter
-    if clean and rng.random() < 0.15 and not f.startswith("$"):
+    if clean and rng.random() < 0.15 and (dollar_shares or not f.startswith("$")):
         f = f"$share/{rng.choice(GROUPS)}/{f}"
     return f
 
 
-def make_script(seed: int, steps: int = STEPS) -> list[Step]:
+def make_script(
+    seed: int,
+    steps: int = STEPS,
+    acl: Acl | None = None,
+    publish_acl: Acl | None = None,
+) -> list[Step]:
+    """The script of ``seed``; with ``acl`` (and ``publish_acl``), the model
+    follows what each broker grants (difference 8), which PUBLISH both drop
+    and which will CstrieBroker does not publish (difference 9)."""
     rng = random.Random(seed)
     m = Model()
     script: list[Step] = []
@@ -205,19 +339,28 @@ def make_script(seed: int, steps: int = STEPS) -> list[Step]:
         if kind == "connect":
             step.clean = rng.random() < 0.5
             if step.clean or m.clean[actor]:
-                m.subs[actor] = {}  # a clean connect ends the old session; a clean one had ended
+                # a clean connect ends the old session; a clean one had ended
+                m.subs[actor], m.stock_only[actor] = {}, {}
             m.clean[actor] = step.clean
             m.connected[actor] = True
             if rng.random() < 0.5:
                 qos, retain = rng.choice([0, 1, 2]), rng.random() < 0.3
                 step.will = (_topic(rng), f"w{n}".encode(), qos, retain)
+            if step.will is not None and not may_publish(
+                publish_acl, actor, step.will[0], "cstrie"
+            ):
+                # a will CstrieBroker refuses is retained by stock only: keep
+                # what is retained in step (no RETAIN; none for a resumed
+                # session whose kept RETAIN flag is set)
+                resumed = not step.clean and m.session_will_retain.get(actor)
+                step.will = None if resumed else (*step.will[:3], False)
             m.will[actor] = step.will
             if step.clean or m.session_will_retain.get(actor) is None:
                 m.session_will_retain[actor] = step.will is not None and step.will[3]
         elif kind in ("disconnect", "drop"):
             m.connected[actor] = False
             if m.clean[actor]:
-                m.subs[actor] = {}
+                m.subs[actor], m.stock_only[actor] = {}, {}
             will = m.will.get(actor)
             if will is not None:
                 will = step.will = (*will[:3], bool(m.session_will_retain[actor]))
@@ -231,29 +374,42 @@ def make_script(seed: int, steps: int = STEPS) -> list[Step]:
                 # the broker publishes the will, forcing its QoS as amqtt does
                 step.will = will
                 step.topic, step.payload, step.qos, step.retain = will
+                step.will_refused = not may_publish(publish_acl, actor, step.topic, "cstrie")
+                assert not (step.will_refused and step.retain), "the model keeps retained in step"
                 if step.retain:
                     m.retained[step.topic] = step.payload
                     m.retained_qos[step.topic] = step.qos
         elif kind == "subscribe":
-            mine = m.subs[actor]
+            mine, extra = m.subs[actor], m.stock_only[actor]
             chosen: dict[str, int] = {}
             for _ in range(rng.choice([1, 1, 2])):
-                f = _filter(rng, m.clean[actor])
+                f = _filter(rng, m.clean[actor], dollar_shares=acl is not None)
                 qos = rng.randint(0, 2)
-                if f in mine and (not m.clean[actor] or share_of(f)):
-                    qos = mine[f][1]  # amqtt queues and shares by QoS: keep it (see above)
+                held = mine.get(f) or extra.get(f)
+                if held and (not m.clean[actor] or share_of(f)):
+                    qos = held[1]  # amqtt queues and shares by QoS: keep it (see above)
                 chosen[f] = qos
             step.filters = list(chosen.items())
             for f, qos in step.filters:
-                if f in INVALID_FILTERS:
+                step.stock_codes.append(qos if stock_grants(acl, actor, f) else SUBACK_FAILURE)
+                shares = sum(share_of(g) is not None for g in mine)
+                bounded = share_of(f) is not None and f not in mine and shares >= MAX_SHARES
+                if cstrie_grants(acl, actor, f) and not bounded:
+                    target = mine
+                elif stock_grants(acl, actor, f) and not share_of(f) and f not in INVALID_FILTERS:
+                    target = extra
+                else:
+                    step.cstrie_codes.append(SUBACK_FAILURE)
                     continue
-                mine[f] = (mine[f][0], qos) if f in mine else (qos, qos)
+                step.cstrie_codes.append(qos if target is mine else SUBACK_FAILURE)
+                target[f] = (target[f][0], qos) if f in target else (qos, qos)
         elif kind == "unsubscribe":
-            mine = m.subs[actor]
-            options = sorted(mine) or ["a/#"]
+            mine, extra = m.subs[actor], m.stock_only[actor]
+            options = sorted({**mine, **extra}) or ["a/#"]
             f = rng.choice(options) if rng.random() < 0.85 else _filter(rng, False)
             step.filters = [(f, 0)]
             mine.pop(f, None)
+            extra.pop(f, None)
         else:  # publish, broker_publish
             step.topic = _topic(rng)
             if kind == "broker_publish" and rng.random() < 0.6:
@@ -262,9 +418,12 @@ def make_script(seed: int, steps: int = STEPS) -> list[Step]:
             step.payload = f"s{n}".encode() if not (step.retain and rng.random() < 0.2) else b""
             if kind == "publish":
                 step.qos = rng.choice([0, 1])
+                ok = may_publish(publish_acl, actor, step.topic, "cstrie")
+                assert ok == may_publish(publish_acl, actor, step.topic, "stock"), "the model"
+                step.refused = not ok
             else:
                 step.qos = rng.choice([None, None, 0, 1])
-            if step.retain:
+            if step.retain and not step.refused:
                 if step.payload:
                     m.retained[step.topic] = step.payload
                     m.retained_qos[step.topic] = step.qos
@@ -272,6 +431,7 @@ def make_script(seed: int, steps: int = STEPS) -> list[Step]:
                     m.retained.pop(step.topic, None)
                     m.retained_qos.pop(step.topic, None)
         step.sessions = {c: dict(s) for c, s in m.subs.items()}
+        step.stock_only = {c: dict(s) for c, s in m.stock_only.items()}
         step.connected = {c for c, up in m.connected.items() if up}
         script.append(step)
     return script
@@ -296,11 +456,22 @@ async def _end_if_clean(broker: Any, client_id: str) -> None:
         await broker._cleanup_session(client_id)
 
 
-def play(kind: str, script: list[Step]) -> Recording:
+def play(
+    kind: str, script: list[Step], acl: Acl | None = None, publish_acl: Acl | None = None
+) -> Recording:
+    """Play ``script`` on a fresh broker of ``kind``; with ``acl``, amqtt's
+    ACL plugin is configured with it (and ``publish_acl``), and each client
+    connects with its client id as user name."""
     rec = Recording(deliveries={c: {} for c in CLIENTS})
-    with running_broker(kind) as b:
-        clients = {c: Client(b.port, c) for c in CLIENTS}
-        driver = Client(b.port, DRIVER)
+    config = None
+    if acl is not None:
+        plugin: dict[str, Any] = {"acl": acl}
+        if publish_acl is not None:
+            plugin["publish_acl"] = publish_acl
+        config = broker_config({ACL_PLUGIN: plugin})
+    with running_broker(kind, config=config) as b:
+        clients = {c: Client(b.port, c, username=c) for c in CLIENTS}
+        driver = Client(b.port, DRIVER, username=DRIVER)
         try:
             driver.connect()
             for n, step in enumerate(script):
@@ -382,6 +553,9 @@ class Comparison:
     compared: int = 0
     transformed: Counter[str] = field(default_factory=Counter)
     order_differed: int = 0
+    #: the ACL run: deliveries each broker made that the client's ACL does
+    #: not grant
+    outside_acl: Counter[str] = field(default_factory=Counter)
 
 
 def _matching_share_groups(step: Step, topic: str) -> dict[str, dict[str, int]]:
@@ -413,18 +587,35 @@ def stock_qos(step: Step, first: int) -> int:
 
 
 def publishes(step: Step) -> bool:
-    """A step whose message the broker routes: a client's or plugin's publish,
-    or a lost connection with a will."""
-    return step.kind in ("publish", "broker_publish") or (
+    """A step whose message stock routes: a client's PUBLISH that its
+    publish_acl allows, a plugin's publish, or a lost connection with a will
+    (which CstrieBroker may refuse: ``step.will_refused``)."""
+    return (step.kind in ("publish", "broker_publish") and not step.refused) or (
         step.kind == "drop" and step.will is not None
     )
 
 
-#: client -> copies queued for its disconnected session: (stock's, CstrieBroker's)
-Queued = dict[str, list[tuple[Delivery, Delivery]]]
+def forced(step: Step) -> bool:
+    """A publish step whose QoS the broker forces on every copy (a will, a
+    plugin's broadcast with a QoS)."""
+    return step.kind in ("broker_publish", "drop") and step.qos is not None
 
 
-def compare(script: list[Step], stock: Recording, cstrie: Recording) -> Comparison:
+#: client -> what was queued for its disconnected session, per message:
+#: (stock's copies, CstrieBroker's one copy or None)
+Queued = dict[str, list[tuple[list[Delivery], Delivery | None]]]
+
+#: why a filter's SUBACK differs (transformation counts)
+SUBACK_REASONS = {
+    "invalid": "3: SUBACK of an invalid filter",
+    "share": "8: SUBACK of a share, checked on its filter (or 11: over its bound)",
+    "plain": "8: SUBACK of a filter no ACL entry covers",
+}
+
+
+def compare(
+    script: list[Step], stock: Recording, cstrie: Recording, acl: Acl | None = None
+) -> Comparison:
     cmp = Comparison()
     diff = cmp.differences.append
     queued: Queued = {}
@@ -452,82 +643,114 @@ def compare(script: list[Step], stock: Recording, cstrie: Recording) -> Comparis
     kind_of = {id(stock): "stock", id(cstrie): "cstrie"}
 
     for n, step in enumerate(script):
-        # SUBACKs and CONNACKs (difference 3 on stock's SUBACK)
+        # SUBACKs, each broker's against the model (differences 3, 8, 11)
         if step.kind == "subscribe":
-            want = [
-                SUBACK_FAILURE if f in INVALID_FILTERS else code
-                for (f, _), code in zip(step.filters, stock.subacks[n], strict=True)
-            ]
-            cmp.transformed["3: SUBACK of an invalid filter"] += sum(
-                f in INVALID_FILTERS for f, _ in step.filters
-            )
-            if cstrie.subacks[n] != want:
+            if stock.subacks[n] != step.stock_codes:
                 diff(
-                    f"step {n} {step.filters}: SUBACK {cstrie.subacks[n]}, stock transformed {want}"
+                    f"step {n} {step.filters}: stock's SUBACK {stock.subacks[n]}, "
+                    f"the model's {step.stock_codes}"
                 )
+            if cstrie.subacks[n] != step.cstrie_codes:
+                diff(
+                    f"step {n} {step.filters}: SUBACK {cstrie.subacks[n]}, "
+                    f"the model's {step.cstrie_codes}"
+                )
+            for (f, _), a, b in zip(step.filters, step.stock_codes, step.cstrie_codes, strict=True):
+                if a != b:
+                    why = "invalid" if f in INVALID_FILTERS else "share" if share_of(f) else "plain"
+                    cmp.transformed[SUBACK_REASONS[why]] += 1
         if step.kind == "connect" and stock.connacks[n] != cstrie.connacks[n]:
             diff(f"step {n}: session present {cstrie.connacks[n]}, stock {stock.connacks[n]}")
         expected = {c: recorded(stock, c, n) for c in CLIENTS}
         got = {c: recorded(cstrie, c, n) for c in CLIENTS}
         _transform(n, step, expected, cmp, queued)
-        # difference 4: the extra copies the share groups make
-        extra = {c: got[c] - expected[c] for c in CLIENTS}
-        missing = {c: expected[c] - got[c] for c in CLIENTS}
+        if acl is not None:
+            for c in CLIENTS:
+                for d in cstrie.deliveries[c].get(n, []):
+                    cmp.outside_acl["cstrie"] += not within(acl, c, d.topic)
+                for d in stock.deliveries[c].get(n, []):
+                    cmp.outside_acl["stock"] += not within(acl, c, d.topic)
+        # difference 4 (shares) and 12 (one copy per client): the step's
+        # message reaches each client at most once; a share that picked the
+        # client may raise its QoS, or be the copy
+        routed = publishes(step) and not step.will_refused
+        groups = _matching_share_groups(step, step.topic) if routed else {}
+        share_qos: dict[str, set[int]] = {c: set() for c in CLIENTS}
+        for members in groups.values():
+            for c, qos in members.items():
+                share_qos[c].add(spec_qos(step, qos))
+
+        message = (step.topic, step.payload, False)
+        has_copy: set[str] = set()
         for c in CLIENTS:
-            if missing[c]:
-                diff(f"step {n} {step.kind} {step.topic!r}: {c} lacks {dict(missing[c])}")
-        groups = _matching_share_groups(step, step.topic) if publishes(step) else {}
-        # the same race for a shared subscription the dying client was in: the
-        # broker may pick it while its connection ends, and the copy is lost
+            want = [
+                d
+                for d in expected[c].elements()
+                if routed and (d.topic, d.payload, d.retain) == message
+            ]
+            have = [
+                d for d in got[c].elements() if routed and (d.topic, d.payload, d.retain) == message
+            ]
+            rest_want = expected[c] - Counter(want)
+            rest_have = got[c] - Counter(have)
+            where = f"step {n} {step.kind} {step.topic!r}: {c}"
+            if rest_want - rest_have:
+                diff(f"{where} lacks {dict(rest_want - rest_have)}")
+            if rest_have - rest_want:
+                diff(f"{where} got extra {dict(rest_have - rest_want)}")
+            cmp.compared += sum(got[c].values())
+            if len(have) > 1 or len(want) > 1:
+                diff(f"step {n} {step.topic!r}: {c} got {have}, expected {want}: one copy at most")
+                continue
+            if have:
+                has_copy.add(c)
+                d = have[0]
+                if want and d.qos == want[0].qos:
+                    pass
+                elif d.qos in share_qos[c] and (not want or d.qos > want[0].qos):
+                    cmp.transformed["4: the copy of a share that picked the client"] += 1
+                else:
+                    diff(
+                        f"step {n} {step.topic!r}: {c} got {d}, expected {want} "
+                        f"(or a share's QoS in {sorted(share_qos[c])})"
+                    )
+            elif want:
+                diff(f"step {n} {step.kind} {step.topic!r}: {c} lacks {want[0]}")
+            if Counter(cstrie.deliveries[c].get(n, [])) == Counter(stock.deliveries[c].get(n, [])):
+                if cstrie.deliveries[c].get(n, []) != stock.deliveries[c].get(n, []):
+                    cmp.order_differed += 1
+        # every matching share group sent the message to a member
+        # the same race as own_wills for a shared subscription the dying
+        # client was in: the broker may pick it while its connection ends,
+        # and the copy is lost
         dying: set[str] = set()
         if step.kind == "drop" and step.actor is not None and n:
             dying = set(script[n - 1].sessions[step.actor])
         for group, members in groups.items():
-            picked = [
-                (c, d)
-                for c in members
-                for d in extra[c]
-                if d.topic == step.topic and d.payload == step.payload and not d.retain
-            ]
-            ok = [(c, d) for c, d in picked if d.qos == spec_qos(step, members[c])]
-            if len(ok) < 1:
-                if group in dying:
-                    cmp.transformed["4: share copy to a dying member"] += 1
-                else:
-                    diff(f"step {n} {step.topic!r}: no copy for share group {group} {members}")
-                continue
-            c, d = ok[0]
-            extra[c][d] -= 1
-            extra[c] = +extra[c]
-            cmp.transformed["4: share group copy"] += 1
-        for c in CLIENTS:
-            if extra[c]:
-                diff(f"step {n} {step.kind} {step.topic!r}: {c} got extra {dict(extra[c])}")
-            cmp.compared += sum(got[c].values())
-            if Counter(cstrie.deliveries[c].get(n, [])) == Counter(stock.deliveries[c].get(n, [])):
-                if cstrie.deliveries[c].get(n, []) != stock.deliveries[c].get(n, []):
-                    cmp.order_differed += 1
+            if has_copy & set(members):
+                cmp.transformed["4: share group reached"] += 1
+            elif group in dying:
+                cmp.transformed["4: share copy to a dying member"] += 1
+            else:
+                diff(f"step {n} {step.topic!r}: no copy for share group {group} {members}")
     return cmp
 
 
-def _replace(
-    n: int, mine: Counter[Delivery], old: Delivery, new: Delivery, cmp: Comparison
-) -> bool:
-    """Replace stock's delivery ``old`` by ``new`` in ``mine``; a missing
-    ``old`` is a difference (False)."""
+def _take(n: int, mine: Counter[Delivery], old: Delivery, cmp: Comparison) -> bool:
+    """Remove stock's delivery ``old`` from ``mine``; a missing one is a
+    difference (False)."""
     if mine[old] < 1:
         cmp.differences.append(f"step {n}: stock's {old} to transform is missing")
         return False
     mine[old] -= 1
-    mine[new] += 1
     return True
 
 
 def _transform(
     n: int, step: Step, expected: dict[str, Counter[Delivery]], cmp: Comparison, queued: Queued
 ) -> None:
-    """Apply differences 1, 2 and 5-7 to stock's deliveries of step ``n``
-    (difference 3 is on SUBACKs, 4 adds copies: see :func:`compare`)."""
+    """Apply differences 1, 2, 5-7, 9 and 12 to stock's deliveries of step
+    ``n`` (3, 8 and 11 are on SUBACKs, 4 adds copies: see :func:`compare`)."""
     count = cmp.transformed
     if step.kind == "connect":
         assert step.actor is not None
@@ -539,40 +762,89 @@ def _transform(
                 if step.retained.get(d.topic) != d.payload:
                     cmp.differences.append(f"step {n}: stock sent {d} on CONNECT, not retained")
         # the copies queued while the session was away (a clean connect drops them)
-        for old, new in queued.pop(step.actor, []):
-            if not step.clean and _replace(n, mine, old, new, cmp):
+        for olds, new in queued.pop(step.actor, []):
+            if step.clean:
+                continue
+            if all(_take(n, mine, old, cmp) for old in olds) and new is not None:
+                mine[new] += 1
+            if new is not None:
                 count["7: queued, RETAIN 0"] += 1
+            if len(olds) > 1:
+                count["12: queued copies merged into one"] += len(olds) - 1
         expected[step.actor] = +mine
     elif step.kind == "subscribe":
         assert step.actor is not None
         mine = expected[step.actor]
+        # difference 8: the retained messages stock sent for a filter that
+        # only it granted
+        for (f, _), a, b in zip(step.filters, step.stock_codes, step.cstrie_codes, strict=True):
+            if a == b or share_of(f) or f in INVALID_FILTERS:
+                continue
+            for topic, payload in step.retained.items():
+                if matches(f, topic):
+                    sent = [
+                        d
+                        for d in mine
+                        if mine[d] > 0 and d.retain and (d.topic, d.payload) == (topic, payload)
+                    ]
+                    if sent and _take(n, mine, sent[0], cmp):
+                        count["8: retained through a filter only stock granted"] += 1
+                    elif not sent:
+                        cmp.differences.append(f"step {n}: stock sent no retained {topic} for {f}")
         for d in list(mine.elements()):
             # difference 6: a retained QoS 0 message at QoS 0
             if d.retain and d.qos and step.retained_qos.get(d.topic, -1) == 0:
-                _replace(n, mine, d, replace(d, qos=0), cmp)
+                if _take(n, mine, d, cmp):
+                    mine[Delivery(d.topic, d.payload, 0, True)] += 1
                 count["6: retained QoS 0 at QoS 0"] += 1
         expected[step.actor] = +mine
     elif publishes(step):
-        for c, filters in step.sessions.items():
-            for f, (first, last) in filters.items():
-                if share_of(f) or not matches(f, step.topic):
-                    continue
-                if step.kind == "drop" and c == step.actor:
-                    continue  # its own will (see own_wills in compare)
-                old_qos, new_qos = stock_qos(step, first), spec_qos(step, last)
-                if c not in step.connected:
-                    # a persistent session queues by stock's QoS 1 or 2 (amqtt's rule),
-                    # sent with RETAIN 1 by stock
-                    if old_qos:
-                        old = Delivery(step.topic, step.payload, old_qos, True)
-                        new = Delivery(step.topic, step.payload, new_qos, False)
-                        queued.setdefault(c, []).append((old, new))
-                elif old_qos != new_qos:
-                    old = Delivery(step.topic, step.payload, old_qos, False)
-                    if _replace(n, expected[c], old, replace(old, qos=new_qos), cmp):
-                        label = "2: QoS of a repeated SUBSCRIBE" if first != last else "5: QoS"
-                        count[label] += 1
-                    expected[c] = +expected[c]
+        for c in CLIENTS:
+            if step.kind == "drop" and c == step.actor:
+                continue  # its own will (see own_wills in compare)
+            ours = {
+                f: q
+                for f, q in step.sessions[c].items()
+                if not share_of(f) and matches(f, step.topic)
+            }
+            theirs = {f: q for f, q in step.stock_only[c].items() if matches(f, step.topic)}
+            # stock: one copy per matching filter, at stock's QoS
+            old_qos = [stock_qos(step, first) for first, _ in [*ours.values(), *theirs.values()]]
+            # CstrieBroker: one copy, at the highest QoS (difference 12), none
+            # for a will it refuses (difference 9)
+            top = max((last for _, last in ours.values()), default=None)
+            if step.will_refused or top is None:
+                top = None
+            if c not in step.connected:
+                # a persistent session queues by stock's QoS 1 or 2 (amqtt's
+                # rule), sent with RETAIN 1 by stock; CstrieBroker queues its
+                # one copy by that rule
+                olds = [Delivery(step.topic, step.payload, q, True) for q in old_qos if q]
+                new = None
+                if top is not None and (step.qos if forced(step) else top):
+                    new = Delivery(step.topic, step.payload, spec_qos(step, top), False)
+                if olds or new:
+                    queued.setdefault(c, []).append((olds, new))
+                continue
+            olds = [Delivery(step.topic, step.payload, q, False) for q in old_qos]
+            mine = expected[c]
+            if all(_take(n, mine, old, cmp) for old in olds) and top is not None:
+                new_copy = Delivery(step.topic, step.payload, spec_qos(step, top), False)
+                mine[new_copy] += 1
+                if new_copy.qos != max(d.qos for d in olds):
+                    label = (
+                        "2: QoS of a repeated SUBSCRIBE"
+                        if any(a != b for a, b in ours.values())
+                        else "5: QoS"
+                    )
+                    count[label] += 1
+            merged = {
+                "12: copies merged into one": len(ours) - 1,
+                "8: copies through filters only stock granted": len(theirs),
+                "9: copies of a will CstrieBroker refused": len(olds) if step.will_refused else 0,
+            }
+            count.update({k: v for k, v in merged.items() if v > 0})
+            expected[c] = +mine
 
 
 # ------------------------------------------------------------------ the tests
@@ -616,6 +888,50 @@ def test_the_script_exercises_every_kind_of_step() -> None:
         assert seen[what] > 0, (what, seen)
 
 
+def acl_of(seed: int) -> tuple[Acl, Acl]:
+    """The ACL run's (acl, publish_acl) for ``seed``."""
+    return make_acl(random.Random(f"acl:{seed}"))
+
+
+def test_the_acl_script_exercises_the_access_control_differences() -> None:
+    """The ACL run's seeds: shares refused or granted otherwise than stock
+    (checked on their filters), filters only stock grants (entries that do
+    not cover them) that then deliver outside the ACL in stock, wills
+    CstrieBroker refuses, PUBLISHes both refuse, and CstrieBroker's routes
+    (shares, refused-by-stock shares on their filters) in use."""
+    seen: Counter[str] = Counter()
+    for seed in ACL_SEEDS:
+        acl, publish_acl = acl_of(seed)
+        for step in make_script(seed, STEPS, acl, publish_acl):
+            codes = zip(step.stock_codes, step.cstrie_codes, strict=True)
+            for (f, _), (a, b) in zip(step.filters if step.stock_codes else [], codes, strict=True):
+                if share_of(f) and a != b:
+                    seen["share: " + ("granted" if b != SUBACK_FAILURE else "refused")] += 1
+                if not share_of(f) and a != b and f not in INVALID_FILTERS:
+                    seen["only stock grants"] += 1
+            seen["publish refused"] += step.refused
+            seen["will refused"] += step.will_refused
+            if publishes(step):
+                for c, filters in step.stock_only.items():
+                    for f in filters:
+                        if matches(f, step.topic) and not within(acl, c, step.topic):
+                            seen["stock delivers outside the ACL"] += 1
+    for what in (
+        "share: granted", "share: refused", "only stock grants", "publish refused",
+        "will refused", "stock delivers outside the ACL",
+    ):  # fmt: skip
+        assert seen[what] > 0, (what, seen)
+
+
+def test_entry_covers_follows_the_mqtt_rules() -> None:
+    """The ACL run's reading of an entry (by enumeration), on the cases
+    amqtt's documentation and MQTT 4.7 settle."""
+    assert entry_covers("#", "a/b") and entry_covers("+/alice/#", "x/alice/y/#")
+    assert not entry_covers("#", "$SYS/#") and entry_covers("$SYS/#", "$SYS/+")
+    assert not entry_covers("+", "#") and not entry_covers("a/+", "a/#")
+    assert entry_covers("a/#", "a") and not entry_covers("+/alice/#", "#")
+
+
 def test_matches_follows_the_mqtt_rules() -> None:
     """The comparison's own matcher (used by transformations 2 and 4)."""
     assert matches("a/+/c", "a//c") and matches("a/#", "a") and matches("#", "a/b")
@@ -648,5 +964,36 @@ def test_stock_and_cstrie_brokers_deliver_the_same(seed: int, totals: Counter[st
     shown = "\n".join(cmp.differences[:20])
     assert not cmp.differences, (
         f"seed {seed} (replay: CSTRIE_AMQTT_DIFF_SEEDS={seed}): "
+        f"{len(cmp.differences)} differences:\n{shown}"
+    )
+
+
+@pytest.mark.parametrize("seed", ACL_SEEDS)
+def test_with_amqtts_acl_plugin_the_brokers_differ_only_as_documented(
+    seed: int, totals: Counter[str]
+) -> None:
+    """The script with amqtt's ACL plugin on (each client's ``acl`` and
+    ``publish_acl`` drawn per seed): every SUBACK of each broker as the
+    model says, every delivery compared after the transformations (8 and 9
+    included), and not one CstrieBroker delivery outside the ACL."""
+    acl, publish_acl = acl_of(seed)
+    script = make_script(seed, STEPS, acl, publish_acl)
+    stock = play("stock", script, acl, publish_acl)
+    cstrie = play("cstrie", script, acl, publish_acl)
+    cmp = compare(script, stock, cstrie, acl)
+    print(
+        f"seed {seed} with the ACL {acl}, publish ACL {publish_acl}: {len(script)} steps, "
+        f"{cmp.compared} deliveries compared, transformed {dict(cmp.transformed)}, "
+        f"outside the ACL {dict(cmp.outside_acl)}"
+    )
+    totals["ACL run: deliveries compared"] += cmp.compared
+    totals["ACL run: steps"] += len(script)
+    totals.update({f"ACL run: outside the ACL, {k}": v for k, v in cmp.outside_acl.items()})
+    totals.update({f"ACL run: {k}": v for k, v in cmp.transformed.items()})
+    assert cmp.compared > 0
+    assert cmp.outside_acl["cstrie"] == 0
+    shown = "\n".join(cmp.differences[:20])
+    assert not cmp.differences, (
+        f"seed {seed} (replay: CSTRIE_AMQTT_DIFF_ACL_SEEDS={seed}): "
         f"{len(cmp.differences)} differences:\n{shown}"
     )

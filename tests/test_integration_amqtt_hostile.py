@@ -32,9 +32,12 @@ def _session(cid: str) -> Session:
     return s
 
 
-def run(coro_fn: Any) -> Any:
+def run(coro_fn: Any, **options: Any) -> Any:
+    """``coro_fn(broker)`` on a new CstrieBroker (``options``: its keyword
+    arguments), then its routes are checked."""
+
     async def main() -> Any:
-        broker = CstrieBroker(CONFIG)
+        broker = CstrieBroker(CONFIG, **options)
         out = await coro_fn(broker)
         broker.check_routes()
         return out
@@ -121,6 +124,8 @@ def test_deep_and_long_retained_topics_are_stored_and_found() -> None:
 
 
 def test_many_shares_of_one_client_leave_no_trace_when_it_goes() -> None:
+    """With the per-client bounds lifted (None), as an operator may."""
+
     async def go(b: CstrieBroker) -> Any:
         s = _session("c")
         for k in range(300):
@@ -130,5 +135,27 @@ def test_many_shares_of_one_client_leave_no_trace_when_it_goes() -> None:
         await b._del_all_subscriptions(s)
         return dict(b.subscriptions), b._routes.subscriptions()
 
-    subs, routes = run(go)
+    subs, routes = run(go, max_subscriptions_per_client=None, max_share_groups_per_client=None)
     assert subs == {} and routes == {}
+
+
+def test_a_plugin_cannot_subscribe_a_client_past_its_bounds() -> None:
+    """amqtt's ``BrokerContext.add_subscription`` (what plugins, and the
+    persistence plugin restoring sessions, call) goes through the same
+    bounds: past them it subscribes nothing."""
+
+    async def go(b: CstrieBroker) -> Any:
+        context = b.plugins_manager.context
+        for k in range(5):
+            await context.add_subscription("c", f"a/{k}", 0)
+        await context.add_subscription("c", "$share/g/x", 0)
+        await context.add_subscription("c", "$share/h/x", 0)
+        return sorted(b.subscriptions)
+
+    assert run(go, max_subscriptions_per_client=4, max_share_groups_per_client=1) == [
+        f"a/{k}" for k in range(4)
+    ]
+    assert run(go, max_subscriptions_per_client=6, max_share_groups_per_client=1) == [
+        "$share/g/x",
+        *(f"a/{k}" for k in range(5)),
+    ]

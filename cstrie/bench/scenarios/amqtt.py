@@ -18,7 +18,8 @@ per delivery is the same and only the routing changes with ``N``.
 has reached its subscriber (each client's count is checked against the
 filters it holds: the same deliveries from both brokers); its rate is
 messages / (first publish to last delivery), and the broker's CPU per
-message is its process's user + system time over the round / messages.
+message is its process's CPU time over the round / messages (user + system,
+``time.process_time`` measured by the broker process itself).
 Batches are calibrated per broker and size after an untimed warm-up round so
 that a round takes about 0.5 s; the two brokers' rounds alternate.  Reported:
 medians over rounds.  A third broker, cstrie with 100 filters, runs through
@@ -36,11 +37,29 @@ stock: its loop over every retained topic with ``Broker._matches``, as
 whole ``_publish_retained_messages_for_subscription`` with a handler whose
 publish does nothing (the time the event loop is blocked, plus scheduling 100
 publishes).  Floor: the cstrie lookup <= 1 ms.
+
+(A)'s CstrieBroker runs with its per-client bounds lifted: its clients hold
+up to 1,000 filters each, over the default of 100.
+
+**(C) what one client can cost the others** (real clients, a broker process
+each, as in (A)).  A victim holds ``amp/1/2/3/4/5``, a publisher sends QoS 0
+messages there, and an attacker holds what it asked for and the broker
+granted: nothing (the baseline), one reader ``amp/#``, K shared
+subscriptions ``$share/gI/amp/#`` (each its own share group), the 191
+distinct filters that match the topic, or K shares and then the 191.
+Three brokers: stock amqtt, CstrieBroker with its default bounds, and
+CstrieBroker with them lifted.  For each broker a baseline broker (the
+attacker holding nothing) lives through its attacks, and each attack's rounds
+alternate with the baseline's; measured: the broker's CPU per message and
+the copies of each message the attacker got.  Floor (same rounds): with the
+default bounds, the worst attack raises CstrieBroker's CPU per message at
+most 2x.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import multiprocessing as mp
 import random
@@ -71,11 +90,34 @@ WAIT_SECONDS = 120.0
 OWN_FLOOR = 0.8
 STOCK_FLOOR = 30.0
 FLOOR_SIZE, BASE_SIZE = 50_000, 100
+#: (C): the topic the victim holds and the attacks are aimed at (6 levels:
+#: 191 distinct filters match it), the end-of-round marker
+AMP_TOPIC = "amp/1/2/3/4/5"
+AMP_END = "end"
+AMP_VARIANTS = ("stock", "cstrie", "cstrie-unbounded")
+#: (row name, attack, k): see :func:`attack_filters`
+AMP_ATTACKS = [
+    ("reader: amp/#", "reader", 1),
+    ("10 share groups", "shares", 10),
+    ("500 share groups", "shares", 500),
+    ("2,000 share groups", "shares", 2000),
+    ("191 overlapping filters", "overlap", 191),
+    ("2,000 share groups + 191 overlapping filters", "both", 2000),
+]
+#: (C): seconds without a new copy to the attacker that end a round
+AMP_SETTLE = 0.05
+#: the attacks ``--quick`` runs: a reader, and the worst a bounded broker grants
+AMP_QUICK = ("reader: amp/#", "2,000 share groups + 191 overlapping filters")
+#: the attacker may raise the broker's CPU per message at most this much (same rounds)
+AMP_FLOOR = 2.0
 RETAINED = 100_000
 RETAINED_FILTER = "site/7/dev/+/m3"
 RETAINED_HITS = 100
 RETAINED_FLOOR_NS = 1_000_000.0
 VARIANTS = ("stock", "cstrie")
+#: the broker each routing variant runs: its clients hold up to 1,000 filters
+#: each (50,000 filters, 50 clients), over CstrieBroker's default bound
+ROUTING_BROKERS = {"stock": "stock", "cstrie": "cstrie-unbounded"}
 
 
 def filters(n: int) -> list[str]:
@@ -122,18 +164,26 @@ def broker_config(port: int) -> dict[str, Any]:
 
 
 def make_broker(variant: str, config: dict[str, Any] | None) -> Any:
-    """A stock amqtt ``Broker`` or a ``CstrieBroker`` (in a running loop)."""
+    """A stock amqtt ``Broker`` (``"stock"``) or a ``CstrieBroker`` (in a
+    running loop): ``"cstrie"`` with its default per-client bounds,
+    ``"cstrie-unbounded"`` with both lifted (None)."""
     if variant == "stock":
         from amqtt.broker import Broker
 
         return Broker(config)
     from cstrie.integrations.amqtt import CstrieBroker
 
+    if variant == "cstrie-unbounded":
+        return CstrieBroker(
+            config, max_subscriptions_per_client=None, max_share_groups_per_client=None
+        )
     return CstrieBroker(config)
 
 
 def _serve(variant: str, port: int, conn: Any) -> None:
-    """The broker process: start, say ready, run until told to stop."""
+    """The broker process: start, say ready, answer "cpu" with its CPU time
+    so far (``time.process_time``: user + system of all its threads, at the
+    clock's resolution), run until told to stop."""
     import logging
 
     logging.disable(logging.WARNING)
@@ -142,7 +192,9 @@ def _serve(variant: str, port: int, conn: Any) -> None:
         broker = make_broker(variant, broker_config(port))
         await broker.start()
         conn.send("ready")
-        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        loop = asyncio.get_running_loop()
+        while await loop.run_in_executor(None, conn.recv) == "cpu":
+            conn.send(time.process_time())
         await broker.shutdown()
 
     asyncio.run(main())
@@ -242,9 +294,7 @@ class _Clients:
 class _Rig:
     """A broker process of one variant with its clients."""
 
-    def __init__(self, variant: str, n: int) -> None:
-        import psutil
-
+    def __init__(self, variant: str, make_clients: Callable[[int], Any]) -> None:
         self.variant = variant
         port = _free_port()
         ctx = mp.get_context("spawn")
@@ -254,19 +304,21 @@ class _Rig:
         if not self.conn.poll(60) or self.conn.recv() != "ready":
             self.proc.kill()
             raise BenchError(f"the {variant} broker did not start")
-        self.ps = psutil.Process(self.proc.pid)
         try:
-            self.clients = _Clients(port, n)
+            self.clients = make_clients(port)
         except BaseException:
             self.stop()
             raise
 
     def cpu(self) -> float:
-        t = self.ps.cpu_times()
-        return float(t.user + t.system)
+        """The broker process's CPU seconds so far (it measures itself: the
+        kernel's per-process tick counts are 10 ms coarse)."""
+        self.conn.send("cpu")
+        return float(self.conn.recv())
 
     def round(self, picks: list[int]) -> tuple[float, float]:
-        """(messages/s, broker CPU seconds per message) of one round."""
+        """(messages/s, broker CPU seconds per message) of one round:
+        ``picks`` says what to publish (see the clients' ``round``)."""
         c0 = self.cpu()
         elapsed = self.clients.round(picks)
         return len(picks) / elapsed, (self.cpu() - c0) / len(picks)
@@ -312,7 +364,7 @@ def _routing(
         ],
     )
     med: dict[int, dict[str, float]] = {}
-    ref = _Rig("cstrie", BASE_SIZE)
+    ref = _Rig(ROUTING_BROKERS["cstrie"], functools.partial(_Clients, n=BASE_SIZE))
     try:
         ref_batch = _batch(ref, rng, BASE_SIZE)
         for n in sizes:
@@ -323,7 +375,7 @@ def _routing(
                 rigs: dict[str, _Rig] = {}
                 try:
                     for v in VARIANTS:
-                        rigs[v] = _Rig(v, n)
+                        rigs[v] = _Rig(ROUTING_BROKERS[v], functools.partial(_Clients, n=n))
                     batches = {v: _batch(rig, rng, n) for v, rig in rigs.items()}
                     rigs["ref"], batches["ref"] = ref, ref_batch
                     gc.collect()
@@ -429,11 +481,216 @@ async def _retained(res: Result, repeat: int) -> dict[str, float]:
     return med
 
 
+# ------------------------------------------------- (C) one client's cost
+def overlapping_filters(topic: str) -> list[str]:
+    """Every distinct filter that matches ``topic`` (MQTT rules): each level
+    literal or ``+``, then optionally ``#`` after any prefix; the literal
+    ones first, then by the number of wildcards."""
+    words = topic.split("/")
+    out: set[str] = set()
+    for mask in range(1 << len(words)):
+        levels = ["+" if mask >> i & 1 else w for i, w in enumerate(words)]
+        out.add("/".join(levels))
+        for cut in range(len(levels) + 1):
+            out.add("/".join([*levels[:cut], "#"]))
+    return sorted(out, key=lambda f: (f.count("+") + f.count("#"), len(f), f))
+
+
+def attack_filters(attack: str, k: int) -> list[str]:
+    """What the attacking client asks for in the attack ``attack`` with
+    ``k``: ``"shares"`` k shared subscriptions ``$share/gI/amp/#``, each its
+    own share group; ``"overlap"`` the first k of :func:`overlapping_filters`
+    of the topic; ``"both"`` the shares, then every overlapping filter (so
+    a bounded broker grants as many shares as it allows, then ordinary
+    filters up to its other bound); ``"reader"`` one ``amp/#`` (k ignored);
+    ``"none"`` nothing."""
+    shares = [f"$share/g{i}/{AMP_TOPIC.split('/')[0]}/#" for i in range(k)]
+    overlap = overlapping_filters(AMP_TOPIC)[:k]
+    return {
+        "none": [],
+        "reader": [AMP_TOPIC.split("/")[0] + "/#"],
+        "shares": shares,
+        "overlap": overlap,
+        "both": shares + overlapping_filters(AMP_TOPIC),
+    }[attack]
+
+
+class _Attack:
+    """One broker's clients for (C): a victim subscribed to ``AMP_TOPIC``,
+    an attacker holding ``filters`` (as many as the broker grants), and a
+    publisher.  Both subscribers also hold ``AMP_END`` (the end-of-round
+    marker), which counts as one of the attacker's subscriptions."""
+
+    def __init__(self, port: int, filters: list[str]) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.lock = threading.Condition()
+        self.victim = 0
+        self.copies = 0
+        self.ended: set[str] = set()
+        self.codes: dict[str, list[int]] = {"victim": [], "attacker": []}
+        self.acked = 0
+
+        def on_subscribe(who: str) -> Callable[..., None]:
+            def record(_c: Any, _u: Any, _mid: Any, codes: Any, _p: Any = None) -> None:
+                with self.lock:
+                    self.codes[who] += [int(getattr(rc, "value", rc)) for rc in codes]
+                    self.acked += 1
+                    self.lock.notify_all()
+
+            return record
+
+        def on_message(who: str) -> Callable[..., None]:
+            def record(_c: Any, _u: Any, msg: Any) -> None:
+                with self.lock:
+                    if msg.topic == AMP_END:
+                        self.ended.add(who)
+                    elif who == "victim":
+                        self.victim += 1
+                    else:
+                        self.copies += 1
+                    self.lock.notify_all()
+
+            return record
+
+        self.subs = []
+        packets = 0
+        for who, wanted in (("victim", [AMP_END, AMP_TOPIC]), ("attacker", [AMP_END, *filters])):
+            cl = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"amp-{who}")
+            cl.on_message = on_message(who)
+            cl.on_subscribe = on_subscribe(who)
+            cl.connect("127.0.0.1", port, keepalive=600)
+            cl.loop_start()
+            self.subs.append(cl)
+            for k in range(0, len(wanted), SUBSCRIBE_CHUNK):
+                _Clients._subscribe(cl, [(f, 0) for f in wanted[k : k + SUBSCRIBE_CHUNK]])
+                packets += 1
+        self._wait(lambda: self.acked >= packets, f"SUBACKs of {packets} SUBSCRIBE packets")
+        if any(code >= 0x80 for code in self.codes["victim"]):
+            raise BenchError(f"the victim's subscriptions were refused: {self.codes['victim']}")
+        #: the attacker's subscriptions the broker granted, its marker's left out
+        self.granted = sum(code < 0x80 for code in self.codes["attacker"]) - 1
+        self.pub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="amp-pub")
+        self.pub.connect("127.0.0.1", port, keepalive=600)
+        self.pub.loop_start()
+
+    def _wait(self, done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        with self.lock:
+            while not done():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BenchError(f"timed out after {WAIT_SECONDS:.0f} s waiting for {what}")
+                self.lock.wait(min(left, 1.0))
+
+    def round(self, picks: list[int]) -> float:
+        """Publish ``len(picks)`` messages to ``AMP_TOPIC`` and the marker;
+        seconds until the victim has every message and both subscribers the
+        marker (after every copy the broker sent them before it)."""
+        total = len(picks)
+        with self.lock:
+            self.victim = self.copies = 0
+            self.ended = set()
+        t0 = time.perf_counter()
+        for _ in picks:
+            self.pub.publish(AMP_TOPIC, b"x", qos=0)
+        self.pub.publish(AMP_END, b"", qos=0)
+        self._wait(
+            lambda: self.victim >= total and len(self.ended) == 2, f"{total} messages and markers"
+        )
+        elapsed = time.perf_counter() - t0
+        # the attacker's copies still in flight (a broker that sends each copy
+        # as a task of its own may send the marker before the last of them)
+        # arrive, so the round's CPU counts them all
+        seen = -1
+        while True:
+            with self.lock:
+                if self.copies == seen:
+                    break
+                seen = self.copies
+            time.sleep(AMP_SETTLE)
+        with self.lock:
+            if self.victim != total:
+                raise BenchError(f"the victim got {self.victim} messages, not {total}")
+            self.last_copies = self.copies / total
+        return elapsed
+
+    def close(self) -> None:
+        for cl in [*self.subs, self.pub]:
+            cl.disconnect()
+            cl.loop_stop()
+
+
+def _amplification(ctx: Context, res: Result, repeat: int) -> dict[str, dict[str, float]]:
+    """For each broker variant, a baseline broker (the attacker holds nothing)
+    lives through the variant's attacks; each attack's broker runs its rounds
+    alternating with the baseline's, so "attack / baseline" compares rounds
+    run side by side."""
+    table = Table(
+        f"one client's cost: broker CPU per message from another client, the attacker "
+        f"holding what it asked for and was granted (median of {repeat} rounds)",
+        [
+            "attack (asked)",
+            *(f"{v} CPU/msg (granted, copies/msg)" for v in AMP_VARIANTS),
+            *(f"{v} / its baseline" for v in AMP_VARIANTS),
+        ],
+    )
+    attacks = [a for a in AMP_ATTACKS if not ctx.quick or a[0] in AMP_QUICK]
+    out: dict[str, dict[str, float]] = {}
+    cells: dict[str, dict[str, str]] = {}
+    ratios: dict[str, dict[str, str]] = {}
+    data: dict[str, Any] = {}
+    rng = ctx.rng(NAME + "-amp")
+    for v in AMP_VARIANTS:
+        with ctx.progress.task(f"{NAME}: one client's cost, {v}", len(attacks) * repeat) as task:
+            base = _Rig(v, functools.partial(_Attack, filters=[]))
+            try:
+                base_batch = _batch(base, rng, 1)
+                for name, attack, k in attacks:
+                    rig = _Rig(v, functools.partial(_Attack, filters=attack_filters(attack, k)))
+                    try:
+                        batch = _batch(rig, rng, 1)
+                        own: list[float] = []
+                        ref: list[float] = []
+                        copies: list[float] = []
+                        for r in range(repeat):
+                            pair = [(rig, batch, own), (base, base_batch, ref)]
+                            for one, size, into in pair[r % 2 :] + pair[: r % 2]:
+                                into.append(one.round([0] * size)[1])
+                            copies.append(rig.clients.last_copies)
+                            task.advance()
+                        granted = rig.clients.granted
+                    finally:
+                        rig.stop()
+                    m = {
+                        "cpu": statistics.median(own),
+                        "base": statistics.median(ref),
+                        "granted": granted,
+                        "copies": statistics.median(copies),
+                    }
+                    m["ratio"] = m["cpu"] / m["base"]
+                    out.setdefault(name, {})[v] = m["ratio"]
+                    cells.setdefault(name, {})[v] = (
+                        f"{fmt_ns(m['cpu'] * 1e9)} ({granted:,}, {m['copies']:g})"
+                    )
+                    ratios.setdefault(name, {})[v] = fmt_ratio(m["ratio"])
+                    data.setdefault(name, {})[v] = {"rounds": own, "base_rounds": ref, **m}
+            finally:
+                base.stop()
+    for name, _, _ in attacks:
+        table.add(
+            name, *(cells[name][v] for v in AMP_VARIANTS), *(ratios[name][v] for v in AMP_VARIANTS)
+        )
+    res.tables.append(table)
+    res.data["amplification"] = data
+    return out
+
+
 def run(ctx: Context) -> Result:
     try:
         import amqtt
         import paho.mqtt.client  # noqa: F401
-        import psutil  # noqa: F401
 
         import cstrie.integrations.amqtt  # noqa: F401
     except ImportError as exc:
@@ -490,6 +747,16 @@ def run(ctx: Context) -> Result:
         RETAINED_FLOOR_NS / 1000,
         kind="max",
         unit="us",
+    )
+    amp = _amplification(ctx, res, ctx.pick_repeat(7, 2))
+    worst = max(amp, key=lambda name: amp[name]["cstrie"])
+    floor(
+        "amqtt-one-client-cost",
+        f"cstrie (default bounds) broker CPU per message with one attacking client / "
+        f"without (worst attack: {worst})",
+        amp[worst]["cstrie"],
+        AMP_FLOOR,
+        kind="max",
     )
     return res
 
