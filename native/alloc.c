@@ -25,7 +25,8 @@
  * which overflows malloc's per-thread cache and sends frees and the next
  * allocations to its slower bins: a third of an update's allocator time.  So
  * each thread keeps a cache of freed engine memory per 16-byte size class up
- * to 512 bytes (CACHE_DEPTH blocks each), in its counter set:
+ * to 512 bytes (CACHE_DEPTH blocks each, a few hundred KB in all at most), in
+ * its counter set:
  *  7. Cached blocks are counted as freed (counters above): the live counts
  *     stay exact.  A block is allocated with its class's size, so any request
  *     of that class can reuse it; the classes follow malloc's chunk sizes
@@ -82,7 +83,10 @@
 #ifndef CACHE_CLASSES
 #define CACHE_CLASSES 32 /* blocks of 8, 24, 40, ..., 504 bytes (class_bytes) */
 #endif
-#define CACHE_DEPTH 64
+/* Reclamation hands a thread its garbage in bursts (a limbo chunk per section
+ * exit once an epoch step made a batch ready, ebr.c): up to a few thousand
+ * nodes of one class come back before the next updates take them again. */
+#define CACHE_DEPTH 2048
 
 /* The cache class of a request, and the size its blocks are allocated with.
  * glibc's malloc gives a request of r bytes a chunk of (r + 8) rounded up to
@@ -106,7 +110,7 @@ typedef struct counters {
     char pad[80];          /* 128 bytes: no two owners share a cache line */
     /* the owner's node cache (invariants 7, 8): only the owner touches it */
     cached *cache[CACHE_CLASSES];
-    uint8_t ncache[CACHE_CLASSES];
+    uint16_t ncache[CACHE_CLASSES];
 } counters;
 _Static_assert(sizeof(counters) >= 128, "a counter set spans two cache lines");
 

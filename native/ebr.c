@@ -104,7 +104,7 @@
 #include <stdlib.h>
 
 #define LIMBO_CHUNK 64
-#define RETIRE_SCAN_EVERY 512  /* retirements between two tries to advance */
+#define RETIRE_SCAN_EVERY 256  /* retirements between two tries to advance */
 #define COLLECT_SECTIONS 4096  /* sections without a retire before collecting own */
 #define CHUNK_POOL 16 /* empty chunks a thread keeps for reuse (1 KiB each) */
 
@@ -131,12 +131,13 @@ struct ebr_record {
     uint64_t entered;                /* owner only: the epoch of its current section */
     uint64_t tried;                  /* owner only: the epoch of its last try to advance */
     limbo_chunk *mine;               /* owner only: the open chunk, inside a section */
+    limbo_chunk *ready;              /* owner only: chunks ready, released one per exit */
     limbo_chunk *pool;               /* owner only: empty chunks for reuse */
     unsigned npool;
     char pad1[64];
     _Atomic(limbo_chunk *) open;     /* the open chunk between sections (inv. 5) */
     _Atomic(limbo_chunk *) sealed;   /* Treiber stack (inv. 5) */
-    _Atomic int64_t count;           /* entries in sealed chunks */
+    _Atomic int64_t count;           /* entries in sealed and ready chunks */
     _Atomic int64_t open_n;          /* entries in the published open chunk */
     char pad2[64];
 };
@@ -236,9 +237,30 @@ static void release_chain(ebr_record *me, limbo_chunk *c)
     }
 }
 
+/* Run the releases of one chunk of me's ready list (its owner). */
+static void release_ready_one(ebr_record *me)
+{
+    limbo_chunk *c = me->ready;
+    me->ready = c->next;
+    c->next = NULL;
+    int64_t n = c->n;
+    release_chain(me, c);
+    atomic_fetch_sub_explicit(&me->count, n, memory_order_relaxed);
+}
+
+static void release_ready_all(ebr_record *me)
+{
+    while (me->ready != NULL)
+        release_ready_one(me);
+}
+
 /* Take r's open chunk and sealed stack, release what is ready at `epoch`,
- * push the rest onto the stack. */
-static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch)
+ * push the rest onto the stack.  A thread's own ready chunks go to its ready
+ * list unless `now`: it releases them one per section exit, so that a batch
+ * of thousands of nodes that an epoch step makes ready at once comes back to
+ * the allocator a chunk at a time, where its per-thread cache takes it
+ * (alloc.c), instead of overflowing into malloc's slow paths. */
+static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch, int now)
 {
     limbo_chunk *c = NULL;
     if (atomic_load_explicit(&r->open, memory_order_relaxed) != NULL) {
@@ -261,12 +283,14 @@ static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch)
     }
     if (c == NULL)
         return;
-    limbo_chunk *ready = NULL, *keep = NULL, *keep_last = NULL;
+    limbo_chunk *ready = NULL, *ready_last = NULL, *keep = NULL, *keep_last = NULL;
     int64_t released = 0;
     while (c != NULL) {
         limbo_chunk *next = c->next;
         if (c->tag + 2 <= epoch) {
             c->next = ready;
+            if (ready == NULL)
+                ready_last = c;
             ready = c;
             released += c->n;
         } else {
@@ -279,8 +303,14 @@ static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch)
     }
     if (keep != NULL)
         stack_push(&r->sealed, keep, keep_last);
-    if (released)
-        atomic_fetch_sub_explicit(&r->count, released, memory_order_relaxed);
+    if (ready == NULL)
+        return;
+    if (r == me && !now) {
+        ready_last->next = me->ready; /* still counted in me->count */
+        me->ready = ready;
+        return;
+    }
+    atomic_fetch_sub_explicit(&r->count, released, memory_order_relaxed);
     release_chain(me, ready);
 }
 
@@ -290,6 +320,7 @@ static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch)
 
 static void record_leave(ebr_record *rec)
 {
+    release_ready_all(rec);
     publish_open(rec);
     while (rec->pool != NULL) {
         limbo_chunk *c = rec->pool;
@@ -320,6 +351,7 @@ static void atfork_child(void)
         if (r == me)
             continue;
         r->mine = NULL; /* chunks of a thread that no longer exists: leaked, never reused */
+        r->ready = NULL;
         r->pool = NULL;
         r->npool = 0;
         atomic_store_explicit(&r->state, 0, memory_order_relaxed);
@@ -333,6 +365,8 @@ static void atfork_child(void)
     for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
         int64_t n = 0;
         for (limbo_chunk *c = atomic_load_explicit(&r->sealed, memory_order_relaxed); c; c = c->next)
+            n += c->n;
+        for (limbo_chunk *c = r->ready; c; c = c->next) /* this thread's own */
             n += c->n;
         atomic_store_explicit(&r->count, n, memory_order_relaxed);
         limbo_chunk *o = atomic_load_explicit(&r->open, memory_order_relaxed);
@@ -447,8 +481,10 @@ static void collect_all(ebr_record *me, uint64_t epoch, int force)
 {
     for (ebr_record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next) {
         if (r == me || force || record_idle(r, epoch))
-            collect_record(me, r, epoch);
+            collect_record(me, r, epoch, force);
     }
+    if (force && me != NULL)
+        release_ready_all(me);
 }
 
 /* Amortised reclamation: try to advance unless another thread moved the
@@ -508,8 +544,10 @@ void ebr_exit(ebr_record *rec)
         rec->sections = 0;
         if (atomic_load_explicit(&rec->open, memory_order_relaxed) != NULL ||
             atomic_load_explicit(&rec->sealed, memory_order_relaxed) != NULL)
-            collect_record(rec, rec, atomic_load_explicit(&global_epoch, memory_order_seq_cst));
+            collect_record(rec, rec, atomic_load_explicit(&global_epoch, memory_order_seq_cst), 0);
     }
+    if (rec->ready != NULL)
+        release_ready_one(rec);
 }
 
 void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release)
