@@ -111,6 +111,28 @@ typedef struct Counts {
 
 extern PyTypeObject Counts_Type;
 
+/* A pin (rule 3): a snapshot or a read that keeps the ids it may hold.
+ * `done` is the seq taken once the snapshot's engine handle exists (0 until
+ * then, and for reads and iterations, which never say): the snapshot holds
+ * no pair of an id born after it. */
+typedef struct pin_rec {
+    int64_t token;
+    int64_t start, done;
+    int all;                   /* a read that pinned: it holds every id until it ends */
+} pin_rec;
+
+/* The open pins, in PIN_STRIPES sets: a thread pins in its own set, so that
+ * snapshots taken by many threads at once share no lock and no line. */
+#define PIN_STRIPES 16
+typedef struct pin_set {
+    cst_mutex lock;
+    _Atomic size_t count;      /* n, readable without the lock */
+    size_t n, cap;
+    pin_rec *pins;
+    int64_t serial;
+    char pad[64];
+} pin_set;
+
 /* -------------------------------------------------------------- Registry */
 typedef struct Registry {
     PyObject_HEAD
@@ -122,14 +144,14 @@ typedef struct Registry {
     cst_mutex slot_lock;       /* objects, free_slots and freed change under it */
     cst_mutex stripes[STRIPES];
     idtab ids[STRIPES];        /* subscriber -> id, each under its stripe lock */
-    _Atomic size_t nids;       /* ids in use */
     int cleared;               /* the GC broke a cycle through it (registry_clear) */
     cst_mutex meta;            /* pins, deaths, handles */
     _Atomic int64_t seq;       /* one order for births, pins and deaths (rule 3) */
-    struct pin_rec *pins;      /* the open pins, by start */
-    size_t npins, pins_cap;
+    pin_set *pins;             /* PIN_STRIPES sets, 64-byte aligned */
+    void *pins_block;
     idmap died;                /* id -> seq of its death while pins were open */
     idmap died_birth;          /* id -> seq of its birth, for the same ids */
+    _Atomic size_t died_count; /* died.used, readable without meta (reg_unpin) */
     Counts **handles;          /* the live writable handles' counts (owned refs) */
     size_t nhandles, handles_cap;
     int64_t next_serial;
@@ -138,15 +160,6 @@ typedef struct Registry {
 } Registry;
 
 extern PyTypeObject Registry_Type;
-
-/* A pin (rule 3): a snapshot or a read that keeps the ids it may hold.
- * `done` is the seq taken once the snapshot's engine handle exists (0 until
- * then, and for reads and iterations, which never say): the snapshot holds
- * no pair of an id born after it. */
-typedef struct pin_rec {
-    int64_t start, done;
-    int all;                   /* a read that pinned: it holds every id until it ends */
-} pin_rec;
 
 /* The C API the readers and writers use (registry.c). */
 

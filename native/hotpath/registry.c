@@ -511,13 +511,33 @@ static PyObject *slot_get(Registry *r, uint64_t id)
     return o;
 }
 
-/* The next number of the registry's order of births, pins and deaths. */
+/* The registry's order of births, pins and deaths (rule 3).  A birth or a
+ * death while pins are open takes a new number (an increment); pins only read
+ * the count, so that snapshots write no shared line.  seq_cst: one order with
+ * the engine calls around them.  A pin's `done` read before an id's birth
+ * increment (done < birth) was read after its engine snapshot and before the
+ * id existed, so before any engine pair named it; a pin whose start was read
+ * after a death's increment (start >= death) took its engine snapshot after
+ * the id's last pair left.  An event that only reads the count compares
+ * equal to whatever read it after it: "may hold", the safe side. */
 static int64_t seq_next(Registry *r)
 {
-    /* seq_cst: one order with the engine calls around it (rule 3: a snapshot
-     * whose `done` comes before an id's birth returned before the id existed,
-     * so before any engine pair named it). */
     return atomic_fetch_add_explicit(&r->seq, 1, memory_order_seq_cst) + 1;
+}
+
+static int64_t seq_now(Registry *r)
+{
+    return atomic_load_explicit(&r->seq, memory_order_seq_cst);
+}
+
+/* Is a pin open (a momentary answer: the sets' counts, read without locks)? */
+static int pins_open(Registry *r)
+{
+    for (size_t i = 0; i < PIN_STRIPES; i++)
+        /* acquire: pairs with the release of the count in pin_open */
+        if (atomic_load_explicit(&r->pins[i].count, memory_order_acquire) != 0)
+            return 1;
+    return 0;
 }
 
 /* How often reg_id_of compares with the locks dropped before it gives up on
@@ -651,7 +671,7 @@ int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObjec
                         "(it is being destroyed)");
         return -1;
     }
-    int64_t birth = seq_next(r);
+    int64_t birth = pins_open(r) ? seq_next(r) : seq_now(r);
     reg_lock(&r->slot_lock);
     if (r->nfree > 0) {
         id = (int64_t)r->free_slots[--r->nfree];
@@ -680,7 +700,6 @@ int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObjec
         reg_unlock(&r->slot_lock);
         return -1;
     }
-    atomic_fetch_add_explicit(&r->nids, 1, memory_order_relaxed);
     if (fresh)
         *fresh = 1;
     *registered = obj;
@@ -699,6 +718,16 @@ static int64_t reg_existing_id(Registry *r, PyObject *obj)
     int64_t id = reg_id_of(&l, h, obj, &registered);
     reg_locks_drop(&l);
     return id;
+}
+
+/* The ids in use: the sum of the stripes' table sizes, each read once
+ * without its lock (exact when no update runs, like len() of a dict). */
+static Py_ssize_t registry_len(Registry *r)
+{
+    size_t n = 0;
+    for (size_t s = 0; s < STRIPES; s++)
+        n += __atomic_load_n(&r->ids[s].used, __ATOMIC_RELAXED);
+    return (Py_ssize_t)n;
 }
 
 /* Raise `freed` (rule 4; under the slot lock, before a slot changes). */
@@ -733,7 +762,6 @@ int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *registered, int vi
         r->free_cap = ncap;
     }
     idtab_remove(&r->ids[STRIPE(h)], h, id);
-    atomic_fetch_sub_explicit(&r->nids, 1, memory_order_relaxed);
     if (visible)
         count_free(r);
     if ((Py_ssize_t)id < PyList_GET_SIZE(r->objects)) { /* else: cleared by the GC */
@@ -768,17 +796,27 @@ static int pin_may_hold(const pin_rec *p, int64_t birth, int64_t death)
 {
     if (p->all)
         return 1;
-    if (p->start > death)
+    if (p->start >= death)
         return 0;
     return !(p->done != 0 && p->done < birth);
 }
 
+/* Under meta: each pin set is locked in turn.  A pin opened meanwhile
+ * started after the death (it cannot hold the id); one closed meanwhile
+ * only makes the answer safer. */
 static int any_pin_may_hold(Registry *r, int64_t birth, int64_t death)
 {
-    for (size_t i = 0; i < r->npins; i++)
-        if (pin_may_hold(&r->pins[i], birth, death))
-            return 1;
-    return 0;
+    int may = 0;
+    for (size_t i = 0; i < PIN_STRIPES && !may; i++) {
+        pin_set *ps = &r->pins[i];
+        if (atomic_load_explicit(&ps->count, memory_order_acquire) == 0)
+            continue;
+        reg_lock(&ps->lock);
+        for (size_t k = 0; k < ps->n && !may; k++)
+            may = pin_may_hold(&ps->pins[k], birth, death);
+        reg_unlock(&ps->lock);
+    }
+    return may;
 }
 
 /* No pair of id may be left in any handle of the family: free it now, or when
@@ -793,9 +831,8 @@ int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *r
      * (which then cannot hold the pair just removed), a copy holds every
      * stripe lock, ours included, while it is made, and a copy of a snapshot
      * is made while that snapshot's pin is open. */
-    size_t npins = __atomic_load_n(&r->npins, __ATOMIC_ACQUIRE);
     size_t nh = __atomic_load_n(&r->nhandles, __ATOMIC_ACQUIRE);
-    if (npins == 0 && nh == (c ? 1u : 0u)) {
+    if (nh == (c ? 1u : 0u) && !pins_open(r)) {
         if (c && idmap_get(&c->part[stripe], id))
             return 0;
         return reg_free(r, h, id, registered, 1);
@@ -812,16 +849,25 @@ int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *r
         }
     }
     int64_t death = seq_next(r);
-    if (any_pin_may_hold(r, birth, death)) {
-        int ok = idmap_add(&r->died, id, death - idmap_get(&r->died, id)) == 0 &&
-                 idmap_add(&r->died_birth, id, birth - idmap_get(&r->died_birth, id)) == 0;
+    /* In `died` first, then the pins: an unpin that removes a pin this look
+     * still sees reads died_count after it (the pin set's lock orders the
+     * two), so either this thread or that unpin frees the id. */
+    if (idmap_add(&r->died, id, death - idmap_get(&r->died, id)) < 0 ||
+        idmap_add(&r->died_birth, id, birth - idmap_get(&r->died_birth, id)) < 0) {
+        idmap_add(&r->died, id, -idmap_get(&r->died, id));
         reg_unlock(&r->meta);
-        if (!ok) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* release: pairs with the acquire in reg_unpin */
+    atomic_store_explicit(&r->died_count, r->died.used, memory_order_release);
+    if (any_pin_may_hold(r, birth, death)) {
+        reg_unlock(&r->meta);
         return 0;
     }
+    idmap_add(&r->died, id, -idmap_get(&r->died, id));
+    idmap_add(&r->died_birth, id, -idmap_get(&r->died_birth, id));
+    atomic_store_explicit(&r->died_count, r->died.used, memory_order_release);
     reg_unlock(&r->meta);
     return reg_free(r, h, id, registered, 1);
 }
@@ -859,8 +905,21 @@ static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     PyList_SET_ITEM(r->objects, 0, Py_NewRef(cst_FREE));
     r->freed = (_Atomic int64_t *)(((uintptr_t)r->freed_block + 63) & ~(uintptr_t)63);
     atomic_init(r->freed, 0);
-    atomic_init(&r->nids, 0);
-    atomic_init(&r->seq, 0);
+    atomic_init(&r->seq, 1); /* a pin's done of 0 means "not yet" */
+    atomic_init(&r->died_count, 0);
+    r->pins_block = PyMem_RawCalloc(1, PIN_STRIPES * sizeof(pin_set) + 63);
+    if (r->pins_block == NULL) {
+        Py_DECREF(r);
+        return PyErr_NoMemory();
+    }
+    r->pins = (pin_set *)(((uintptr_t)r->pins_block + 63) & ~(uintptr_t)63);
+    for (size_t i = 0; i < PIN_STRIPES; i++) {
+        atomic_init(&r->pins[i].count, 0);
+        if (cst_mutex_init(&r->pins[i].lock) < 0) {
+            Py_DECREF(r);
+            return PyErr_NoMemory();
+        }
+    }
     if (cst_mutex_init(&r->slot_lock) < 0 || cst_mutex_init(&r->meta) < 0) {
         Py_DECREF(r);
         return PyErr_NoMemory();
@@ -898,7 +957,6 @@ static int registry_clear(Registry *r)
         PyList_SetSlice(r->objects, 1, PyList_GET_SIZE(r->objects), NULL);
     for (size_t s = 0; s < STRIPES; s++)
         idtab_clear(&r->ids[s]);
-    atomic_store_explicit(&r->nids, 0, memory_order_relaxed);
     r->nfree = 0;
     for (size_t i = 0; i < r->nhandles; i++)
         Py_CLEAR(r->handles[i]);
@@ -923,7 +981,13 @@ static void registry_dealloc(Registry *r)
     registry_clear(r);
     Py_CLEAR(r->objects);
     PyMem_RawFree(r->handles);
-    PyMem_RawFree(r->pins);
+    if (r->pins != NULL) {
+        for (size_t i = 0; i < PIN_STRIPES; i++) {
+            PyMem_RawFree(r->pins[i].pins);
+            cst_mutex_fini(&r->pins[i].lock);
+        }
+    }
+    PyMem_RawFree(r->pins_block);
     PyMem_RawFree(r->free_slots);
     PyMem_RawFree(r->freed_block);
     idmap_clear(&r->died);
@@ -1084,7 +1148,7 @@ int reg_drop_handle(Registry *r, int64_t serial)
 {
     reg_lock(&r->meta);
     Counts *c = take_handle(r, serial);
-    if (c != NULL && r->nhandles == 0 && r->npins == 0) {
+    if (c != NULL && r->nhandles == 0 && !pins_open(r)) {
         /* The last handle and no snapshot: every id is dead at once (nothing
          * can make a handle of this family again).  The slots' references
          * are released once no registry lock is held. */
@@ -1092,7 +1156,6 @@ int reg_drop_handle(Registry *r, int64_t serial)
         count_free(r);
         for (size_t s = 0; s < STRIPES; s++)
             idtab_clear(&r->ids[s]); /* no handle left: no update reads them */
-        atomic_store_explicit(&r->nids, 0, memory_order_relaxed);
         Py_ssize_t n = PyList_GET_SIZE(r->objects);
         for (Py_ssize_t i = n; i-- > 1;) {
             PyObject *o = list_get_ref(r->objects, i);
@@ -1143,24 +1206,41 @@ static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
 
 /* -- pins ----------------------------------------------------------------- */
 
+/* This thread's pin set (one per thread, round robin over the sets). */
+static unsigned pin_home(void)
+{
+    static _Atomic unsigned next;
+    static CST_TLS unsigned home;
+    if (home == 0)
+        home = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % PIN_STRIPES + 1;
+    return home - 1;
+}
+
 static int64_t pin_open(Registry *r, int all)
 {
-    reg_lock(&r->meta);
-    if (r->npins == r->pins_cap) {
-        size_t ncap = r->pins_cap ? r->pins_cap * 2 : 8;
-        pin_rec *np = PyMem_RawRealloc(r->pins, ncap * sizeof *np);
+    unsigned k = pin_home();
+    pin_set *ps = &r->pins[k];
+    reg_lock(&ps->lock);
+    if (ps->n == ps->cap) {
+        size_t ncap = ps->cap ? ps->cap * 2 : 8;
+        pin_rec *np = PyMem_RawRealloc(ps->pins, ncap * sizeof *np);
         if (np == NULL) {
-            reg_unlock(&r->meta);
+            reg_unlock(&ps->lock);
             PyErr_NoMemory();
             return -1;
         }
-        r->pins = np;
-        r->pins_cap = ncap;
+        ps->pins = np;
+        ps->cap = ncap;
     }
-    int64_t token = seq_next(r);
-    r->pins[r->npins] = (pin_rec){token, 0, all};
-    __atomic_store_n(&r->npins, r->npins + 1, __ATOMIC_RELEASE);
-    reg_unlock(&r->meta);
+    /* the set's index in the low bits: unpin and pin_done find it at once */
+    int64_t token = (++ps->serial * PIN_STRIPES) + (int64_t)k;
+    /* The pin is in its set (a death from now on sees it) before its start
+     * is read, and both before the caller's engine snapshot. */
+    ps->pins[ps->n++] = (pin_rec){token, 0, 0, all};
+    /* release: a reader of the count (pins_open) sees the pin's set as busy */
+    atomic_store_explicit(&ps->count, ps->n, memory_order_release);
+    ps->pins[ps->n - 1].start = seq_now(r);
+    reg_unlock(&ps->lock);
     return token;
 }
 
@@ -1169,11 +1249,12 @@ int64_t reg_read_pin(Registry *r) { return pin_open(r, 1); }
 
 void reg_pin_done(Registry *r, int64_t token)
 {
-    reg_lock(&r->meta);
-    for (size_t i = 0; i < r->npins; i++)
-        if (r->pins[i].start == token)
-            r->pins[i].done = seq_next(r);
-    reg_unlock(&r->meta);
+    pin_set *ps = &r->pins[(size_t)token % PIN_STRIPES];
+    reg_lock(&ps->lock);
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->pins[i].token == token)
+            ps->pins[i].done = seq_now(r);
+    reg_unlock(&ps->lock);
 }
 
 static PyObject *registry_pin(Registry *r, PyObject *Py_UNUSED(ignored))
@@ -1193,14 +1274,25 @@ static PyObject *registry_pin_done(Registry *r, PyObject *arg)
 
 int reg_unpin(Registry *r, int64_t token)
 {
-    reg_lock(&r->meta);
-    for (size_t i = 0; i < r->npins; i++) {
-        if (r->pins[i].start == token) {
-            memmove(r->pins + i, r->pins + i + 1, (r->npins - i - 1) * sizeof *r->pins);
-            __atomic_store_n(&r->npins, r->npins - 1, __ATOMIC_RELEASE);
+    if (token <= 0)
+        return 0;
+    pin_set *ps = &r->pins[(size_t)token % PIN_STRIPES];
+    reg_lock(&ps->lock);
+    for (size_t i = 0; i < ps->n; i++) {
+        if (ps->pins[i].token == token) {
+            ps->pins[i] = ps->pins[--ps->n];
+            atomic_store_explicit(&ps->count, ps->n, memory_order_release);
             break;
         }
     }
+    reg_unlock(&ps->lock);
+    /* acquire: an id put in `died` by a thread that then saw this pin in its
+     * set (reg_maybe_dead) is counted here: its store came before its look
+     * at the set, which came before the removal above.  A death whose look
+     * did not see this pin frees its id itself. */
+    if (atomic_load_explicit(&r->died_count, memory_order_acquire) == 0)
+        return 0;
+    reg_lock(&r->meta);
     /* The ids that died while pins were open and that no open pin may hold
      * any more. */
     uint64_t *ready = NULL;
@@ -1222,6 +1314,7 @@ int reg_unpin(Registry *r, int64_t token)
             idmap_add(&r->died, ready[i], -idmap_get(&r->died, ready[i]));
             idmap_add(&r->died_birth, ready[i], -idmap_get(&r->died_birth, ready[i]));
         }
+        atomic_store_explicit(&r->died_count, r->died.used, memory_order_release);
     }
     reg_unlock(&r->meta);
     for (size_t k = 0; k < nready; k++) {
@@ -1298,7 +1391,7 @@ Counts *reg_copy_handle(Registry *r, Counts *src, cst_trie *h, cst_trie **copy)
 
 static PyObject *registry_adopt(Registry *r, PyObject *objs)
 {
-    if (atomic_load_explicit(&r->nids, memory_order_relaxed) != 0) {
+    if (registry_len(r) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "adopt() needs an empty registry");
         return NULL;
     }
@@ -1310,7 +1403,7 @@ static PyObject *registry_adopt(Registry *r, PyObject *objs)
     /* A new registry, not shared yet: its tables need no lock (== and
      * __hash__ run here, with none held). */
     int rc = 0;
-    int64_t birth = seq_next(r);
+    int64_t birth = seq_now(r);
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
         Py_hash_t h = reg_hash(items[i]);
         int64_t seen = h == -1 ? -1 : idtab_find(&r->ids[STRIPE(h)], items[i], h);
@@ -1329,8 +1422,6 @@ static PyObject *registry_adopt(Registry *r, PyObject *objs)
     if (rc < 0) {
         for (size_t s = 0; s < STRIPES; s++)
             idtab_clear(&r->ids[s]);
-    } else {
-        atomic_store_explicit(&r->nids, (size_t)n, memory_order_relaxed);
     }
     Py_DECREF(seq);
     if (rc < 0)
@@ -1447,7 +1538,10 @@ static PyObject *registry_stable(Registry *r, PyObject *read)
 
 static PyObject *registry_pinned(Registry *r, PyObject *Py_UNUSED(ignored))
 {
-    return PyLong_FromSize_t(__atomic_load_n(&r->npins, __ATOMIC_ACQUIRE));
+    size_t n = 0;
+    for (size_t i = 0; i < PIN_STRIPES; i++)
+        n += atomic_load_explicit(&r->pins[i].count, memory_order_acquire);
+    return PyLong_FromSize_t(n);
 }
 
 static PyObject *registry_get_objects(Registry *r, void *closure)
@@ -1462,10 +1556,7 @@ static PyObject *registry_get_freed(Registry *r, void *closure)
     return PyLong_FromLongLong(reg_freed(r));
 }
 
-static Py_ssize_t registry_len(Registry *r)
-{
-    return (Py_ssize_t)atomic_load_explicit(&r->nids, memory_order_relaxed);
-}
+
 
 static PyMethodDef registry_methods[] = {
     {"new_counts", (PyCFunction)(void (*)(void))registry_new_counts, METH_FASTCALL,
