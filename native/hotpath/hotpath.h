@@ -71,6 +71,8 @@ typedef struct idmap {
     idcount *slots;
     size_t cap;                /* 0 or a power of two */
     size_t used;
+    char pad[40];              /* 64 bytes: the parts of a Counts, changed under
+                                * different stripe locks, share no line */
 } idmap;
 
 int64_t idmap_get(const idmap *m, uint64_t id);          /* 0 when absent */
@@ -94,7 +96,15 @@ typedef struct idtab {
     size_t cap;                /* 0 or a power of two */
     size_t used;
     uint64_t version;          /* raised by every insertion and removal (reg_id_of) */
+    char pad[32];              /* 64 bytes: one line per stripe's table */
 } idtab;
+
+/* A stripe lock on a line of its own (a PyMutex is one byte: 64 of them
+ * side by side were one line that every update wrote). */
+typedef struct stripe_lock {
+    cst_mutex m;
+    char pad[64 - sizeof(cst_mutex) % 64];
+} stripe_lock;
 
 /* The stripe of a subscriber whose hash is h. */
 #define STRIPE(h) ((Py_ssize_t)((size_t)(h) % STRIPES))
@@ -136,19 +146,24 @@ typedef struct pin_set {
 /* -------------------------------------------------------------- Registry */
 typedef struct Registry {
     PyObject_HEAD
+    /* read by every call, written when the registry is made or cleared */
     PyObject *objects;         /* list: id -> subscriber, cst_FREE where unused */
     _Atomic int64_t *freed;    /* ids freed so far (rule 4), own cache line */
     void *freed_block;
-    uint64_t *free_slots;      /* freed ids for reuse, last in first out */
-    size_t nfree, free_cap;
-    cst_mutex slot_lock;       /* objects, free_slots and freed change under it */
-    cst_mutex stripes[STRIPES];
-    idtab ids[STRIPES];        /* subscriber -> id, each under its stripe lock */
-    int cleared;               /* the GC broke a cycle through it (registry_clear) */
-    cst_mutex meta;            /* pins, deaths, handles */
-    _Atomic int64_t seq;       /* one order for births, pins and deaths (rule 3) */
     pin_set *pins;             /* PIN_STRIPES sets, 64-byte aligned */
     void *pins_block;
+    int cleared;               /* the GC broke a cycle through it (registry_clear) */
+    char pad0[64];
+    /* written when an id is made or freed */
+    cst_mutex slot_lock;       /* objects, free_slots and freed change under it */
+    uint64_t *free_slots;      /* freed ids for reuse, last in first out */
+    size_t nfree, free_cap;
+    char pad1[64];
+    stripe_lock stripes[STRIPES];
+    idtab ids[STRIPES];        /* subscriber -> id, each under its stripe lock */
+    /* written when ids die while pins are open, and when handles come and go */
+    cst_mutex meta;            /* deaths, handles */
+    _Atomic int64_t seq;       /* one order for births, pins and deaths (rule 3) */
     idmap died;                /* id -> seq of its death while pins were open */
     idmap died_birth;          /* id -> seq of its birth, for the same ids */
     _Atomic size_t died_count; /* died.used, readable without meta (reg_unpin) */

@@ -122,9 +122,9 @@ void reg_locks_take(reg_locks *l)
 {
     Py_ssize_t lo = l->b < 0 || l->a <= l->b ? l->a : l->b;
     Py_ssize_t hi = l->b < 0 ? -1 : (l->a <= l->b ? l->b : l->a);
-    reg_lock(&l->r->stripes[lo]);
+    reg_lock(&l->r->stripes[lo].m);
     if (hi >= 0 && hi != lo)
-        reg_lock(&l->r->stripes[hi]);
+        reg_lock(&l->r->stripes[hi].m);
 }
 
 void reg_locks_drop(reg_locks *l)
@@ -132,8 +132,8 @@ void reg_locks_drop(reg_locks *l)
     Py_ssize_t lo = l->b < 0 || l->a <= l->b ? l->a : l->b;
     Py_ssize_t hi = l->b < 0 ? -1 : (l->a <= l->b ? l->b : l->a);
     if (hi >= 0 && hi != lo)
-        reg_unlock(&l->r->stripes[hi]);
-    reg_unlock(&l->r->stripes[lo]);
+        reg_unlock(&l->r->stripes[hi].m);
+    reg_unlock(&l->r->stripes[lo].m);
 }
 
 /* ------------------------------------------------------------------------
@@ -925,7 +925,7 @@ static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         return PyErr_NoMemory();
     }
     for (size_t s = 0; s < STRIPES; s++)
-        if (cst_mutex_init(&r->stripes[s]) < 0) {
+        if (cst_mutex_init(&r->stripes[s].m) < 0) {
             Py_DECREF(r);
             return PyErr_NoMemory();
         }
@@ -997,7 +997,7 @@ static void registry_dealloc(Registry *r)
     cst_mutex_fini(&r->slot_lock);
     cst_mutex_fini(&r->meta);
     for (size_t s = 0; s < STRIPES; s++)
-        cst_mutex_fini(&r->stripes[s]);
+        cst_mutex_fini(&r->stripes[s].m);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -1009,7 +1009,7 @@ void registry_after_fork_child(void)
         cst_mutex_init(&r->slot_lock);
         cst_mutex_init(&r->meta);
         for (size_t s = 0; s < STRIPES; s++)
-            cst_mutex_init(&r->stripes[s]);
+            cst_mutex_init(&r->stripes[s].m);
     }
 }
 
@@ -1181,9 +1181,9 @@ int reg_drop_handle(Registry *r, int64_t serial)
         PyObject *obj = slot_get(r, id);
         Py_hash_t h;
         if (obj != cst_FREE && (h = reg_hash(obj)) != -1) {
-            reg_lock(&r->stripes[STRIPE(h)]);
+            reg_lock(&r->stripes[STRIPE(h)].m);
             int rc = reg_maybe_dead(r, NULL, h, id, obj);
-            reg_unlock(&r->stripes[STRIPE(h)]);
+            reg_unlock(&r->stripes[STRIPE(h)].m);
             if (rc < 0)
                 PyErr_WriteUnraisable((PyObject *)r);
         }
@@ -1322,7 +1322,7 @@ int reg_unpin(Registry *r, int64_t token)
         Py_hash_t h;
         if (obj != cst_FREE && (h = reg_hash(obj)) != -1) {
             Py_ssize_t stripe = STRIPE(h);
-            reg_lock(&r->stripes[stripe]);
+            reg_lock(&r->stripes[stripe].m);
             reg_lock(&r->meta);
             int alive = idmap_get(&r->died, ready[k]) != 0;
             for (size_t i = 0; i < r->nhandles && !alive; i++)
@@ -1330,7 +1330,7 @@ int reg_unpin(Registry *r, int64_t token)
             reg_unlock(&r->meta);
             if (!alive)
                 reg_free(r, h, ready[k], obj, 1);
-            reg_unlock(&r->stripes[stripe]);
+            reg_unlock(&r->stripes[stripe].m);
         }
         if (PyErr_Occurred())
             PyErr_WriteUnraisable((PyObject *)r);
@@ -1363,7 +1363,7 @@ Counts *reg_copy_handle(Registry *r, Counts *src, cst_trie *h, cst_trie **copy)
      * released (else an id only the copy holds could be freed meanwhile).
      * Nothing under them runs user code or makes a Python object. */
     for (size_t s = 0; s < STRIPES; s++)
-        reg_lock(&r->stripes[s]);
+        reg_lock(&r->stripes[s].m);
     int rc = counts_copy(c, src);
     if (rc == 0 && (*copy = cst_engine->snapshot(h, 0)) == NULL) {
         PyErr_NoMemory();
@@ -1379,7 +1379,7 @@ Counts *reg_copy_handle(Registry *r, Counts *src, cst_trie *h, cst_trie **copy)
         }
     }
     for (size_t s = STRIPES; s-- > 0;)
-        reg_unlock(&r->stripes[s]);
+        reg_unlock(&r->stripes[s].m);
     if (rc < 0) {
         Py_DECREF(c);
         return NULL;
@@ -1497,10 +1497,10 @@ static PyObject *registry_removed_ids(Registry *r, PyObject *const *args, Py_ssi
             if (h == -1) {
                 rc = -1;
             } else {
-                reg_lock(&r->stripes[STRIPE(h)]);
+                reg_lock(&r->stripes[STRIPE(h)].m);
                 if (idmap_get(&c->part[STRIPE(h)], id))
                     rc = reg_removed(r, c, h, id, obj);
-                reg_unlock(&r->stripes[STRIPE(h)]);
+                reg_unlock(&r->stripes[STRIPE(h)].m);
             }
         }
         Py_DECREF(obj);
