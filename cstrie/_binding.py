@@ -472,6 +472,19 @@ _realize_types()
 
 # The fast path calls this engine instance, and raises what raise_status does.
 _hotpath.bind_engine(address(lib.cst_hot_api_table()))
-_hotpath.configure(raise_status)
+
+
+def handle_of(address: int) -> Any:
+    """A non-owning cffi handle of the engine handle at ``address`` (the
+    ``_h`` the fast path makes on first use for the snapshots it makes)."""
+    return ffi.cast("cst_trie *", address)
+
+
+def configure_fast_path(snapshot_type: type) -> None:
+    """Tell the fast path where errors go, how to make a cffi handle, and the
+    class of the snapshots it makes (``cstrie.trie`` calls it once)."""
+    _hotpath.configure(raise_status, handle_of, snapshot_type)
+
+
 # A fork child has one thread: locks other threads held at the fork are free.
 os.register_at_fork(after_in_child=_hotpath.after_fork_child)

@@ -314,7 +314,7 @@ class _ReadMethods:
         from cstrie.relations import intersects
 
         data = _encode(filt, "pattern", self._dialect)
-        snap = self.snapshot()
+        snap = self.snapshot()  # type: ignore[attr-defined]  # the C base's
         out: list[tuple[str, Any]] = []
         for chunk in nb.reverse_query(snap._h, data, self._dialect, filt, filters=True):
             for raw, _ in chunk:
@@ -486,16 +486,8 @@ class _ReadMethods:
         trie's lookup methods, bound once (see docs/free-threading.md)."""
         return Matcher(self)  # type: ignore[arg-type]  # a mixin of Trie and Snapshot
 
-    def snapshot(self) -> Snapshot:
-        """A read-only, O(1) snapshot of the current subscriptions."""
-        token = self._reg.pin()  # before the engine snapshot: see registry rule 3
-        try:
-            ptr = nb.snapshot_ptr(self._h, True)
-        except BaseException:
-            self._reg.unpin(token)
-            raise
-        self._reg.pin_done(token)  # it holds no pair of an id born from now on
-        return Snapshot._make(ptr, self._dialect, self._reg, token)
+    # snapshot() is served by the C base (Reader.snapshot): the pin, the
+    # engine snapshot and the new Snapshot in one call.
 
 
 class Snapshot(_ReadMethods, Reader):
@@ -793,6 +785,8 @@ def _name_slow_paths(cls: type, names: tuple[str, ...]) -> None:
         copy.__kwdefaults__ = fn.__kwdefaults__
         setattr(cls, f"_{name}_slow", copy)
 
+
+nb.configure_fast_path(Snapshot)
 
 _READS = ("lookup", "has_subscribers", "match", "lookup_many", "route")
 _name_slow_paths(Snapshot, _READS)

@@ -173,7 +173,9 @@ lnode *lnode_alloc(uint32_t n);
  * (nsubs > SUBS_INLINE) and child are taken over. */
 snode *snode_make(const char *p, uint32_t wlen, uint8_t kind, uint64_t hash, uint32_t nsubs,
                   const uint64_t *ids, setnode *set, inode *child);
-cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly);
+/* A handle over root; bytecls: the byte classes of a handle of the same
+ * dialect (a snapshot's source), or NULL to compute them. */
+cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly, const uint8_t *bytecls);
 void ctx_exit(ctx *c);
 
 /* Share groups (nodes.h): a group id is the 8-byte little-endian word below

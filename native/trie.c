@@ -1465,7 +1465,7 @@ int64_t cst_subscribe_batch(cst_trie *t, const char *data, const int64_t *offset
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void engine_init(void) { words_seed_init(); }
 
-cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly)
+cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly, const uint8_t *bytecls)
 {
     /* 64-byte aligned: the lookup counters have lines of their own */
     void *block = cst_alloc(sizeof(cst_trie) + 63);
@@ -1512,7 +1512,10 @@ cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly)
         t->d.multi_len = 0;
     }
     t->readonly = readonly;
-    words_classes_init(t);
+    if (bytecls != NULL) /* a snapshot or copy: the source's classes */
+        memcpy(t->bytecls, bytecls, sizeof t->bytecls);
+    else
+        words_classes_init(t);
     atomic_init(&t->root, (uintptr_t)root);
     atomic_init(&t->frozen, NULL);
     for (size_t i = 0; i < LOOKUP_STRIPES * STRIPE_WORDS; i++)
@@ -1543,7 +1546,7 @@ cst_trie *cst_new(const cst_dialect *d)
         return NULL;
     }
     cn_tail(cn)->gen = root->gen;
-    cst_trie *t = handle_new(d, root, 0);
+    cst_trie *t = handle_new(d, root, 0, NULL);
     if (t == NULL)
         node_release(&root->h);
     return t;
@@ -1698,7 +1701,7 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
         break;
     }
 made:
-    snap = handle_new(&t->d, snaproot, readonly);
+    snap = handle_new(&t->d, snaproot, readonly, t->bytecls);
     if (snap == NULL)
         retire(&c, &snaproot->h);
 out:

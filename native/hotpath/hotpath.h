@@ -299,7 +299,9 @@ PyObject *share_update_encoded(Reader *self, PyObject *pattern, const char *s, P
                                PyObject *member, PyObject *group, int insert);
 int groups_module_init(PyObject *m);
 
-/* module.c: the Python side of errors and slow paths. */
+/* module.c: the Python side of errors, handles and slow paths. */
+extern PyObject *py_make_handle;       /* address -> cffi handle (_binding) */
+extern PyTypeObject *snapshot_type;    /* cstrie.trie.Snapshot */
 PyObject *raise_status(Reader *self, int64_t status, const char *what, PyObject *text);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * At import the binding layer (cstrie/_binding.py) calls
  *   bind_engine(address of cst_hot_api_table())   - the engine's entry points,
- *   configure(raise_status)                       - where engine errors go,
+ *   configure(raise_status, make_handle, Snapshot) - where engine errors go,
  * and registers after_fork_child with os.register_at_fork.  The module
  * declares that it does not need the GIL: its state is set once at import,
  * and its types synchronise with the registry's locks and the 3.13 *Ref
@@ -78,14 +78,22 @@ static PyObject *bind_engine(PyObject *module, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-static PyObject *configure(PyObject *module, PyObject *arg)
+PyObject *py_make_handle;
+PyTypeObject *snapshot_type;
+
+static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (!PyCallable_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "configure(raise_status): a callable");
+    if (nargs != 3 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1]) ||
+        !PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &Reader_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "configure(raise_status, make_handle, snapshot_type): two callables "
+                        "and a subclass of Reader");
         return NULL;
     }
-    Py_XSETREF(py_raise_status, Py_NewRef(arg));
+    Py_XSETREF(py_raise_status, Py_NewRef(args[0]));
+    Py_XSETREF(py_make_handle, Py_NewRef(args[1]));
+    Py_XSETREF(snapshot_type, (PyTypeObject *)Py_NewRef(args[2]));
     Py_RETURN_NONE;
 }
 
@@ -99,8 +107,10 @@ static PyObject *after_fork_child(PyObject *module, PyObject *Py_UNUSED(ignored)
 static PyMethodDef module_methods[] = {
     {"bind_engine", bind_engine, METH_O,
      "bind_engine(address): the engine's cst_hot_api table (from cstrie._native)."},
-    {"configure", configure, METH_O,
-     "configure(raise_status): the function that turns engine statuses into exceptions."},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "configure(raise_status, make_handle, snapshot_type): the function that turns engine "
+     "statuses into exceptions, the one that makes a cffi handle of an address, and the "
+     "class of the snapshots snapshot() makes."},
     {"after_fork_child", after_fork_child, METH_NOARGS,
      "Reset every registry lock in the child of a fork (other threads are gone)."},
     {NULL, NULL, 0, NULL},

@@ -966,6 +966,46 @@ static PyObject *reader_bind(Reader *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(snapshot_doc,
+"snapshot() -> Snapshot\n--\n\n"
+"A read-only, O(1) snapshot of the current subscriptions.  Its ids stay\n"
+"mapped while it is open (registry rule 3).");
+
+static PyObject *reader_snapshot(Reader *self, PyObject *Py_UNUSED(ignored))
+{
+    if (unbound(self))
+        return NULL;
+    if (snapshot_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cstrie._hotpath is not configured");
+        return NULL;
+    }
+    Registry *reg = self->reg;
+    /* the pin before the engine snapshot (rule 3), done once it exists */
+    int64_t pin = reg_pin(reg);
+    if (pin < 0)
+        return NULL;
+    cst_trie *h = cst_engine->snapshot(self->h, 1);
+    if (h == NULL) {
+        reg_unpin(reg, pin);
+        return PyErr_NoMemory();
+    }
+    reg_pin_done(reg, pin);
+    Reader *snap = (Reader *)snapshot_type->tp_alloc(snapshot_type, 0);
+    if (snap == NULL) {
+        cst_engine->free(h);
+        reg_unpin(reg, pin);
+        return NULL;
+    }
+    snap->h = h;
+    snap->handle = NULL; /* made on first use (_h) */
+    snap->dialect = Py_NewRef(self->dialect);
+    snap->reg = (Registry *)Py_NewRef(reg);
+    snap->counts = NULL;
+    snap->pin = pin;
+    snap->dollar_slow = self->dollar_slow;
+    return (PyObject *)snap;
+}
+
 static PyObject *reader_set_race_hook(Reader *self, PyObject *hook)
 {
     Py_XSETREF(self->race_hook, hook == Py_None ? NULL : Py_NewRef(hook));
@@ -1020,8 +1060,39 @@ static void reader_dealloc(Reader *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* _h: the engine handle as a cffi cdata, for the Python layer's calls; made
+ * on first use for the handles made here (snapshot()).  It does not own the
+ * handle: this object does. */
+static PyObject *reader_get_h(Reader *self, void *closure)
+{
+    (void)closure;
+    if (unbound(self))
+        return NULL;
+    PyObject *h;
+#ifdef Py_GIL_DISABLED
+    Py_BEGIN_CRITICAL_SECTION(self);
+#endif
+    h = self->handle;
+    if (h == NULL) {
+        PyObject *addr = PyLong_FromVoidPtr(self->h);
+        h = addr ? PyObject_CallOneArg(py_make_handle, addr) : NULL;
+        Py_XDECREF(addr);
+        if (h != NULL)
+            self->handle = h;
+    }
+    Py_XINCREF(h);
+#ifdef Py_GIL_DISABLED
+    Py_END_CRITICAL_SECTION();
+#endif
+    return h;
+}
+
+static PyGetSetDef reader_getset[] = {
+    {"_h", (getter)reader_get_h, NULL, "the engine handle (cffi cdata)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyMemberDef reader_members[] = {
-    {"_h", T_OBJECT, offsetof(Reader, handle), READONLY, "the engine handle (cffi cdata)"},
     {"_dialect", T_OBJECT, offsetof(Reader, dialect), READONLY, "the Dialect"},
     {"_reg", T_OBJECT, offsetof(Reader, reg), READONLY, "the family's Registry"},
     {"_counts", T_OBJECT, offsetof(Reader, counts), READONLY,
@@ -1045,6 +1116,7 @@ static PyMethodDef reader_methods[] = {
      route_doc},
     {"_route_utf8", (PyCFunction)(void (*)(void))reader_route_utf8, METH_FASTCALL, NULL},
     {"_bind", (PyCFunction)(void (*)(void))reader_bind, METH_FASTCALL, NULL},
+    {"snapshot", (PyCFunction)reader_snapshot, METH_NOARGS, snapshot_doc},
     {"_set_race_hook", (PyCFunction)reader_set_race_hook, METH_O,
      "Tests: hook(attempt) runs after each engine answer of a read, before its ids are "
      "mapped (replays registry rule 4's races); None removes it."},
@@ -1065,6 +1137,7 @@ PyTypeObject Reader_Type = {
     .tp_weaklistoffset = offsetof(Reader, weakreflist),
     .tp_methods = reader_methods,
     .tp_members = reader_members,
+    .tp_getset = reader_getset,
     .tp_new = PyType_GenericNew,
 };
 
