@@ -78,7 +78,10 @@ def route_rows(quick: bool) -> None:
         reps = max(3, min(200, 200_000 // max(k, 1)))
         dt = median_time(lambda t=t: t.route_by_group("a/b"), reps)
         per = dt / k * 1e9 if k else 0.0
-        print(f"route K={k:<7d} route_by_group {dt * 1e6:10.1f} us   {per:6.0f} ns per group", flush=True)
+        print(
+            f"route K={k:<7d} route_by_group {dt * 1e6:10.1f} us   {per:6.0f} ns per group",
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
