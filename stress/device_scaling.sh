@@ -28,6 +28,7 @@
 #   probes        python -m stress.harness.probes --threads N      -> probes.txt
 #   summary       each row's speedup and efficiency at N, the issue-24 floors, the
 #                 checks' verdict, every step's exit status         -> summary.txt, stdout
+#                 and the rows as docs/benchmarks.md's tables       -> tables.md
 # (N = the largest of THREADS.)  scaling.png is drawn there only if the bundle has
 # matplotlib (it does not by default: 37 MB more); otherwise, here:
 #     python -m stress.scaling --from-json OUT/engine.jsonl OUT/python.jsonl --plot scaling.png
@@ -213,6 +214,7 @@ fi
         ((${#hjs[@]})) && harness_args=(--harness-json "${hjs[@]}")
         "${PYS[@]}" -m stress.scaling --from-json "${jsons[@]}" "${harness_args[@]}" \
             --summary-only "${PLOT_ARGS[@]}"
+        "${PYS[@]}" -m stress.scaling --from-json "${jsons[@]}" --markdown >"$OUT/tables.md"
     fi
     if [[ -f "$OUT/linearizability.txt" ]]; then
         echo "linearizability at $NMAX threads:"

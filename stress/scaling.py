@@ -596,6 +596,43 @@ def summary(records: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _si(v: float) -> str:
+    return f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.0f}K"
+
+
+def markdown(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The records as Markdown tables (one per bench), as docs/benchmarks.md
+    records them: per row the ops/s at 1 and at the largest thread count N,
+    the speedup at every count, and at N the efficiency, cpu/wall and waits."""
+    out: list[str] = []
+    benches: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+    for r in records:
+        benches.setdefault(str(r.get("bench", "?")), {}).setdefault(r["row"], {})[r["threads"]] = r
+    for bench, rows in benches.items():
+        counts = sorted({n for d in rows.values() for n in d})
+        top = counts[-1]
+        more = [n for n in counts if n > 1]
+        out += [
+            "",
+            f"**{bench}**",
+            "",
+            f"| row | 1 thread ops/s | {top} threads ops/s | "
+            + " | ".join(f"{n}/1" for n in more)
+            + f" | ops per CPU-s {top}/1 | cpu/wall at {top} | waits/1k at {top} |",
+            "|---|---:|---:|" + "---:|" * len(more) + "---:|---:|---:|",
+        ]
+        for row, d in rows.items():
+            if 1 not in d or top not in d:
+                continue
+            t = d[top]
+            ratios = " | ".join(f"{d[n]['speedup']:.2f}x" if n in d else "" for n in more)
+            out.append(
+                f"| `{row}` | {_si(d[1]['ops_per_s'])} | {_si(t['ops_per_s'])} | {ratios} | "
+                f"{t['efficiency']:.2f} | {t['cpu_per_wall']:.2f} | {t['waits_per_1k']:.2f} |"
+            )
+    return out
+
+
 # Floors of issue 24 on the stress harness's mixed scenario: mix -> {threads: ratio}.
 HARNESS_FLOORS: dict[str, dict[int, float]] = {"90/10": {2: 1.8, 16: 10.0}, "50/50": {16: 6.0}}
 
@@ -685,6 +722,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --from-json: print only the summary (each row at its largest thread "
         "count, and the issue-24 floors the records answer)",
     )
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="with --from-json: print the records as the Markdown tables of docs/benchmarks.md",
+    )
     p.add_argument("--no-gc", action="store_true", help="disable the cyclic GC while measuring")
     p.add_argument("--list", action="store_true", help="list the rows and exit")
     args = p.parse_args(argv)
@@ -700,6 +742,9 @@ def main(argv: list[str] | None = None) -> int:
             meta, recs = read_records(path)
             metas.append(meta)
             records.extend(recs)
+        if args.markdown:
+            print("\n".join(markdown(records)))
+            return 0
         if not args.summary_only:
             print(HEADER)
             for r in records:

@@ -165,6 +165,10 @@ def test_from_json_summary_and_plot(
     assert "engine update-own-trie" in text and "python snapshot" in text
     assert "floor" in text and "engine update-disjoint at 2" in text
     assert "floor met    harness mixed 90/10 at 2: 1.90x" in text
+    assert scaling.main([*args[:3], "--markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "**engine**" in text and "**python**" in text
+    assert "| `update-own-trie` |" in text and "| `snapshot` |" in text
     pytest.importorskip("matplotlib")
     png = tmp_path / "scaling.png"
     assert scaling.main([*args, "--plot", str(png)]) == 0
