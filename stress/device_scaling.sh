@@ -29,8 +29,9 @@
 #   summary       each row's speedup and efficiency at N, the issue-24 floors, the
 #                 checks' verdict, every step's exit status         -> summary.txt, stdout
 #                 and the rows as docs/benchmarks.md's tables       -> tables.md
-# (N = the largest of THREADS.)  scaling.png is drawn there only if the bundle has
-# matplotlib (it does not by default: 37 MB more); otherwise, here:
+# (N = the largest of THREADS.)  scaling.png is drawn there only if the Python that
+# summarises (the machine's python3, else the bundle's) has matplotlib (the bundle has
+# not: with it, it is 37 MB instead of 6); otherwise, here:
 #     python -m stress.scaling --from-json OUT/engine.jsonl OUT/python.jsonl --plot scaling.png
 #
 # Knobs (environment):
@@ -123,7 +124,7 @@ echo "device_scaling: $NCPU CPUs, threads $THREADS, ${S}s per run, best of $R, O
         [[ -z "$newer" ]] || echo "WARNING: changed after the bundle was made (rerun ft-bundle): $newer"
     fi
 } >"$OUT/machine.txt" 2>&1
-cat "$OUT/machine.txt"
+grep -E 'model name|^os:|^git:|^WARNING' "$OUT/machine.txt"
 
 # -- bundle ---------------------------------------------------------------------------
 check_bundle() {
@@ -166,8 +167,6 @@ PY
 export -f check_bundle
 step bundle 120 bash -c check_bundle
 have_py=$?
-PLOT_ARGS=()
-grep -q 'matplotlib: True' "$OUT/bundle.txt" 2>/dev/null && PLOT_ARGS=(--plot "$OUT/scaling.png")
 
 # -- engine (C) -----------------------------------------------------------------------
 if step build 180 make -C stress scale CC=gcc; then
@@ -210,6 +209,9 @@ fi
         PYS=(python3)
         command -v python3 >/dev/null && python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' ||
             PYS=("${FT[@]}" python -P)
+        # the plot where that Python has matplotlib (the bundle has not, by default)
+        PLOT_ARGS=()
+        "${PYS[@]}" -c 'import matplotlib' 2>/dev/null && PLOT_ARGS=(--plot "$OUT/scaling.png")
         harness_args=()
         ((${#hjs[@]})) && harness_args=(--harness-json "${hjs[@]}")
         "${PYS[@]}" -m stress.scaling --from-json "${jsons[@]}" "${harness_args[@]}" \
