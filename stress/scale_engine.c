@@ -221,13 +221,16 @@ static void make_updates(text *out, const char *prefix)
 
 /* ------------------------------------------------------------------------ */
 
+/* What a run's threads share.  The stop flag, read every BATCH calls, and the
+ * locked rows' mutex, written on every call, sit on cache lines of their own. */
 typedef struct shared {
     const row_info *row;
     cst_trie *trie;                 /* NULL for update-own-trie */
-    pthread_mutex_t lock;           /* the locked rows' one lock */
     pthread_barrier_t start;
-    _Atomic int stop;
     _Atomic int failed;
+    _Alignas(64) _Atomic int stop;
+    _Alignas(64) pthread_mutex_t lock; /* the locked rows' one lock */
+    char pad[64];
 } shared;
 
 typedef struct worker {
