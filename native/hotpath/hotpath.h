@@ -32,8 +32,10 @@
 /* Registry rule 4: how often a read of a live trie is repeated while ids are
  * freed under it before it pins (no id it may map can be freed any more). */
 #define MAX_ATTEMPTS 64
-/* Subscriber stripes: the lock of a subscriber is stripes[hash % STRIPES]. */
-#define STRIPES 64
+/* Subscriber stripes: the lock of a subscriber is stripes[STRIPE(hash)]:
+ * enough that threads working on their own subscribers rarely meet on one. */
+#define STRIPE_BITS 8
+#define STRIPES (1 << STRIPE_BITS)
 
 extern const cst_hot_api *cst_engine;  /* module.c: set once at import */
 
@@ -107,7 +109,10 @@ typedef struct stripe_lock {
 } stripe_lock;
 
 /* The stripe of a subscriber whose hash is h. */
-#define STRIPE(h) ((Py_ssize_t)((size_t)(h) % STRIPES))
+/* The hash's top bits after a multiply: ints and addresses, whose low bits
+ * follow patterns, spread over every stripe. */
+#define STRIPE(h) \
+    ((Py_ssize_t)(((uint64_t)(h) * UINT64_C(0x9e3779b97f4a7c15)) >> (64 - STRIPE_BITS)))
 
 /* ---------------------------------------------------------------- Counts */
 /* The (pattern, subscriber) pairs a writable handle holds, per id.  Part s

@@ -8,7 +8,7 @@
  *     slot in `objects` holds FREE and goes to `free_slots` for reuse.
  *  2. Each writable handle counts its pairs per id (Counts).  Every change to
  *     the counts of one subscriber happens under that subscriber's stripe
- *     lock, stripes[hash(obj) % STRIPES], shared by the whole family.  The
+ *     lock, stripes[STRIPE(hash(obj))], shared by the whole family.  The
  *     counts are split by stripe too (Counts.part[s]), so part s is only ever
  *     touched under stripes[s]: no other lock is needed to read or change it.
  *  3. An id is freed once no writable handle holds a pair for it and no
