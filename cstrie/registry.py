@@ -32,17 +32,20 @@ Rules (tests: ``tests/test_registry.py``, the races in ``tests/test_threads.py``
    mapped while it is open, an id born and gone while it is open is freed at
    once, and only reads of a live trie can meet a freed or reused id.
    Iterations pin like snapshots (and are never marked done).
-4. ``freed`` counts the ids freed so far; it is raised (under the slot lock)
-   before the slot is cleared, and a slot is reused only after it was freed.
-   A read of a live trie reads ``freed``, asks the engine, maps the ids, and
-   reads ``freed`` again: if it is unchanged, no id was freed (let alone
-   reused) in between, so every id still named the object it named when the
-   engine answered.  Otherwise the read is repeated (a fresh, later
-   linearisation); after :data:`MAX_ATTEMPTS` it takes a *read pin*, which
-   holds every id until the read ends, and repeats until a read sees no free
-   (only the frees already begun can still happen: one per thread).  An id
-   that never reached the engine (a subscribe that failed) is given back
-   without raising ``freed``: no read can have it.
+4. A read of a live trie asks the engine and maps the ids of its answer
+   inside one *read section* (the engine's epochs, ``cst_read_enter``): a
+   freed id's slot holds :data:`FREE` at once and is reused only two epochs
+   after the free, when no read section that was open then is still open.
+   So a read never maps an id to a subscriber that took its slot after the
+   engine answered; an id freed in between maps to ``FREE``, and the read
+   runs again (a fresh, later linearisation).  Only that read, the one that
+   met the freed id, runs again: frees elsewhere cost readers nothing (no
+   shared counter to read).  After :data:`MAX_ATTEMPTS` such races a read
+   takes a *read pin*, which holds every id until the read ends, and runs
+   until it meets no freed id (only the frees already begun can still
+   happen: one per thread).  An id that never reached the engine (a
+   subscribe that failed) is reusable at once: no read can have it.
+   ``freed`` counts the ids freed so far (a statistic).
 5. No user code runs under a registry lock: a subscriber's ``__hash__`` runs
    before the stripe lock is taken, ``__eq__`` with the locks dropped (and
    the lookup made again if the table changed meanwhile), and a reference the

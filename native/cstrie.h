@@ -345,6 +345,17 @@ int64_t cst_debug_last_walk_steps(void);
  * the engine.  NULL (the default) calls nothing. */
 typedef void (*cst_yield_fn)(void);
 void cst_set_walk_yield(cst_yield_fn fn);
+
+/* Read sections, for a caller that maps an engine answer to data of its own
+ * (the CPython fast path: ids -> subscriber objects) and recycles that data's
+ * slots: a slot given up at epoch e (cst_epoch) is safe to reuse once the
+ * epoch is e + 2 or more - no read section open at e is open then.  Sections
+ * nest with engine calls (an engine call inside one is part of it).  A
+ * section must be short: everything the engine frees waits for it too. */
+void *cst_read_enter(void);             /* NULL only when out of memory */
+void cst_read_exit(void *section);
+uint64_t cst_epoch(void);               /* the global epoch now */
+uint64_t cst_epoch_advance(void);       /* try one step (outside sections); the epoch after */
 /* Tests only: how many times a lookup walk of a live trie may run before it
  * freezes the trie and walks the frozen generation (default 4; 0 = every walk
  * freezes; < 0 restores the default), and the process-wide counts of walks run

@@ -127,6 +127,7 @@ struct ebr_record {
     unsigned index;
     unsigned since_scan;             /* owner only */
     unsigned sections;               /* owner only: sections since its last collect */
+    unsigned depth;                  /* owner only: sections open, nested (ebr_enter) */
     int want_prompt;                 /* owner only: this section asked for it */
     uint64_t entered;                /* owner only: the epoch of its current section */
     uint64_t tried;                  /* owner only: the epoch of its last try to advance */
@@ -416,6 +417,7 @@ static ebr_record *register_thread(void)
     }
     rec->since_scan = 0;
     rec->sections = 0;
+    rec->depth = 0;
     rec->want_prompt = 0;
     rec->tried = 0;
     rec->entered = atomic_load_explicit(&rec->state, memory_order_relaxed) >> 1;
@@ -433,6 +435,8 @@ ebr_record *ebr_enter(void)
     ebr_record *rec = tls_record;
     if (rec == NULL && (rec = register_thread()) == NULL)
         return NULL;
+    if (rec->depth++ > 0)
+        return rec; /* nested: the outer section protects (and is longer) */
     uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
     rec->entered = e;
     /* seq_cst exchange: forbids later node loads from moving above the
@@ -525,6 +529,8 @@ static void reclaim_prompt(ebr_record *me, int asked)
 
 void ebr_exit(ebr_record *rec)
 {
+    if (--rec->depth > 0)
+        return; /* the outermost exit publishes and reclaims */
     publish_open(rec);
     /* release: every node read in this section is read before a scanner can
      * observe the section closed and free the node.  The epoch of the section
@@ -592,6 +598,14 @@ void ebr_retire_prompt(ebr_record *rec, void *obj, ebr_release_fn release)
 }
 
 unsigned ebr_record_index(const ebr_record *rec) { return rec->index; }
+
+uint64_t ebr_try_advance(void)
+{
+    ebr_record *me = tls_record;
+    if (me != NULL && me->depth > 0)
+        return atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+    return try_advance();
+}
 
 int64_t ebr_barrier(void)
 {

@@ -17,10 +17,15 @@ typedef struct ebr_record ebr_record;
 typedef void (*ebr_release_fn)(void *obj);
 
 /* Open an epoch section for the calling thread (registering it lazily).
+ * Sections nest: an inner enter/exit pair only counts, the outermost one
+ * publishes the section and reclaims at its end.
  * Returns NULL only if a new thread record could not be allocated. */
 ebr_record *ebr_enter(void);
 /* Close the section opened by ebr_enter(); may free retired objects. */
 void ebr_exit(ebr_record *rec);
+/* Try to move the global epoch one step (outside any section of the
+ * caller's; inside one it only reads it); the epoch after the try. */
+uint64_t ebr_try_advance(void);
 /* Defer release(obj) until every section that could have read obj is closed.
  * Must be called inside a section (rec from ebr_enter). */
 void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release);

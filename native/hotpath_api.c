@@ -20,6 +20,10 @@ static const cst_hot_api table = {
     .route = cst_route,
     .set_walk_yield = cst_set_walk_yield,
     .snapshot = cst_snapshot,
+    .read_enter = cst_read_enter,
+    .read_exit = cst_read_exit,
+    .epoch = cst_epoch,
+    .epoch_advance = cst_epoch_advance,
 };
 
 const void *cst_hot_api_table(void) { return &table; }

@@ -43,6 +43,11 @@ typedef struct cst_hot_api {
      * copies made under the registry's locks */
     void (*set_walk_yield)(cst_yield_fn fn);
     cst_trie *(*snapshot)(cst_trie *t, int readonly);
+    /* ... and reads whose ids stay valid until they end (registry slots) */
+    void *(*read_enter)(void);
+    void (*read_exit)(void *section);
+    uint64_t (*epoch)(void);
+    uint64_t (*epoch_advance)(void);
 } cst_hot_api;
 
 #endif

@@ -1952,6 +1952,10 @@ int cst_compact(cst_trie *t)
  * ---------------------------------------------------------------------- */
 
 int64_t cst_reclaim(void) { return ebr_barrier(); }
+void *cst_read_enter(void) { return ebr_enter(); }
+void cst_read_exit(void *section) { ebr_exit(section); }
+uint64_t cst_epoch(void) { return ebr_epoch(); }
+uint64_t cst_epoch_advance(void) { return ebr_try_advance(); }
 void cst_thread_detach(void) { ebr_thread_detach(); }
 int64_t cst_live_allocations(void) { return cst_alloc_live_count(); }
 int64_t cst_live_bytes(void) { return cst_alloc_live_bytes(); }

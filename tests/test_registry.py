@@ -3,10 +3,12 @@
 1. An object has at most one id; a freed id's slot is reused for a later new
    subscriber, so churn through new subscribers does not grow the table.
 3. A snapshot's ids stay mapped while it is open (and more in test_snapshots).
-4. A read of a live trie that meets an id freed (and maybe reused for another
-   subscriber) between the engine's answer and the mapping is repeated: it
-   never returns the other subscriber.  After ``MAX_ATTEMPTS`` such races it
-   takes a read pin, after which no id can be freed until the read ends.
+4. A read of a live trie maps the ids of the engine's answer inside a read
+   section: a slot freed while it is open is not reused until it ends (two
+   epochs later), so the read never returns another subscriber; an id freed
+   between the answer and the mapping (its slot FREE) makes the read run
+   again.  After ``MAX_ATTEMPTS`` such races it takes a read pin, after which
+   no id can be freed until the read ends.
 
 The races of rule 4 are replayed deterministically: the fast path's race hook
 (``Reader._set_race_hook``, for tests) runs "the other thread's" unsubscribe
@@ -30,9 +32,10 @@ from cstrie.trie import Trie
 
 
 def _reuse_race(trie: Trie, undo: bool = False) -> Callable[[], None]:
+    # (the reads below all map inside a read section, the Python ones too)
     """The other thread: 'x' leaves (its id is freed) and 'y' arrives on another
-    pattern (taking x's slot); with ``undo`` both go back, so that the race can
-    repeat (and x ends in its old slot)."""
+    pattern; the read is open, so y cannot take x's slot; with ``undo`` both go
+    back, so that the race can repeat."""
 
     def race() -> None:
         reg = trie._reg
@@ -41,7 +44,7 @@ def _reuse_race(trie: Trie, undo: bool = False) -> Callable[[], None]:
         x_id = reg.existing_id("x")
         trie.unsubscribe("a.b", "x")
         trie.subscribe("other", "y")
-        assert reg.existing_id("y") == x_id  # the slot was reused
+        assert reg.existing_id("y") != x_id  # not while a read may map x_id
         if undo:
             trie.unsubscribe("other", "y")
             trie.subscribe("a.b", "x")
@@ -135,13 +138,13 @@ def _hook_first(trie: Trie, race: Callable[[], None]) -> list[int]:
     return attempts
 
 
-def test_lookup_never_names_the_subscriber_that_took_a_freed_id() -> None:
+def test_lookup_that_meets_a_freed_id_asks_again_and_no_one_takes_the_slot() -> None:
     trie = _racy_trie()
     attempts = _hook_first(trie, _reuse_race(trie))
     got = trie.lookup("a.b")
     trie._set_race_hook(None)
-    # The first answer named x's id, which now names y: the lookup asks again,
-    # after x left.
+    # The first answer named x's id, whose slot is FREE now: the lookup asks
+    # again, after x left.
     assert got == []
     assert attempts == [0, 1]
 

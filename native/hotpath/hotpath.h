@@ -148,21 +148,29 @@ typedef struct pin_set {
     char pad[64];
 } pin_set;
 
+/* A freed id, and the engine epoch at which it was freed: it is reused once
+ * the epoch is two steps further, when no read that may still map it is
+ * open (registry rule 4). */
+typedef struct freed_slot {
+    uint64_t id;
+    uint64_t epoch;            /* 0: never visible to a read, reusable at once */
+} freed_slot;
+
 /* -------------------------------------------------------------- Registry */
 typedef struct Registry {
     PyObject_HEAD
     /* read by every call, written when the registry is made or cleared */
     PyObject *objects;         /* list: id -> subscriber, cst_FREE where unused */
-    _Atomic int64_t *freed;    /* ids freed so far (rule 4), own cache line */
+    _Atomic int64_t *freed;    /* ids freed so far (a statistic), own cache line */
     void *freed_block;
     pin_set *pins;             /* PIN_STRIPES sets, 64-byte aligned */
     void *pins_block;
     int cleared;               /* the GC broke a cycle through it (registry_clear) */
     char pad0[64];
     /* written when an id is made or freed */
-    cst_mutex slot_lock;       /* objects, free_slots and freed change under it */
-    uint64_t *free_slots;      /* freed ids for reuse, last in first out */
-    size_t nfree, free_cap;
+    cst_mutex slot_lock;       /* objects, the free ring and freed change under it */
+    struct freed_slot *free_ring; /* freed ids for reuse, oldest first (rule 4) */
+    size_t free_head, nfree, free_cap;
     char pad1[64];
     stripe_lock stripes[STRIPES];
     idtab ids[STRIPES];        /* subscriber -> id, each under its stripe lock */
@@ -227,9 +235,7 @@ int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *regi
 int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *registered);
 static inline int64_t reg_freed(Registry *r)
 {
-    /* acquire: a slot read after this load is not older than the count
-     * (pairs with the seq_cst increment that precedes a slot's change). */
-    return atomic_load_explicit(r->freed, memory_order_acquire);
+    return atomic_load_explicit(r->freed, memory_order_relaxed);
 }
 /* A writable handle is gone / a snapshot or a read starts / a snapshot's
  * engine handle exists / a snapshot or a read is over. */

@@ -90,13 +90,6 @@ static inline PyObject *object_of(PyObject *objects, uint64_t id)
 #endif
 }
 
-/* Rule 4, the end of one read: no id was freed since `seen`. */
-static inline int still(Registry *reg, int64_t seen)
-{
-    /* seq_cst: not before the slot reads above it (they are acquire or
-     * GIL-ordered), so an id freed before them is counted here. */
-    return atomic_load_explicit(reg->freed, memory_order_seq_cst) == seen;
-}
 
 /* ------------------------------------------------------------------------
  * lookup
@@ -116,15 +109,24 @@ static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py
          * ends once the frees already begun (one per thread) are done. */
         if (attempt >= MAX_ATTEMPTS && pin == 0 && (pin = reg_read_pin(reg)) < 0)
             break;
-        int64_t seen = reg_freed(reg);
+        /* The read section: an id the engine answers with keeps its slot
+         * until the section ends (rule 4), so the mapping needs no check but
+         * for an id freed meanwhile (FREE: a read of a later state). */
+        void *sec = cst_engine->read_enter();
+        if (sec == NULL) {
+            out = PyErr_NoMemory();
+            break;
+        }
         walk_arm();
         int64_t n = cst_engine->lookup(self->h, s, (size_t)len, ids, cap);
         walk_disarm();
         if (n < 0) {
+            cst_engine->read_exit(sec);
             out = raise_status(self, n, "topic", topic);
             break;
         }
         if ((size_t)n > cap) {
+            cst_engine->read_exit(sec);
             uint64_t *bigger = PyMem_Malloc((size_t)n * sizeof *bigger);
             if (bigger == NULL) {
                 out = PyErr_NoMemory();
@@ -137,18 +139,16 @@ static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py
             attempt--; /* not a race: ask again with room */
             continue;
         }
-        if (race(self, attempt) < 0)
-            break;
-        out = PyList_New((Py_ssize_t)n);
-        if (out == NULL)
-            break;
         int torn = 0;
-        for (int64_t i = 0; i < n; i++) {
-            PyObject *o = object_of(reg->objects, ids[i]);
-            torn |= o == cst_FREE;
-            PyList_SET_ITEM(out, (Py_ssize_t)i, o);
+        if (race(self, attempt) == 0 && (out = PyList_New((Py_ssize_t)n)) != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                PyObject *o = object_of(reg->objects, ids[i]);
+                torn |= o == cst_FREE;
+                PyList_SET_ITEM(out, (Py_ssize_t)i, o);
+            }
         }
-        if (!torn && still(reg, seen))
+        cst_engine->read_exit(sec);
+        if (out == NULL || !torn)
             break;
         Py_CLEAR(out); /* an id was freed meanwhile: a fresh, later read */
     }
@@ -323,26 +323,36 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
          * ends once the frees already begun (one per thread) are done. */
         if (attempt >= MAX_ATTEMPTS && pin == 0 && (pin = reg_read_pin(reg)) < 0)
             break;
-        int64_t seen = reg_freed(reg);
+        void *sec = cst_engine->read_enter(); /* as in lookup_encoded */
+        if (sec == NULL) {
+            out = PyErr_NoMemory();
+            break;
+        }
         walk_arm();
         int r = cst_engine->match(self->h, s, (size_t)len, &b.g);
         walk_disarm();
         if (r == CST_ETRUNC) {
+            cst_engine->read_exit(sec);
             if (gb_grow(&b) < 0)
                 break;
             attempt--;
             continue;
         }
         if (r < 0) {
+            cst_engine->read_exit(sec);
             out = raise_status(self, r, "topic", topic);
             break;
         }
-        if (race(self, attempt) < 0)
+        if (race(self, attempt) < 0) {
+            cst_engine->read_exit(sec);
             break;
+        }
         size_t ng = b.g.ngroups;
         out = PyList_New(ng ? (Py_ssize_t)b.g.ids_end[ng - 1] : 0);
-        if (out == NULL)
+        if (out == NULL) {
+            cst_engine->read_exit(sec);
             break;
+        }
         int torn = 0, failed = 0;
         int64_t p0 = 0, i0 = 0;
         for (size_t g = 0; g < ng && !failed; g++) {
@@ -366,6 +376,7 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
             p0 = b.g.pat_end[g];
             i0 = b.g.ids_end[g];
         }
+        cst_engine->read_exit(sec);
         if (failed) {
             /* fill the holes so the list can be freed */
             for (Py_ssize_t i = 0; i < PyList_GET_SIZE(out); i++)
@@ -374,7 +385,7 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
             Py_CLEAR(out);
             break;
         }
-        if (!torn && still(reg, seen))
+        if (!torn)
             break;
         Py_CLEAR(out);
     }
@@ -449,7 +460,11 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
          * ends once the frees already begun (one per thread) are done. */
         if (attempt >= MAX_ATTEMPTS && pin == 0 && (pin = reg_read_pin(reg)) < 0)
             break;
-        int64_t seen = reg_freed(reg);
+        void *sec = cst_engine->read_enter(); /* as in lookup_encoded */
+        if (sec == NULL) {
+            out = PyErr_NoMemory();
+            break;
+        }
         size_t nplain = 0;
         a.torn = 0;
         walk_arm();
@@ -458,16 +473,21 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
         walk_disarm();
         pick_release(&a);
         if (n == CST_EPICK && a.torn == 2) {
+            cst_engine->read_exit(sec);
             out = PyErr_NoMemory();
             break;
         }
-        if (n == CST_EPICK && a.torn == 1)
+        if (n == CST_EPICK && a.torn == 1) {
+            cst_engine->read_exit(sec);
             continue; /* a group id was freed under the walk: a later read */
+        }
         if (n < 0) {
+            cst_engine->read_exit(sec);
             out = raise_status(self, n, "topic", topic);
             break;
         }
         if ((size_t)n > cap) {
+            cst_engine->read_exit(sec);
             uint64_t *bigger = PyMem_Malloc(2 * (size_t)n * sizeof *bigger);
             if (bigger == NULL) {
                 out = PyErr_NoMemory();
@@ -481,13 +501,16 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
             attempt--; /* not a race: ask again with room */
             continue;
         }
-        if (race(self, attempt) < 0)
+        if (race(self, attempt) < 0) {
+            cst_engine->read_exit(sec);
             break;
+        }
         int torn = 0;
         Py_ssize_t nl = by_group ? (Py_ssize_t)nplain : (Py_ssize_t)n;
         PyObject *list = PyList_New(nl);
         PyObject *groups = by_group ? PyDict_New() : NULL;
         if (list == NULL || (by_group && groups == NULL)) {
+            cst_engine->read_exit(sec);
             Py_XDECREF(list);
             Py_XDECREF(groups);
             break;
@@ -508,6 +531,7 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
             Py_DECREF(g);
             Py_DECREF(o);
         }
+        cst_engine->read_exit(sec);
         if (failed) {
             Py_DECREF(list);
             Py_DECREF(groups);
@@ -521,7 +545,7 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
             if (out == NULL)
                 break;
         }
-        if (!torn && still(reg, seen))
+        if (!torn)
             break;
         Py_CLEAR(out); /* an id was freed meanwhile: a fresh, later read */
     }

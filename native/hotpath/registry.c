@@ -5,7 +5,7 @@
  * The rules (numbered as in cstrie/registry.py, whose docstring states them
  * in full) and how this code keeps them:
  *  1. An object has at most one id at a time: `ids` maps it; a freed id's
- *     slot in `objects` holds FREE and goes to `free_slots` for reuse.
+ *     slot in `objects` holds FREE and goes to the free ring for reuse (rule 4: two epochs later).
  *  2. Each writable handle counts its pairs per id (Counts).  Every change to
  *     the counts of one subscriber happens under that subscriber's stripe
  *     lock, stripes[STRIPE(hash(obj))], shared by the whole family.  The
@@ -657,6 +657,46 @@ int64_t reg_id_of(reg_locks *l, Py_hash_t h, PyObject *obj, PyObject **registere
     }
 }
 
+/* Under the slot lock: remember freed id (freed at `epoch`, 0 when no read
+ * can have it) for reuse.  -1 when out of memory. */
+static int free_ring_push(Registry *r, uint64_t id, uint64_t epoch)
+{
+    if (r->nfree == r->free_cap) {
+        size_t ncap = r->free_cap ? r->free_cap * 2 : 64;
+        freed_slot *nr = PyMem_RawMalloc(ncap * sizeof *nr);
+        if (nr == NULL)
+            return -1;
+        for (size_t i = 0; i < r->nfree; i++)
+            nr[i] = r->free_ring[(r->free_head + i) & (r->free_cap - 1)];
+        PyMem_RawFree(r->free_ring);
+        r->free_ring = nr;
+        r->free_cap = ncap;
+        r->free_head = 0;
+    }
+    r->free_ring[(r->free_head + r->nfree) & (r->free_cap - 1)] = (freed_slot){id, epoch};
+    r->nfree++;
+    return 0;
+}
+
+/* Under the slot lock: the oldest freed id that no read can map any more
+ * (rule 4: freed two epochs ago; the epoch is nudged when it is one or two
+ * steps short), or 0. */
+static uint64_t free_ring_take(Registry *r)
+{
+    if (r->nfree == 0)
+        return 0;
+    freed_slot *f = &r->free_ring[r->free_head];
+    uint64_t now = cst_engine->epoch();
+    for (int tries = 0; tries < 2 && f->epoch != 0 && now < f->epoch + 2; tries++)
+        now = cst_engine->epoch_advance(); /* a scan of the threads' states, no Python */
+    if (f->epoch != 0 && now < f->epoch + 2)
+        return 0;
+    uint64_t id = f->id;
+    r->free_head = (r->free_head + 1) & (r->free_cap - 1);
+    r->nfree--;
+    return id;
+}
+
 int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObject **registered)
 {
     Registry *r = l->r;
@@ -673,10 +713,11 @@ int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObjec
     }
     int64_t birth = pins_open(r) ? seq_next(r) : seq_now(r);
     reg_lock(&r->slot_lock);
-    if (r->nfree > 0) {
-        id = (int64_t)r->free_slots[--r->nfree];
+    uint64_t reuse = free_ring_take(r);
+    if (reuse != 0) {
+        id = (int64_t)reuse;
         if (PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(obj)) < 0) {
-            r->nfree++;
+            free_ring_push(r, reuse, 0);
             id = -1;
         }
     } else {
@@ -695,8 +736,7 @@ int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObjec
         PyList_SetItem(r->objects, (Py_ssize_t)id, Py_NewRef(cst_FREE));
         if (mine != NULL)
             reg_defer_decref(mine);
-        if (r->nfree < r->free_cap)
-            r->free_slots[r->nfree++] = (uint64_t)id;
+        free_ring_push(r, (uint64_t)id, 0); /* no read can have it (a leak on no memory) */
         reg_unlock(&r->slot_lock);
         return -1;
     }
@@ -730,12 +770,11 @@ static Py_ssize_t registry_len(Registry *r)
     return (Py_ssize_t)n;
 }
 
-/* Raise `freed` (rule 4; under the slot lock, before a slot changes). */
+/* Count a free (a statistic: `freed`; reads no longer check it). */
 static void count_free(Registry *r)
 {
-    /* seq_cst: ordered before the slot store that follows, which a reader
-     * sees only with this increment visible (its second load of freed). */
-    atomic_fetch_add_explicit(r->freed, 1, memory_order_seq_cst);
+    /* relaxed: nothing is ordered by it */
+    atomic_fetch_add_explicit(r->freed, 1, memory_order_relaxed);
 }
 
 /* Free id (registered object `registered`, hash h): under its stripe lock,
@@ -747,19 +786,17 @@ int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *registered, int vi
     idslot *e = idtab_same(&r->ids[STRIPE(h)], registered, h);
     if (e == NULL || e->id != id)
         return 0;
-    /* free_slots is shared by every stripe: it grows under the slot lock
-     * (two frees of different stripes once reallocated it at the same time). */
+    /* The free ring is shared by every stripe: it grows under the slot lock
+     * (two frees of different stripes once reallocated it at the same time);
+     * room first, so that nothing is freed without a place in it. */
     reg_lock(&r->slot_lock);
     if (r->nfree == r->free_cap) {
-        size_t ncap = r->free_cap ? r->free_cap * 2 : 64;
-        uint64_t *nf = PyMem_RawRealloc(r->free_slots, ncap * sizeof *nf);
-        if (nf == NULL) {
+        if (free_ring_push(r, 0, 0) < 0) {
             reg_unlock(&r->slot_lock);
             PyErr_NoMemory();
             return -1;
         }
-        r->free_slots = nf;
-        r->free_cap = ncap;
+        r->nfree--; /* only the room was wanted */
     }
     idtab_remove(&r->ids[STRIPE(h)], h, id);
     if (visible)
@@ -773,7 +810,10 @@ int reg_free(Registry *r, Py_hash_t h, uint64_t id, PyObject *registered, int vi
             reg_defer_decref(old);
         else
             PyErr_Clear();
-        r->free_slots[r->nfree++] = id;
+        /* A read of a live trie may have this id from the engine and map it
+         * until its read section ends: the slot is reused two epochs later
+         * (rule 4).  An id no engine pair ever named is reusable at once. */
+        free_ring_push(r, id, visible ? cst_engine->epoch() : 0);
     }
     reg_unlock(&r->slot_lock);
     return 0;
@@ -988,7 +1028,7 @@ static void registry_dealloc(Registry *r)
         }
     }
     PyMem_RawFree(r->pins_block);
-    PyMem_RawFree(r->free_slots);
+    PyMem_RawFree(r->free_ring);
     PyMem_RawFree(r->freed_block);
     idmap_clear(&r->died);
     idmap_clear(&r->died_birth);
@@ -1513,11 +1553,25 @@ static PyObject *registry_removed_ids(Registry *r, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+/* Does the list `out` hold FREE (an id freed between the engine's answer and
+ * the mapping)? */
+static int holds_free(PyObject *out)
+{
+    if (!PyList_Check(out))
+        return 0;
+    Py_ssize_t n = PyList_GET_SIZE(out);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyList_GET_ITEM(out, i) == cst_FREE)
+            return 1;
+    return 0;
+}
+
 /* stable(read): read() (an engine read of a live handle that maps ids through
- * objects) repeated until no id was freed while it ran (rule 4).  After
- * MAX_ATTEMPTS it pins first (reg_read_pin): no free begins after that, so
- * the loop ends once the frees that had begun (one per thread at most) are
- * done. */
+ * objects into a list) inside a read section, so that no slot it maps is
+ * reused meanwhile (rule 4); repeated while it met a freed id (FREE in its
+ * answer).  After MAX_ATTEMPTS it pins first (reg_read_pin): no free begins
+ * after that, so the loop ends once the frees that had begun (one per thread
+ * at most) are done. */
 static PyObject *registry_stable(Registry *r, PyObject *read)
 {
     int64_t pin = 0;
@@ -1525,9 +1579,12 @@ static PyObject *registry_stable(Registry *r, PyObject *read)
     for (int attempt = 0;; attempt++) {
         if (attempt == MAX_ATTEMPTS && (pin = reg_read_pin(r)) < 0)
             return NULL;
-        int64_t seen = reg_freed(r);
+        void *sec = cst_engine->read_enter();
+        if (sec == NULL)
+            return PyErr_NoMemory();
         out = PyObject_CallNoArgs(read);
-        if (out == NULL || atomic_load_explicit(r->freed, memory_order_seq_cst) == seen)
+        cst_engine->read_exit(sec);
+        if (out == NULL || !holds_free(out))
             break;
         Py_CLEAR(out);
     }
