@@ -128,6 +128,7 @@ struct ebr_record {
     unsigned since_scan;             /* owner only */
     unsigned sections;               /* owner only: sections since its last collect */
     unsigned depth;                  /* owner only: sections open, nested (ebr_enter) */
+    int reclaiming;                  /* owner only: inside a reclamation (release fns) */
     int want_prompt;                 /* owner only: this section asked for it */
     uint64_t entered;                /* owner only: the epoch of its current section */
     uint64_t tried;                  /* owner only: the epoch of its last try to advance */
@@ -321,7 +322,9 @@ static void collect_record(ebr_record *me, ebr_record *r, uint64_t epoch, int no
 
 static void record_leave(ebr_record *rec)
 {
+    rec->reclaiming = 1; /* release functions may open sections: no reclaim in them */
     release_ready_all(rec);
+    rec->reclaiming = 0;
     publish_open(rec);
     while (rec->pool != NULL) {
         limbo_chunk *c = rec->pool;
@@ -418,6 +421,7 @@ static ebr_record *register_thread(void)
     rec->since_scan = 0;
     rec->sections = 0;
     rec->depth = 0;
+    rec->reclaiming = 0;
     rec->want_prompt = 0;
     rec->tried = 0;
     rec->entered = atomic_load_explicit(&rec->state, memory_order_relaxed) >> 1;
@@ -536,6 +540,9 @@ void ebr_exit(ebr_record *rec)
      * observe the section closed and free the node.  The epoch of the section
      * stays in the state (invariant 1: idleness is read from it). */
     atomic_store_explicit(&rec->state, rec->entered << 1, memory_order_release);
+    if (rec->reclaiming)
+        return; /* a section a release function opened: the outer reclaim goes on */
+    rec->reclaiming = 1;
     if (rec->want_prompt || atomic_load_explicit(&urgent, memory_order_relaxed) != 0) {
         int asked = rec->want_prompt;
         rec->want_prompt = 0;
@@ -554,6 +561,7 @@ void ebr_exit(ebr_record *rec)
     }
     if (rec->ready != NULL)
         release_ready_one(rec);
+    rec->reclaiming = 0;
 }
 
 void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release)
@@ -580,6 +588,18 @@ void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release)
         seal(rec, c);
     }
     rec->since_scan++;
+}
+
+void ebr_retire_any(void *obj, ebr_release_fn release)
+{
+    ebr_record *rec = tls_record;
+    if (rec == NULL && (rec = register_thread()) == NULL) {
+        fputs("cstrie: out of memory in reclamation bookkeeping\n", stderr);
+        abort();
+    }
+    ebr_retire(rec, obj, release);
+    if (rec->depth == 0)
+        publish_open(rec); /* outside a section: within others' reach now */
 }
 
 void ebr_retire_prompt(ebr_record *rec, void *obj, ebr_release_fn release)
@@ -610,12 +630,18 @@ uint64_t ebr_try_advance(void)
 int64_t ebr_barrier(void)
 {
     ebr_record *me = tls_record;
+    if (me == NULL && (me = register_thread()) == NULL)
+        return ebr_pending();
+    int was = me->reclaiming;
+    me->reclaiming = 1; /* release functions may open sections: no reclaim in them */
+    int64_t left = 0;
     for (int round = 0; round < 8; round++) {
         collect_all(me, try_advance(), 1);
-        if (ebr_pending() == 0)
-            return 0;
+        if ((left = ebr_pending()) == 0)
+            break;
     }
-    return ebr_pending();
+    me->reclaiming = was;
+    return left;
 }
 
 int64_t ebr_pending(void)

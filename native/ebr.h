@@ -29,6 +29,9 @@ uint64_t ebr_try_advance(void);
 /* Defer release(obj) until every section that could have read obj is closed.
  * Must be called inside a section (rec from ebr_enter). */
 void ebr_retire(ebr_record *rec, void *obj, ebr_release_fn release);
+/* The same from anywhere on the calling thread, inside a section or not (a
+ * release function that frees something others may still be reading). */
+void ebr_retire_any(void *obj, ebr_release_fn release);
 /* The same, for something big (a dropped trie): reclamation runs at the end
  * of this section and at every other thread's next section exit until obj is
  * released (see "Prompt reclamation" in ebr.c). */

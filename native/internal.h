@@ -42,10 +42,13 @@ struct cst_trie {
      * ones.  NULL on a read-only handle (it is never written). */
     _Atomic uint64_t *upd;
     void *upd_block;           /* what cst_alloc gave for upd */
-    /* A writable handle's latest frozen root (an owned reference), while its
-     * root's main is still the frozen root's: a read-only snapshot of an
-     * unchanged trie shares it (trie.c, cst_snapshot). */
-    _Atomic(struct inode *) frozen;
+    /* A writable handle's latest frozen root, while its root's main is still
+     * the frozen root's: read-only snapshots of an unchanged trie share it
+     * (trie.c, "Shared frozen roots").  A snapshot handle that shares one
+     * holds a count in its shard instead of a reference to its root. */
+    _Atomic(struct frozen *) frozen;
+    struct frozen *holder;     /* a snapshot's shared frozen root, or NULL */
+    unsigned shard;            /* the holder's shard this snapshot counts in */
     void *block;               /* what cst_alloc gave for this handle */
     _Alignas(64) _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
 };

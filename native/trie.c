@@ -70,6 +70,7 @@
  */
 #include <pthread.h>
 #include "tls.h"
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -1552,26 +1553,148 @@ cst_trie *cst_new(const cst_dialect *d)
     return t;
 }
 
+/* ------------------------------------------------------------------------
+ * Shared frozen roots
+ *
+ * Read-only snapshots of a trie that nothing has written since its last
+ * freeze share that frozen root.  Many threads taking such snapshots at once
+ * would all count on the root's one reference count; so a shared root sits
+ * in a holder whose count is split in shards, one line each, and a snapshot
+ * counts in its thread's shard.  Rules:
+ *  H1. The trie's slot (t->frozen) owns the holder while it is there; only
+ *      a section that loaded it from the slot takes a shard count, and only
+ *      while the slot held it (the snapshot compares the trie's root main).
+ *  H2. Replacing or clearing the slot closes the holder through EBR: the
+ *      close runs once every section that may have loaded it has ended, so
+ *      no count is taken after it (closed, set then, only ever goes 0 -> 1).
+ *  H3. After the close the shards only go down.  Whoever sees them sum to
+ *      zero after the close (the closer, or the last snapshot to drop its
+ *      count, which reads `closed` after its decrement: both sides write,
+ *      then read the other's word, all seq_cst) tries to mark the holder
+ *      freed; the one CAS that wins releases its root and retires the holder
+ *      (a snapshot that has just dropped its count may still be reading it,
+ *      inside its section).  No section can reach the root through the
+ *      holder then: the trie's slot let go of it a grace period ago and
+ *      every snapshot that counted in it has been freed.
+ * ---------------------------------------------------------------------- */
+
+#define FROZEN_SHARDS 16
+
+typedef struct frozen_shard {
+    _Atomic int64_t n;
+    char pad[64 - sizeof(int64_t)];
+} frozen_shard;
+
+struct frozen {
+    inode *root;               /* owned */
+    _Atomic int closed;
+    _Atomic int freed;
+    void *block;               /* what cst_alloc gave (the holder is aligned) */
+    _Alignas(64) frozen_shard shard[FROZEN_SHARDS];
+};
+
+static size_t frozen_bytes(void) { return sizeof(struct frozen) + 63; }
+
+/* A holder for r (its reference is taken over); NULL when out of memory. */
+static struct frozen *frozen_new(inode *r)
+{
+    void *block = cst_alloc(frozen_bytes());
+    if (block == NULL)
+        return NULL;
+    struct frozen *fz = (struct frozen *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
+    memset(fz, 0, sizeof *fz);
+    fz->root = r;
+    fz->block = block;
+    atomic_init(&fz->closed, 0);
+    atomic_init(&fz->freed, 0);
+    for (size_t i = 0; i < FROZEN_SHARDS; i++)
+        atomic_init(&fz->shard[i].n, 0);
+    return fz;
+}
+
+static void frozen_dealloc(void *p)
+{
+    struct frozen *fz = p;
+    cst_dealloc(fz->block, frozen_bytes());
+}
+
+/* H3: free fz if it is closed, no shard counts and nobody freed it yet.  Its
+ * root goes at once; its own memory through EBR, since a snapshot that has
+ * just dropped its count may still read `closed` and the shards. */
+static void frozen_try_free(struct frozen *fz)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < FROZEN_SHARDS; i++)
+        /* seq_cst: after this thread's own write (close or decrement) */
+        sum += atomic_load_explicit(&fz->shard[i].n, memory_order_seq_cst);
+    int expected = 0;
+    if (sum != 0 || !atomic_compare_exchange_strong_explicit(&fz->freed, &expected, 1,
+                                                             memory_order_acq_rel,
+                                                             memory_order_relaxed))
+        return;
+    node_release(&fz->root->h); /* no section can reach it through fz (H3) */
+    ebr_retire_any(fz, frozen_dealloc);
+}
+
+/* The EBR release of a holder the slot let go of (H2).  It runs inside a
+ * section of its own: once `closed` is set, a snapshot dropping its last count
+ * may free the holder, which then waits for this section too. */
+static void frozen_close_cb(void *p)
+{
+    struct frozen *fz = p;
+    ebr_record *rec = ebr_enter();
+    if (rec == NULL) {
+        fputs("cstrie: out of memory in reclamation bookkeeping\n", stderr);
+        abort();
+    }
+    /* seq_cst: written before the shards are summed (H3) */
+    atomic_store_explicit(&fz->closed, 1, memory_order_seq_cst);
+    frozen_try_free(fz);
+    ebr_exit(rec);
+}
+
+/* A snapshot takes a count on fz (inside a section that loaded it, H1). */
+static unsigned frozen_get(ctx *c, struct frozen *fz)
+{
+    unsigned s = ebr_record_index(c->rec) % FROZEN_SHARDS;
+    /* relaxed: the holder cannot close before this section ends (H2) */
+    atomic_fetch_add_explicit(&fz->shard[s].n, 1, memory_order_relaxed);
+    return s;
+}
+
+/* A snapshot drops its count (H3). */
+static void frozen_put(struct frozen *fz, unsigned s)
+{
+    /* seq_cst: the decrement, then the read of closed */
+    atomic_fetch_sub_explicit(&fz->shard[s].n, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&fz->closed, memory_order_seq_cst))
+        frozen_try_free(fz);
+}
+
+/* Let the slot's holder go (H2); promptly when the operation is a drop. */
+static void frozen_release(ctx *c, struct frozen *fz)
+{
+    if (fz == NULL)
+        return;
+    if (c->prompt)
+        ebr_retire_prompt(c->rec, fz, frozen_close_cb);
+    else
+        ebr_retire(c->rec, fz, frozen_close_cb);
+}
+
 /* Forget the handle's frozen root (its main is no longer the trie's). */
 static void frozen_drop(ctx *c)
 {
-    /* acq_rel: the exchange takes the slot's reference exactly once; the
-     * retire defers its release past every section that may have loaded it
-     * (a snapshot about to share it, R4). */
-    inode *f = atomic_exchange_explicit(&c->t->frozen, NULL, memory_order_acq_rel);
-    if (f != NULL)
-        retire(c, &f->h);
+    /* acq_rel: the exchange takes the slot's holder exactly once */
+    frozen_release(c, atomic_exchange_explicit(&c->t->frozen, NULL, memory_order_acq_rel));
 }
 
-/* Remember r (frozen, a reference of its own) as the handle's frozen root. */
-static void frozen_set(ctx *c, inode *r)
+/* Offer fz as the handle's frozen root. */
+static void frozen_set(ctx *c, struct frozen *fz)
 {
-    node_retain(&r->h);
-    /* acq_rel: publishes r (its fields, read by a sharing snapshot) and takes
-     * the old slot's reference. */
-    inode *old = atomic_exchange_explicit(&c->t->frozen, r, memory_order_acq_rel);
-    if (old != NULL)
-        retire(c, &old->h);
+    /* acq_rel: publishes fz (a sharing snapshot reads its fields) and takes
+     * the old slot's holder */
+    frozen_release(c, atomic_exchange_explicit(&c->t->frozen, fz, memory_order_acq_rel));
 }
 
 void cst_free(cst_trie *t)
@@ -1586,11 +1709,14 @@ void cst_free(cst_trie *t)
          * other thread is inside an engine call, else at their next exits.
          * A snapshot sharing its frozen root with the trie or other
          * snapshots frees nothing now: no need to make every thread help. */
-        c.prompt = atomic_load_explicit(&root->h.rc, memory_order_relaxed) == 1;
-        inode *f = atomic_exchange_explicit(&t->frozen, NULL, memory_order_acq_rel);
-        if (f != NULL)
-            retire(&c, &f->h);
-        retire(&c, &root->h);
+        c.prompt = t->holder == NULL &&
+                   atomic_load_explicit(&root->h.rc, memory_order_relaxed) == 1;
+        frozen_release(&c, atomic_exchange_explicit(&t->frozen, NULL, memory_order_acq_rel));
+        if (t->holder != NULL) {
+            frozen_put(t->holder, t->shard); /* the last count frees the root at once */
+        } else {
+            retire(&c, &root->h);
+        }
         ctx_exit(&c);
     }
     handle_free(t);
@@ -1642,15 +1768,34 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
          * starts with a renewal of the root's branch): share that root, no
          * RDCSS, no new generation.  The snapshot is the trie at the moment
          * of the read of the root's main.  acquire: the frozen root's fields. */
-        inode *f = atomic_load_explicit(&t->frozen, memory_order_acquire);
-        if (f != NULL) {
+        struct frozen *fz = atomic_load_explicit(&t->frozen, memory_order_acquire);
+        if (fz != NULL) {
             inode *r = rdcss_read_root(&c, 0);
-            if (r != f && gcas_read(&c, r) == gcas_read(&c, f)) {
-                node_retain(&f->h); /* R4: the slot's reference is retired, not dropped */
-                snaproot = f;
-                goto made;
+            if (r != fz->root && gcas_read(&c, r) == gcas_read(&c, fz->root)) {
+                unsigned shard = frozen_get(&c, fz);
+                snap = handle_new(&t->d, fz->root, 1, t->bytecls);
+                if (snap == NULL) {
+                    frozen_put(fz, shard);
+                } else {
+                    snap->holder = fz;
+                    snap->shard = shard;
+                }
+                goto out;
             }
         }
+    }
+    if (readonly && t->readonly && t->holder != NULL) {
+        /* A snapshot of a snapshot that shares a frozen root: share it too
+         * (it cannot be closed and freed while t counts in it). */
+        unsigned shard = frozen_get(&c, t->holder);
+        snap = handle_new(&t->d, t->holder->root, 1, t->bytecls);
+        if (snap == NULL) {
+            frozen_put(t->holder, shard);
+        } else {
+            snap->holder = t->holder;
+            snap->shard = shard;
+        }
+        goto out;
     }
     for (;;) {
         inode *r = rdcss_read_root(&c, 0);
@@ -1686,8 +1831,25 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
             continue;
         }
         if (readonly) {
-            snaproot = r; /* the old generation is frozen from now on */
-            frozen_set(&c, r);
+            /* The old generation is frozen from now on: a holder takes the
+             * snapshot's reference to it, the snapshot counts in it, and the
+             * trie offers it to the next snapshots while nothing is written. */
+            struct frozen *fz = frozen_new(r);
+            if (fz == NULL) {
+                snaproot = r; /* no holder: this snapshot alone, as usual */
+                break;
+            }
+            unsigned shard = frozen_get(&c, fz);
+            snap = handle_new(&t->d, r, 1, t->bytecls);
+            if (snap == NULL) {
+                frozen_put(fz, shard);
+                frozen_release(&c, fz); /* closed and freed after a grace period */
+                goto out;
+            }
+            snap->holder = fz;
+            snap->shard = shard;
+            frozen_set(&c, fz);
+            goto out;
         } else {
             /* A writable copy gets a generation of its own over expmain. */
             node_retain(&expmain->h);
@@ -1700,7 +1862,6 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
         }
         break;
     }
-made:
     snap = handle_new(&t->d, snaproot, readonly, t->bytecls);
     if (snap == NULL)
         retire(&c, &snaproot->h);
