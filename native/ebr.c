@@ -136,12 +136,12 @@ struct ebr_record {
     limbo_chunk *ready;              /* owner only: chunks ready, released one per exit */
     limbo_chunk *pool;               /* owner only: empty chunks for reuse */
     unsigned npool;
-    char pad1[64];
+    char pad1[128];
     _Atomic(limbo_chunk *) open;     /* the open chunk between sections (inv. 5) */
     _Atomic(limbo_chunk *) sealed;   /* Treiber stack (inv. 5) */
     _Atomic int64_t count;           /* entries in sealed and ready chunks */
     _Atomic int64_t open_n;          /* entries in the published open chunk */
-    char pad2[64];
+    char pad2[128];
 };
 
 static _Atomic uint64_t global_epoch = 1;

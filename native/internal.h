@@ -17,7 +17,11 @@
 #include "subset.h"
 
 #define LOOKUP_STRIPES 16
-#define STRIPE_WORDS 8 /* 64 bytes between stripes */
+/* Lines written by different threads are kept 128 bytes apart: x86 CPUs
+ * fetch cache lines in aligned pairs (the adjacent-line prefetcher), so two
+ * counters 64 bytes apart still bounce between cores together. */
+#define CST_SPACING 128
+#define STRIPE_WORDS 16 /* 128 bytes between stripes */
 #define ROOT_DESC_BIT ((uintptr_t)1)
 #define MAX_HASH_LEVEL 60 /* hash levels 0, 5, ..., 60; deeper: L-nodes */
 
@@ -27,8 +31,8 @@ enum { BC_SEP = 1, BC_WILD = 2, BC_NUL = 4, BC_FORBIDDEN = 8 };
 /* A handle.  The first lines are read by every call and written almost
  * never (the root moves at snapshots); the lookup counters sit on lines of
  * their own, and a writable handle's update counters in a block of their
- * own (upd), one line per stripe: nothing a call writes shares a line with
- * what every call reads.  Allocated 64-byte aligned (handle_new). */
+ * own (upd), one pair of lines per stripe: nothing a call writes shares a
+ * line with what every call reads.  Allocated CST_SPACING-aligned. */
 struct cst_trie {
     _Atomic(uintptr_t) root;   /* inode*, or an RDCSS descriptor | ROOT_DESC_BIT */
     int readonly;
@@ -50,7 +54,7 @@ struct cst_trie {
     struct frozen *holder;     /* a snapshot's shared frozen root, or NULL */
     unsigned shard;            /* the holder's shard this snapshot counts in */
     void *block;               /* what cst_alloc gave for this handle */
-    _Alignas(64) _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
+    _Alignas(CST_SPACING) _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
 };
 #define UPD_BITS 24
 #define UPD_BEGIN UINT64_C(1)
@@ -72,7 +76,7 @@ struct cst_trie {
 #define UPD_EMPTY (UPD_LITERAL_STRIPES + 2)
 #define UPD_GLOBAL (UPD_LITERAL_STRIPES + 3)
 #define UPD_STRIPES (UPD_LITERAL_STRIPES + 4)
-#define UPD_STRIPE_WORDS 8     /* 64 bytes between stripes */
+#define UPD_STRIPE_WORDS 16    /* 128 bytes between stripes (CST_SPACING) */
 
 /* One engine operation: the handle and the caller's open epoch section. */
 typedef struct ctx {

@@ -1469,27 +1469,28 @@ static void engine_init(void) { words_seed_init(); }
 cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly, const uint8_t *bytecls)
 {
     /* 64-byte aligned: the lookup counters have lines of their own */
-    void *block = cst_alloc(sizeof(cst_trie) + 63);
+    void *block = cst_alloc(sizeof(cst_trie) + CST_SPACING - 1);
     if (block == NULL)
         return NULL;
-    cst_trie *t = (cst_trie *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
+    cst_trie *t = (cst_trie *)(((uintptr_t)block + CST_SPACING - 1) & ~(uintptr_t)(CST_SPACING - 1));
     memset(t, 0, sizeof *t);
     t->block = block;
     size_t need = d->sep_len + d->single_len + d->multi_len + 3;
     t->tokens = cst_alloc(need);
     if (t->tokens == NULL) {
-        cst_dealloc(block, sizeof(cst_trie) + 63);
+        cst_dealloc(block, sizeof(cst_trie) + CST_SPACING - 1);
         return NULL;
     }
     if (!readonly) {
-        size_t bytes = (size_t)UPD_STRIPES * UPD_STRIPE_WORDS * sizeof(uint64_t) + 63;
+        size_t bytes = (size_t)UPD_STRIPES * UPD_STRIPE_WORDS * sizeof(uint64_t) + CST_SPACING - 1;
         t->upd_block = cst_alloc(bytes);
         if (t->upd_block == NULL) {
             cst_dealloc(t->tokens, need);
-            cst_dealloc(block, sizeof(cst_trie) + 63);
+            cst_dealloc(block, sizeof(cst_trie) + CST_SPACING - 1);
             return NULL;
         }
-        t->upd = (_Atomic uint64_t *)(((uintptr_t)t->upd_block + 63) & ~(uintptr_t)63);
+        t->upd = (_Atomic uint64_t *)(((uintptr_t)t->upd_block + CST_SPACING - 1) &
+                                      ~(uintptr_t)(CST_SPACING - 1));
         for (size_t i = 0; i < (size_t)UPD_STRIPES * UPD_STRIPE_WORDS; i++)
             atomic_init(&t->upd[i], 0);
     }
@@ -1528,9 +1529,10 @@ cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly, const uint
 static void handle_free(cst_trie *t)
 {
     if (t->upd_block != NULL)
-        cst_dealloc(t->upd_block, (size_t)UPD_STRIPES * UPD_STRIPE_WORDS * sizeof(uint64_t) + 63);
+        cst_dealloc(t->upd_block,
+                    (size_t)UPD_STRIPES * UPD_STRIPE_WORDS * sizeof(uint64_t) + CST_SPACING - 1);
     cst_dealloc(t->tokens, t->tokens_len);
-    cst_dealloc(t->block, sizeof(cst_trie) + 63);
+    cst_dealloc(t->block, sizeof(cst_trie) + CST_SPACING - 1);
 }
 
 cst_trie *cst_new(const cst_dialect *d)
@@ -1582,7 +1584,7 @@ cst_trie *cst_new(const cst_dialect *d)
 
 typedef struct frozen_shard {
     _Atomic int64_t n;
-    char pad[64 - sizeof(int64_t)];
+    char pad[CST_SPACING - sizeof(int64_t)];
 } frozen_shard;
 
 struct frozen {
@@ -1590,10 +1592,10 @@ struct frozen {
     _Atomic int closed;
     _Atomic int freed;
     void *block;               /* what cst_alloc gave (the holder is aligned) */
-    _Alignas(64) frozen_shard shard[FROZEN_SHARDS];
+    _Alignas(CST_SPACING) frozen_shard shard[FROZEN_SHARDS];
 };
 
-static size_t frozen_bytes(void) { return sizeof(struct frozen) + 63; }
+static size_t frozen_bytes(void) { return sizeof(struct frozen) + CST_SPACING - 1; }
 
 /* A holder for r (its reference is taken over); NULL when out of memory. */
 static struct frozen *frozen_new(inode *r)
@@ -1601,7 +1603,8 @@ static struct frozen *frozen_new(inode *r)
     void *block = cst_alloc(frozen_bytes());
     if (block == NULL)
         return NULL;
-    struct frozen *fz = (struct frozen *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
+    struct frozen *fz =
+        (struct frozen *)(((uintptr_t)block + CST_SPACING - 1) & ~(uintptr_t)(CST_SPACING - 1));
     memset(fz, 0, sizeof *fz);
     fz->root = r;
     fz->block = block;

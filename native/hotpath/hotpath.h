@@ -73,9 +73,10 @@ typedef struct idmap {
     idcount *slots;
     size_t cap;                /* 0 or a power of two */
     size_t used;
-    char pad[40];              /* 64 bytes: the parts of a Counts, changed under
-                                * different stripe locks, share no line */
+    char pad[104];             /* 128 bytes: the parts of a Counts, changed under
+                                * different stripe locks, share no line (pair) */
 } idmap;
+_Static_assert(sizeof(idmap) == 128, "a Counts part per line pair");
 
 int64_t idmap_get(const idmap *m, uint64_t id);          /* 0 when absent */
 int idmap_add(idmap *m, uint64_t id, int64_t delta);     /* -1: no memory */
@@ -98,15 +99,18 @@ typedef struct idtab {
     size_t cap;                /* 0 or a power of two */
     size_t used;
     uint64_t version;          /* raised by every insertion and removal (reg_id_of) */
-    char pad[32];              /* 64 bytes: one line per stripe's table */
+    char pad[96];              /* 128 bytes: one pair of lines per stripe's table */
 } idtab;
+_Static_assert(sizeof(idtab) == 128, "a stripe's table per line pair");
 
-/* A stripe lock on a line of its own (a PyMutex is one byte: 64 of them
- * side by side were one line that every update wrote). */
+/* A stripe lock on lines of its own (a PyMutex is one byte: 64 of them side
+ * by side were one line that every update wrote; 128 bytes, since x86 CPUs
+ * fetch lines in aligned pairs). */
 typedef struct stripe_lock {
     cst_mutex m;
-    char pad[64 - sizeof(cst_mutex) % 64];
+    char pad[128 - sizeof(cst_mutex) % 128];
 } stripe_lock;
+_Static_assert(sizeof(stripe_lock) == 128, "a stripe lock per line pair");
 
 /* The stripe of a subscriber whose hash is h. */
 /* The hash's top bits after a multiply: ints and addresses, whose low bits
@@ -145,7 +149,7 @@ typedef struct pin_set {
     size_t n, cap;
     pin_rec *pins;
     int64_t serial;
-    char pad[64];
+    char pad[128];
 } pin_set;
 
 /* A freed id, and the engine epoch at which it was freed: it is reused once
@@ -166,12 +170,12 @@ typedef struct Registry {
     pin_set *pins;             /* PIN_STRIPES sets, 64-byte aligned */
     void *pins_block;
     int cleared;               /* the GC broke a cycle through it (registry_clear) */
-    char pad0[64];
+    char pad0[128];
     /* written when an id is made or freed */
     cst_mutex slot_lock;       /* objects, the free ring and freed change under it */
     struct freed_slot *free_ring; /* freed ids for reuse, oldest first (rule 4) */
     size_t free_head, nfree, free_cap;
-    char pad1[64];
+    char pad1[128];
     stripe_lock stripes[STRIPES];
     idtab ids[STRIPES];        /* subscriber -> id, each under its stripe lock */
     /* written when ids die while pins are open, and when handles come and go */

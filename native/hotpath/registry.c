@@ -936,23 +936,23 @@ static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         return NULL;
     r->objects = PyList_New(1);
     /* own cache line: read by every lookup, written only when an id is freed */
-    r->freed_block = PyMem_RawCalloc(1, 192);
+    r->freed_block = PyMem_RawCalloc(1, 384);
     if (r->objects == NULL || r->freed_block == NULL) {
         int nomem = r->freed_block == NULL;
         Py_DECREF(r);
         return nomem ? PyErr_NoMemory() : NULL;
     }
     PyList_SET_ITEM(r->objects, 0, Py_NewRef(cst_FREE));
-    r->freed = (_Atomic int64_t *)(((uintptr_t)r->freed_block + 63) & ~(uintptr_t)63);
+    r->freed = (_Atomic int64_t *)(((uintptr_t)r->freed_block + 127) & ~(uintptr_t)127);
     atomic_init(r->freed, 0);
     atomic_init(&r->seq, 1); /* a pin's done of 0 means "not yet" */
     atomic_init(&r->died_count, 0);
-    r->pins_block = PyMem_RawCalloc(1, PIN_STRIPES * sizeof(pin_set) + 63);
+    r->pins_block = PyMem_RawCalloc(1, PIN_STRIPES * sizeof(pin_set) + 127);
     if (r->pins_block == NULL) {
         Py_DECREF(r);
         return PyErr_NoMemory();
     }
-    r->pins = (pin_set *)(((uintptr_t)r->pins_block + 63) & ~(uintptr_t)63);
+    r->pins = (pin_set *)(((uintptr_t)r->pins_block + 127) & ~(uintptr_t)127);
     for (size_t i = 0; i < PIN_STRIPES; i++) {
         atomic_init(&r->pins[i].count, 0);
         if (cst_mutex_init(&r->pins[i].lock) < 0) {
