@@ -214,7 +214,7 @@ def test_binary_empty_table_with_bytes() -> None:
 
 def test_binary_header_nested_deeper_than_the_recursion_limit() -> None:
     b = lf.Binary.parse(lf._base("str", "binary"))
-    b.meta = lf._nested(5000).encode()
+    b.meta = lf._nested(100_000).encode()
     raw = b.pack()
     refused(raw, "binary", "the binary header is not valid JSON")
     with pytest.raises(FormatError, match="unreadable header"):
@@ -238,7 +238,7 @@ def jsonl(name: str, **change: Any) -> bytes:
 
 
 def test_jsonl_json_nested_deeper_than_the_recursion_limit() -> None:
-    deep = lf._nested(5000)
+    deep = lf._nested(100_000)
     refused(jsonl("str", raw_header=deep.encode()), "jsonl", "the first line is not JSON")
     with pytest.raises(FormatError, match="unreadable header"):
         read_header(io.BytesIO(jsonl("str", raw_header=deep.encode())), format="jsonl")
@@ -331,7 +331,7 @@ def test_jsonl_lines_that_crash_pyarrows_json_reader(lines: list[str], tmp_path:
 # ------------------------------------------------------------ Parquet
 @needs_pyarrow
 def test_parquet_metadata_nested_deeper_than_the_recursion_limit() -> None:
-    deep = lf._nested(5000).encode()
+    deep = lf._nested(100_000).encode()
     refused(lf._parquet("str", raw_header=deep), "parquet", "corrupt cstrie metadata")
     refused(lf._parquet("str", raw_end=deep), "parquet", "corrupt cstrie metadata")
 
