@@ -175,6 +175,7 @@ typedef struct Registry {
     cst_mutex slot_lock;       /* objects, the free ring and freed change under it */
     struct freed_slot *free_ring; /* freed ids for reuse, oldest first (rule 4) */
     size_t free_head, nfree, free_cap;
+    _Atomic uint64_t free_oldest; /* the oldest's epoch + 1, or 0: read without the lock */
     char pad1[128];
     stripe_lock stripes[STRIPES];
     idtab ids[STRIPES];        /* subscriber -> id, each under its stripe lock */

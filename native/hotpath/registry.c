@@ -674,27 +674,42 @@ static int free_ring_push(Registry *r, uint64_t id, uint64_t epoch)
         r->free_head = 0;
     }
     r->free_ring[(r->free_head + r->nfree) & (r->free_cap - 1)] = (freed_slot){id, epoch};
-    r->nfree++;
+    if (r->nfree++ == 0)
+        atomic_store_explicit(&r->free_oldest, epoch + 1, memory_order_relaxed);
     return 0;
 }
 
 /* Under the slot lock: the oldest freed id that no read can map any more
- * (rule 4: freed two epochs ago; the epoch is nudged when it is one or two
- * steps short), or 0. */
+ * (rule 4: freed two epochs ago), or 0. */
 static uint64_t free_ring_take(Registry *r)
 {
     if (r->nfree == 0)
         return 0;
     freed_slot *f = &r->free_ring[r->free_head];
-    uint64_t now = cst_engine->epoch();
-    for (int tries = 0; tries < 2 && f->epoch != 0 && now < f->epoch + 2; tries++)
-        now = cst_engine->epoch_advance(); /* a scan of the threads' states, no Python */
-    if (f->epoch != 0 && now < f->epoch + 2)
+    if (f->epoch != 0 && cst_engine->epoch() < f->epoch + 2)
         return 0;
     uint64_t id = f->id;
     r->free_head = (r->free_head + 1) & (r->free_cap - 1);
     r->nfree--;
+    /* relaxed: a hint for free_ring_nudge, read without the lock */
+    atomic_store_explicit(&r->free_oldest,
+                          r->nfree ? r->free_ring[r->free_head].epoch + 1 : 0,
+                          memory_order_relaxed);
     return id;
+}
+
+/* Before the slot lock: when the oldest freed id is one or two epochs short
+ * of reuse, try to move the epoch (a scan of the threads' states; done here,
+ * not under the lock every new id takes). */
+static void free_ring_nudge(Registry *r)
+{
+    uint64_t hint = atomic_load_explicit(&r->free_oldest, memory_order_relaxed);
+    if (hint <= 1)
+        return; /* nothing freed, or reusable at once */
+    uint64_t oldest = hint - 1;
+    uint64_t now = cst_engine->epoch();
+    for (int tries = 0; tries < 2 && now < oldest + 2; tries++)
+        now = cst_engine->epoch_advance();
 }
 
 int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObject **registered)
@@ -712,6 +727,7 @@ int64_t reg_id_for(reg_locks *l, Py_hash_t h, PyObject *obj, int *fresh, PyObjec
         return -1;
     }
     int64_t birth = pins_open(r) ? seq_next(r) : seq_now(r);
+    free_ring_nudge(r);
     reg_lock(&r->slot_lock);
     uint64_t reuse = free_ring_take(r);
     if (reuse != 0) {
@@ -946,6 +962,7 @@ static PyObject *registry_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     r->freed = (_Atomic int64_t *)(((uintptr_t)r->freed_block + 127) & ~(uintptr_t)127);
     atomic_init(r->freed, 0);
     atomic_init(&r->seq, 1); /* a pin's done of 0 means "not yet" */
+    atomic_init(&r->free_oldest, 0);
     atomic_init(&r->died_count, 0);
     r->pins_block = PyMem_RawCalloc(1, PIN_STRIPES * sizeof(pin_set) + 127);
     if (r->pins_block == NULL) {
@@ -998,6 +1015,7 @@ static int registry_clear(Registry *r)
     for (size_t s = 0; s < STRIPES; s++)
         idtab_clear(&r->ids[s]);
     r->nfree = 0;
+    atomic_store_explicit(&r->free_oldest, 0, memory_order_relaxed);
     for (size_t i = 0; i < r->nhandles; i++)
         Py_CLEAR(r->handles[i]);
     r->nhandles = 0;
@@ -1204,6 +1222,7 @@ int reg_drop_handle(Registry *r, int64_t serial)
         }
         int rc = PyList_SetSlice(r->objects, 1, n, NULL);
         r->nfree = 0;
+        atomic_store_explicit(&r->free_oldest, 0, memory_order_relaxed);
         reg_unlock(&r->slot_lock);
         reg_unlock(&r->meta);
         Py_DECREF(c);
