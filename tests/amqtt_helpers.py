@@ -68,6 +68,11 @@ class BrokerThread:
     ``bounds``: CstrieBroker's ``cstrie`` section (its per-client bounds),
     left out for stock, whose configuration has no such section.
 
+    ``session_monitor=False`` stops amqtt's session monitor (a task that,
+    once a second, removes every disconnected clean or anonymous session):
+    for a test that removes them itself, at a point it chooses, not at a
+    moment timing decides.
+
     ``call(fn)`` runs ``fn(broker)`` on the loop (so it sees no half-done
     change), ``run(coro)`` awaits a coroutine there; both bounded.
     """
@@ -79,6 +84,7 @@ class BrokerThread:
         max_qos: int | None = None,
         config: dict[str, Any] | None = None,
         bounds: dict[str, Any] | None = None,
+        session_monitor: bool = True,
     ) -> None:
         self.kind = kind
         config = dict(config or broker_config())
@@ -88,6 +94,8 @@ class BrokerThread:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name=kind)
         self._thread.start()
         self.broker: Broker = self.run(self._start(BROKERS[kind], config, max_qos))
+        if not session_monitor:
+            self.run(self._stop_session_monitor(self.broker))
         server = self.broker._servers["default"].instance
         self.port: int = server.sockets[0].getsockname()[1]
 
@@ -100,6 +108,13 @@ class BrokerThread:
             broker.config.max_qos = max_qos
         await broker.start()
         return broker
+
+    @staticmethod
+    async def _stop_session_monitor(broker: Broker) -> None:
+        task = broker._session_monitor_task
+        assert task is not None, "amqtt's session monitor is not running: a new amqtt?"
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = TIMEOUT) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
