@@ -1,9 +1,14 @@
 """The one thin layer over the compiled engine (``cstrie._native``).
 
-Everything that touches ``ffi``/``lib`` lives here; the public classes in
-:mod:`cstrie.trie` are built only on these functions and on the fast path.
-:func:`raise_status` is the single place where an engine status code becomes a
-Python exception.
+No other module of the library touches ``ffi``/``lib``: the public classes
+(:mod:`cstrie.trie`, :mod:`cstrie.topics`), the formats (:mod:`cstrie.export`)
+and the Spark matcher are built only on the functions below and on the fast
+path.  :func:`raise_status` is the single place where an engine status code
+becomes a Python exception.
+
+Sections: statuses; dialects; handles; caller buffers; bulk build; iteration;
+queries; topic index; table helpers of the formats; batch lookups (Spark);
+statistics and debugging; the fast path's wiring.
 
 The hot calls (lookups, subscribe, unsubscribe) do not go through cffi: a cffi
 call builds an argument tuple, converts every argument, releases and re-takes
@@ -19,8 +24,9 @@ from __future__ import annotations
 import os
 import sysconfig
 from array import array
-from collections.abc import Iterator
-from typing import Any, NoReturn
+from collections.abc import Iterable, Iterator
+from itertools import compress
+from typing import Any, NamedTuple, NoReturn
 
 from cstrie import _hotpath
 from cstrie._native import ffi, lib
@@ -142,6 +148,17 @@ def clear_take(handle: Any) -> Any:
     return ffi.gc(ptr, lib.cst_free)
 
 
+def new_handle(d: Dialect) -> Any:
+    """A new writable engine handle freed when the returned cdata is collected."""
+    return ffi.gc(new_trie_ptr(d), lib.cst_free)
+
+
+def free(ptr: Any) -> None:
+    """Free an engine handle made by :func:`new_trie_ptr`/:func:`snapshot_ptr`
+    that no owner took (a failed bind)."""
+    lib.cst_free(ptr)
+
+
 def address(handle: Any) -> int:
     """The engine handle's address, for the fast path (``Reader._bind``)."""
     return int(ffi.cast("uintptr_t", handle))
@@ -151,8 +168,187 @@ def address(handle: Any) -> int:
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
+# ------------------------------------------------------------ caller buffers
+#: memoryview formats of 8-byte integers and of bytes (Arrow buffers are "b")
+_WORD_FORMATS = frozenset("qQlLnN")
+_BYTE_FORMATS = frozenset("bBc")
+
+
+def _buffer_view(obj: object, what: str, kind: str) -> memoryview:
+    """``obj``'s buffer, which must be contiguous, or ``TypeError`` naming
+    ``what``."""
+    try:
+        view = memoryview(obj)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"{what} must be {kind} (bytes, bytearray, memoryview, array, numpy or Arrow "
+            f"buffer, or a cffi array), not {type(obj).__name__}"
+        ) from None
+    if not view.c_contiguous:
+        raise TypeError(f"{what} must be a contiguous buffer")
+    return view
+
+
+class Views:
+    """The views this layer makes of a caller's buffers, released together on
+    exit (``with Views() as v: ...``).
+
+    A view holds an export of the caller's buffer until it is released, and a
+    traceback keeps a frame's views alive: a memoryview collected in one
+    garbage cycle with a view of it crashes CPython 3.11 (its tp_clear drops
+    the buffer the view still holds).  So none outlives the call."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: list[Any] = []
+
+    def __enter__(self) -> Views:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for view in self._held:
+            ffi.release(view)
+        self._held.clear()
+
+    def bytes_of(self, data: object) -> Any:
+        """``data`` as a ``char[]`` of its exact length: a cffi byte array or
+        any contiguous buffer (the bytes of UTF-8 patterns)."""
+        if isinstance(data, ffi.CData):
+            t = ffi.typeof(data)
+            if t.kind != "array" or ffi.sizeof(t.item) != 1:
+                raise TypeError(f"data must be a char[] or uint8_t[] array, not cdata '{t.cname}'")
+            view = ffi.from_buffer(ffi.buffer(data))
+        else:
+            _buffer_view(data, "data", "a buffer of UTF-8 bytes")
+            view = ffi.from_buffer(data)
+        self._held.append(view)
+        return view
+
+    def words_of(self, obj: object, ctype: str, what: str) -> Any:
+        """``obj`` as a cffi ``ctype[]`` (``int64_t`` or ``uint64_t``): a cffi
+        array of that type, or a buffer of 8-byte integers or of bytes (a
+        whole number of 8-byte words)."""
+        if isinstance(obj, ffi.CData):
+            t = ffi.typeof(obj)
+            if t.kind != "array" or t.item != ffi.typeof(ctype):
+                article = "an" if ctype[0] == "i" else "a"
+                raise TypeError(f"{what} must be {article} {ctype}[] array, not cdata '{t.cname}'")
+            return obj
+        view = _buffer_view(obj, what, f"a buffer of {ctype}")
+        fmt = view.format.lstrip("@=<>!")
+        if fmt not in _WORD_FORMATS and fmt not in _BYTE_FORMATS:
+            raise TypeError(
+                f"{what} must hold 8-byte integers ({ctype}), not items of format {view.format!r}"
+            )
+        if view.nbytes % 8:
+            raise ValueError(
+                f"{what} has {view.nbytes} bytes, not a whole number of 8-byte integers"
+            )
+        words = ffi.from_buffer(f"{ctype}[]", obj)
+        self._held.append(words)
+        return words
+
+
+    def table(self, data: object, offsets: object, refs: object) -> tuple[Any, Any, Any]:
+        """(data, offsets, refs) of a pattern table (see :func:`build`) as
+        cffi arrays, or the ``TypeError``/``ValueError`` that names the buffer
+        of the wrong kind or size."""
+        blob = self.bytes_of(data)
+        off = self.words_of(offsets, "int64_t", "offsets")
+        ids = self.words_of(refs, "uint64_t", "refs")
+        if len(off) != len(ids) + 1:
+            raise ValueError(
+                f"offsets has {len(off)} entries; expected {len(ids) + 1} (one more than refs)"
+            )
+        return blob, off, ids
+
+
+def int64s(values: Iterable[int]) -> Any:
+    """A new cffi ``int64_t[]`` holding ``values``."""
+    return ffi.new("int64_t[]", list(values))
+
+
+def uint64s(values: Iterable[int]) -> Any:
+    """A new cffi ``uint64_t[]`` holding ``values``."""
+    return ffi.new("uint64_t[]", list(values))
+
+
+# ------------------------------------------------------------ bulk build
+def build(
+    d: Dialect, blob: Any, off: Any, ids: Any, nsubs: int, *, count: bool = True
+) -> tuple[Any, list[tuple[int, int]]]:
+    """The engine's bulk build (``cst_build``) over buffers checked by
+    :meth:`Views.table`: n patterns ``blob[off[k]:off[k + 1]]`` with 1-based subscriber ids
+    ``ids[k]`` in ``1..nsubs``.  Returns (a new handle, not freed by cffi: see
+    :func:`new_trie_ptr`; with ``count``, (id, pairs kept) for every id the
+    build kept a pair of, else []).  Nothing is built on error:
+    ``ValueError`` names the first offset that is negative, decreases or
+    points past the data, else the first pair whose reference is out of range
+    or whose pattern is invalid."""
+    n = len(ids)
+    size = len(blob)
+    kept = ffi.new("uint8_t[]", max(n, 1)) if count else ffi.NULL
+    status = ffi.new("int *")
+    bad = ffi.new("int64_t *")
+    native = NativeDialect(d)
+    ptr = lib.cst_build(native.ptr, blob, size, off, ids, n, nsubs, kept, status, bad)
+    if ptr == ffi.NULL:
+        k = bad[0]
+        if status[0] == lib.CST_EBOUNDS:
+            raise ValueError(_offset_error(off, k, size))
+        if status[0] == lib.CST_EINVAL:
+            if k < 0:
+                raise ValueError(f"{n} pairs are more than one bulk build takes (2**32 - 2)")
+            if not 1 <= ids[k] <= nsubs:
+                raise ValueError(f"pair {k} refers to subscriber #{ids[k]}, outside 1..{nsubs}")
+            raise ValueError(f"pair {k}: pattern is not valid UTF-8")
+        text: object = None
+        if 0 <= k < n and 0 <= off[k] <= off[k + 1] <= size:
+            text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
+        raise_status(status[0], d, "pattern", text)
+    if not count:
+        return ptr, []
+    try:
+        return ptr, _count_ids(ids, kept, n, nsubs)
+    except BaseException:
+        lib.cst_free(ptr)
+        raise
+
+
+def _count_ids(ids: Any, kept: Any, n: int, max_id: int) -> list[tuple[int, int]]:
+    """(id, pairs) for every subscriber id among the n pairs a bulk build kept
+    (counted in C: a Counter over a million ids would make a million Python
+    ints)."""
+    per_id = array("I", bytes(4 * (max_id + 1)))
+    check(lib.cst_count_ids(ids, kept, n, ffi.from_buffer("uint32_t[]", per_id), max_id))
+    return list(zip(compress(range(max_id + 1), per_id), compress(per_id, per_id), strict=True))
+
+
+def _offset_error(off: Any, k: int, size: int) -> str:
+    """What is wrong with entry ``k`` of an offset table that the engine
+    refused (its first bad entry), over pattern data of ``size`` bytes."""
+    v = off[k]
+    if k == 0 and v < 0:
+        return f"offsets[0] = {v} is negative: pair 0 would start before the pattern data"
+    if k > 0 and v < off[k - 1]:
+        return (
+            f"offsets decrease at pair {k - 1}: offsets[{k - 1}] = {off[k - 1]} > "
+            f"offsets[{k}] = {v}"
+        )
+    if v > size:
+        pair = f"pair {k - 1} would end" if k else "pair 0 would start"
+        return (
+            f"offsets[{k}] = {v} is past the end of the pattern data ({size} bytes): "
+            f"{pair} outside it"
+        )
+    return f"offsets[{k}] = {v} changed while the trie was being built"
+
+
+# ------------------------------------------------------------ iteration
 class Groups:
-    """A ``cst_groups`` output struct with its buffers."""
+    """A ``cst_groups`` output struct with its buffers: the chunks that
+    ``cst_iter_next`` and ``cst_match`` fill."""
 
     __slots__ = ("_ends", "_ids", "_pat", "_share", "s", "with_share")
 
@@ -182,22 +378,121 @@ class Groups:
             self._share = ffi.new("uint64_t[]", max(groups_cap, 1))
             s.share = self._share
 
-    def read(self) -> list[tuple[bytes, list[int]]]:
-        """The groups in the buffers: (pattern bytes, ids) each."""
+    def grow(self) -> None:
+        """Room for what a call that answered ``CST_ETRUNC`` needs, doubled."""
+        s = self.s
+        self.resize(
+            max(s.need_pat * 2, s.pat_cap),
+            max(s.need_ids * 2, s.ids_cap),
+            max(s.need_groups * 2, s.groups_cap),
+        )
+
+    def raw(self) -> RawChunk:
+        """The filled groups as flat copies (see :class:`RawChunk`)."""
         s = self.s
         n = s.ngroups
-        pat_end = ffi.unpack(s.pat_end, n)
-        ids_end = ffi.unpack(s.ids_end, n)
-        pat = ffi.buffer(s.pat, pat_end[-1] if n else 0)[:]
-        ids = ffi.unpack(s.ids, ids_end[-1]) if n else []
+        pat_end = _copy(s.pat_end, "q", n)
+        ids_end = _copy(s.ids_end, "q", n)
+        pat = bytes(ffi.buffer(s.pat, pat_end[-1])) if n else b""
+        ids = _copy(s.ids, "Q", ids_end[-1] if n else 0)
+        share = _copy(s.share, "Q", n) if self.with_share else None
+        return RawChunk(pat, pat_end, ids, ids_end, share)
+
+    def read(self) -> list[tuple[bytes, list[int]]]:
+        """The groups in the buffers: (pattern bytes, ids) each."""
+        return self.raw().groups()
+
+
+def _copy(buf: Any, typecode: str, n: int) -> array[int]:
+    out = array(typecode)
+    if n:
+        out.frombytes(ffi.buffer(buf, n * out.itemsize))
+    return out
+
+
+class RawChunk(NamedTuple):
+    """Groups of (pattern, subscriber ids) as the engine lays them out: group
+    g's pattern is ``pat[pat_end[g-1]:pat_end[g]]`` and its ids
+    ``ids[ids_end[g-1]:ids_end[g]]`` (the -1 entries being 0); ``share``
+    (when asked for) holds per group 0 for an ordinary pattern's subscribers,
+    else the id of the share group whose members the ids are."""
+
+    pat: bytes
+    pat_end: array[int]
+    ids: array[int]
+    ids_end: array[int]
+    share: array[int] | None
+
+    def groups(self) -> list[tuple[bytes, list[int]]]:
+        pat, ids = self.pat, self.ids
         out = []
         p0 = i0 = 0
-        for g in range(n):
-            out.append((pat[p0 : pat_end[g]], ids[i0 : ids_end[g]]))
-            p0, i0 = pat_end[g], ids_end[g]
+        for p1, i1 in zip(self.pat_end, self.ids_end, strict=True):
+            out.append((pat[p0:p1], ids[i0:i1].tolist()))
+            p0, i0 = p1, i1
         return out
 
 
+#: Pairs per chunk of an iteration (the unit of streaming, a Parquet row group, ...).
+CHUNK_PAIRS = 1 << 14
+
+
+def chunks(
+    handle: Any, *, per_pair: bool = False, shared: bool = False, pairs: int = CHUNK_PAIRS
+) -> Iterator[RawChunk]:
+    """The chunks of a consistent snapshot of ``handle``, taken now (a
+    ``MemoryError`` is raised here, not during the iteration), of about
+    ``pairs`` pairs each.  With ``per_pair`` every group is one pair (the
+    engine repeats a pattern once per subscriber).  Without ``shared`` the
+    walk gives the ordinary pairs only (share-group memberships are skipped
+    in the engine); with it, memberships too, told apart by
+    :attr:`RawChunk.share`."""
+    it = (lib.cst_iter_new_pairs if per_pair else lib.cst_iter_new)(handle)
+    if it == ffi.NULL:
+        raise MemoryError("cstrie engine: out of memory starting an iteration")
+    it = ffi.gc(it, lib.cst_iter_free)
+    return _chunks(it, Groups(pairs * 16, pairs, pairs, with_share=shared))
+
+
+def _chunks(it: Any, g: Groups) -> Iterator[RawChunk]:
+    while True:
+        r = lib.cst_iter_next(it, g.s)
+        if r == lib.CST_ETRUNC:
+            g.grow()
+            continue
+        check(r)
+        if r == 0:
+            return
+        yield g.raw()
+
+
+def iterate(handle: Any) -> Iterator[tuple[bytes, list[int]]]:
+    """(pattern bytes, ids) groups of a consistent snapshot of handle: the
+    ordinary pairs only (share-group memberships: :func:`iterate_shared`).
+    The snapshot is taken now."""
+    return _groups(chunks(handle, pairs=CHUNK_PAIRS * 4))
+
+
+def _groups(it: Iterator[RawChunk]) -> Iterator[tuple[bytes, list[int]]]:
+    for c in it:
+        yield from c.groups()
+
+
+def iterate_shared(handle: Any) -> Iterator[tuple[bytes, int, list[int]]]:
+    """(pattern bytes, share, ids) of every group of a consistent snapshot:
+    share is 0 for an ordinary pattern's subscribers, else the id of the share
+    group whose members ids are (on that filter).  The snapshot is taken now."""
+    return _shared_groups(chunks(handle, shared=True, pairs=CHUNK_PAIRS * 4))
+
+
+def _shared_groups(it: Iterator[RawChunk]) -> Iterator[tuple[bytes, int, list[int]]]:
+    for c in it:
+        assert c.share is not None
+        for (pat, ids), share in zip(c.groups(), c.share, strict=True):
+            yield pat, share, ids
+
+
+# ------------------------------------------------------------ queries
 def ids_call(fn: Any, handle: Any, data: bytes) -> list[int] | int:
     """Run a ``(handle, bytes, len, out, cap)`` engine call that returns ids
     (not a hot path: a fresh buffer each time, so threads share none)."""
@@ -213,6 +508,127 @@ def ids_call(fn: Any, handle: Any, data: bytes) -> list[int] | int:
         cap = n
 
 
+def subscribers(handle: Any, data: bytes, d: Dialect, filt: object) -> list[int]:
+    """The ids subscribed to exactly the encoded pattern ``data``."""
+    ids = ids_call(lib.cst_subscribers, handle, data)
+    if isinstance(ids, int):
+        raise_status(ids, d, "pattern", filt)
+    return ids
+
+
+def share_members(handle: Any, data: bytes, gid: int, d: Dialect, filt: object) -> list[int]:
+    """The ids of share group ``gid``'s members on exactly the pattern ``data``."""
+    ids = ids_call(
+        lambda h, p, n, out, cap: lib.cst_share_members(h, p, n, gid, out, cap), handle, data
+    )
+    if isinstance(ids, int):
+        raise_status(ids, d, "pattern", filt)
+    return ids
+
+
+def validate(handle: Any, data: bytes, d: Dialect, what: str, text: object) -> None:
+    """Raise what the engine's validation of ``data`` as a pattern (``what``
+    "pattern") or a topic finds wrong with it."""
+    check(lib.cst_validate(handle, data, len(data), 1 if what == "pattern" else 0), d, what, text)
+
+
+def length(handle: Any) -> int:
+    """The number of (pattern, subscriber) pairs (exact, consistent)."""
+    return check(lib.cst_len(handle))
+
+
+def clear_if(handle: Any, expected: Any) -> bool:
+    """Empty ``handle`` if its contents are still those of the snapshot
+    ``expected``; False (nothing done) if an update came between."""
+    return bool(check(lib.cst_clear_if(handle, expected)))
+
+
+def compact(handle: Any) -> None:
+    check(lib.cst_compact(handle))
+
+
+# ------------------------------------------------------------ topic index
+def topic_put(handle: Any, key: bytes, ident: int, d: Dialect, topic: object) -> tuple[bool, int]:
+    """(new, replaced id): store ident under the topic key."""
+    old = ffi.new("uint64_t *")
+    r = check(lib.cst_topic_put(handle, key, len(key), ident, old), d, "topic", topic)
+    return r == 1, int(old[0])
+
+
+def topic_get(handle: Any, key: bytes, d: Dialect, topic: object) -> int | None:
+    ident = ffi.new("uint64_t *")
+    r = check(lib.cst_topic_get(handle, key, len(key), ident), d, "topic", topic)
+    return int(ident[0]) if r else None
+
+
+def topic_remove(handle: Any, key: bytes, d: Dialect, topic: object) -> int | None:
+    old = ffi.new("uint64_t *")
+    r = check(lib.cst_topic_remove(handle, key, len(key), old), d, "topic", topic)
+    return int(old[0]) if r else None
+
+
+def reverse_query(
+    handle: Any, data: bytes, d: Dialect, filt: object, chunk: int = 256, filters: bool = False
+) -> Iterator[list[tuple[bytes, int]]]:
+    """Chunks of (topic bytes, id) of every stored topic the filter matches,
+    on a snapshot taken now (an invalid filter raises here, not later).  With
+    filters=True, handle is a subscription trie and the chunks hold the
+    stored filters that may intersect the filter (ids 0)."""
+    err = ffi.new("int *")
+    new = lib.cst_rquery_filters if filters else lib.cst_rquery_new
+    q = new(handle, data, len(data), err)
+    if q == ffi.NULL:
+        raise_status(err[0], d, "pattern", filt)
+    return _reverse_chunks(ffi.gc(q, lib.cst_rquery_free), chunk)
+
+
+def _reverse_chunks(q: Any, chunk: int) -> Iterator[list[tuple[bytes, int]]]:
+    text_cap = chunk * 32
+    text = ffi.new("char[]", text_cap)
+    ends = ffi.new("int64_t[]", chunk)
+    ids = ffi.new("uint64_t[]", chunk)
+    need = ffi.new("size_t *")
+    while True:
+        r = lib.cst_rquery_next(q, text, text_cap, ends, ids, chunk, need)
+        if r == lib.CST_ETRUNC:
+            text_cap = max(need[0], text_cap * 2)
+            text = ffi.new("char[]", text_cap)
+            continue
+        check(r)
+        if r == 0:
+            return
+        raw = ffi.unpack(text, ends[r - 1])
+        out = []
+        start = 0
+        for k in range(r):
+            end = ends[k]
+            out.append((raw[start:end], int(ids[k])))
+            start = end
+        yield out
+
+
+def reverse_count(handle: Any, data: bytes, d: Dialect, filt: object) -> int:
+    return check(lib.cst_rquery_count(handle, data, len(data)), d, "pattern", filt)
+
+
+# ------------------------------------------------------------ topic index, bulk
+def topic_put_table(handle: Any, raw: bytes, offsets: Any) -> tuple[int, int] | None:
+    """Store topic k (``raw[offsets[k]:offsets[k + 1]]``) under id k + 1 for
+    every k, in order; stop at the first that is not new: (k, status), status
+    0 when topic k is stored already, else the engine's error.  None when all
+    were new."""
+    put = lib.cst_topic_put
+    old = ffi.new("uint64_t *")
+    base = ffi.from_buffer(raw)
+    for k in range(len(offsets) - 1):
+        a = offsets[k]
+        r = put(handle, base + a, offsets[k + 1] - a, k + 1, old)
+        if r != 1:
+            return k, int(r)
+    return None
+
+
+# ------------------------------------------------------------ table helpers of the formats
 class IdNumbering:
     """Engine ids -> 1, 2, 3, ... in order of first appearance (``cst_numbering``).
 
@@ -299,120 +715,111 @@ def gather(
     return out, offsets
 
 
-def iterate(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, list[int]]]:
-    """(pattern bytes, ids) groups of a consistent snapshot of handle: the
-    ordinary pairs only (share-group memberships: :func:`iterate_shared`).
-
-    The snapshot and the buffers are taken now (a MemoryError is raised here,
-    not during the iteration)."""
-    it = lib.cst_iter_new(handle)
-    if it == ffi.NULL:
-        raise MemoryError("cstrie engine: out of memory starting an iteration")
-    it = ffi.gc(it, lib.cst_iter_free)
-    return _iter_groups(it, Groups(chunk * 4, chunk, chunk // 4))
-
-
-def iterate_shared(handle: Any, chunk: int = 65536) -> Iterator[tuple[bytes, int, list[int]]]:
-    """(pattern bytes, share, ids) of every group of a consistent snapshot:
-    share is 0 for an ordinary pattern's subscribers, else the id of the share
-    group whose members ids are (on that filter)."""
-    it = lib.cst_iter_new(handle)
-    if it == ffi.NULL:
-        raise MemoryError("cstrie engine: out of memory starting an iteration")
-    it = ffi.gc(it, lib.cst_iter_free)
-    return _iter_shared(it, Groups(chunk * 4, chunk, chunk // 4, with_share=True))
-
-
-def _iter_shared(it: Any, g: Groups) -> Iterator[tuple[bytes, int, list[int]]]:
-    while True:
-        r = lib.cst_iter_next(it, g.s)
-        if r == lib.CST_ETRUNC:
-            s = g.s
-            g.resize(max(s.need_pat * 2, s.pat_cap), max(s.need_ids, s.ids_cap), s.groups_cap)
-            continue
-        check(r)
-        if r == 0:
-            return
-        shares = ffi.unpack(g.s.share, r)
-        for (pat, ids), share in zip(g.read(), shares, strict=True):
-            yield pat, share, ids
+def jsonl_scan(
+    body: bytes | memoryview,
+    nlines: int,
+    pat: bytearray,
+    pat_off: array[int],
+    refs: array[int],
+    sub: bytearray,
+    sub_end: array[int],
+    kinds: bytearray,
+) -> int:
+    """``cst_jsonl_scan`` over the lines of a JSON Lines export (cstrie.h):
+    the number of lines read into the output buffers, or -1 when a line is
+    not in the simple form it reads (the caller then parses the general way)."""
+    r = lib.cst_jsonl_scan(
+        ffi.from_buffer(body),
+        len(body),
+        nlines,
+        ffi.from_buffer(pat, require_writable=True),
+        ffi.from_buffer("int64_t[]", pat_off, require_writable=True),
+        ffi.from_buffer("uint64_t[]", refs, require_writable=True),
+        ffi.from_buffer(sub, require_writable=True),
+        ffi.from_buffer("int64_t[]", sub_end, require_writable=True),
+        ffi.from_buffer(kinds, require_writable=True),
+    )
+    return -1 if r == -1 else check(r)
 
 
-def _iter_groups(it: Any, g: Groups) -> Iterator[tuple[bytes, list[int]]]:
-    while True:
-        r = lib.cst_iter_next(it, g.s)
-        if r == lib.CST_ETRUNC:
-            s = g.s
-            g.resize(max(s.need_pat * 2, s.pat_cap), max(s.need_ids, s.ids_cap), s.groups_cap)
-            continue
-        check(r)
-        if r == 0:
-            return
-        yield from g.read()
+# ------------------------------------------------------------ batch lookups (Spark)
+class BatchLookup:
+    """``cst_lookup_batch`` over Arrow string columns, on one engine handle,
+    with its output buffers (numpy arrays of ``cap`` rows and ids, reused
+    while ``cap`` stays the same).  One per thread."""
+
+    def __init__(self, handle: Any) -> None:
+        self._h = handle
+        self._cap = 0
+        self._next_row = ffi.new("int64_t *")
+        self._next_skip = ffi.new("uint64_t *")
+        self._need = ffi.new("size_t *")
+
+    def _buffers(self, cap: int, rows: Any, ids: Any) -> None:
+        if cap != self._cap:
+            self._rows_p = ffi.from_buffer("int64_t[]", rows)
+            self._ids_p = ffi.from_buffer("uint64_t[]", ids)
+            self._cap = cap
+
+    def scan(
+        self,
+        buffers: list[Any],
+        offset: int,
+        nrows: int,
+        wide: bool,
+        status: Any,
+        rows: Any,
+        ids: Any,
+    ) -> Iterator[int]:
+        """Match the rows of one Arrow array (its ``buffers()``: validity,
+        offsets of 32 or 64 bits (``wide``), data; its ``offset`` and length
+        ``nrows``).  Fills ``rows``/``ids`` (int64/uint64 buffers of one
+        length, the chunk size) and yields how many pairs they hold, until
+        every row is done; ``status`` (int8, one per row) gets 0 valid, 1
+        null, a negative code for an invalid topic."""
+        validity = ffi.from_buffer(buffers[0]) if buffers[0] is not None else ffi.NULL
+        ctype = "int64_t[]" if wide else "int32_t[]"
+        offsets = ffi.from_buffer(ctype, buffers[1]) + offset
+        data = ffi.from_buffer(buffers[2]) if buffers[2] is not None and buffers[2].size else b"\0"
+        st = ffi.from_buffer("int8_t[]", status)
+        cap = len(rows)
+        self._buffers(cap, rows, ids)
+        rows_p, ids_p = self._rows_p, self._ids_p
+        next_row, next_skip, need = self._next_row, self._next_skip, self._need
+        fn = lib.cst_lookup_batch
+        h = self._h
+        w = 1 if wide else 0
+        row, skip = 0, 0
+        while row < nrows:
+            got = fn(
+                h,
+                data,
+                offsets,
+                w,
+                validity,
+                offset,
+                nrows,
+                row,
+                skip,
+                rows_p,
+                ids_p,
+                cap,
+                next_row,
+                next_skip,
+                need,
+                st,
+            )
+            if got < 0:
+                raise_status(got)
+            row, skip = next_row[0], next_skip[0]
+            if got:
+                yield got
 
 
-# ------------------------------------------------------------ topic index
-def topic_put(handle: Any, key: bytes, ident: int, d: Dialect, topic: object) -> tuple[bool, int]:
-    """(new, replaced id): store ident under the topic key."""
-    old = ffi.new("uint64_t *")
-    r = check(lib.cst_topic_put(handle, key, len(key), ident, old), d, "topic", topic)
-    return r == 1, int(old[0])
-
-
-def topic_get(handle: Any, key: bytes, d: Dialect, topic: object) -> int | None:
-    ident = ffi.new("uint64_t *")
-    r = check(lib.cst_topic_get(handle, key, len(key), ident), d, "topic", topic)
-    return int(ident[0]) if r else None
-
-
-def topic_remove(handle: Any, key: bytes, d: Dialect, topic: object) -> int | None:
-    old = ffi.new("uint64_t *")
-    r = check(lib.cst_topic_remove(handle, key, len(key), old), d, "topic", topic)
-    return int(old[0]) if r else None
-
-
-def reverse_query(
-    handle: Any, data: bytes, d: Dialect, filt: object, chunk: int = 256, filters: bool = False
-) -> Iterator[list[tuple[bytes, int]]]:
-    """Chunks of (topic bytes, id) of every stored topic the filter matches,
-    on a snapshot taken now (an invalid filter raises here, not later).  With
-    filters=True, handle is a subscription trie and the chunks hold the
-    stored filters that may intersect the filter (ids 0)."""
-    err = ffi.new("int *")
-    new = lib.cst_rquery_filters if filters else lib.cst_rquery_new
-    q = new(handle, data, len(data), err)
-    if q == ffi.NULL:
-        raise_status(err[0], d, "pattern", filt)
-    return _reverse_chunks(ffi.gc(q, lib.cst_rquery_free), chunk)
-
-
-def _reverse_chunks(q: Any, chunk: int) -> Iterator[list[tuple[bytes, int]]]:
-    text_cap = chunk * 32
-    text = ffi.new("char[]", text_cap)
-    ends = ffi.new("int64_t[]", chunk)
-    ids = ffi.new("uint64_t[]", chunk)
-    need = ffi.new("size_t *")
-    while True:
-        r = lib.cst_rquery_next(q, text, text_cap, ends, ids, chunk, need)
-        if r == lib.CST_ETRUNC:
-            text_cap = max(need[0], text_cap * 2)
-            text = ffi.new("char[]", text_cap)
-            continue
-        check(r)
-        if r == 0:
-            return
-        raw = ffi.unpack(text, ends[r - 1])
-        out = []
-        start = 0
-        for k in range(r):
-            end = ends[k]
-            out.append((raw[start:end], int(ids[k])))
-            start = end
-        yield out
-
-
-def reverse_count(handle: Any, data: bytes, d: Dialect, filt: object) -> int:
-    return check(lib.cst_rquery_count(handle, data, len(data)), d, "pattern", filt)
+# ------------------------------------------------------------ statistics and debugging
+def live_bytes() -> int:
+    """Bytes the engine holds now, all tries together."""
+    return int(lib.cst_live_bytes())
 
 
 def stats(handle: Any) -> dict[str, int]:

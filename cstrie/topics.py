@@ -182,7 +182,7 @@ class _Reader:
 
     def __len__(self) -> int:
         """The number of stored topics.  O(n) (a walk of the index)."""
-        return int(nb.lib.cst_len(self._handle))
+        return nb.length(self._handle)
 
     def items(self) -> Iterator[tuple[str, Any]]:
         """Every (topic, value), from a snapshot taken now (streamed)."""
@@ -395,7 +395,7 @@ class TopicIndex(_Reader):
 
     def __init__(self, dialect: str | Dialect = "amqp") -> None:
         self._dialect = resolve_dialect(dialect)
-        self._handle = nb.ffi.gc(nb.new_trie_ptr(self._dialect), nb.lib.cst_free)
+        self._handle = nb.new_handle(self._dialect)
         self._values = _Values()
 
     def put(self, topic: str, value: object) -> bool:

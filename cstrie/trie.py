@@ -37,9 +37,8 @@ Example::
 from __future__ import annotations
 
 import types
-from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from itertools import accumulate, compress
+from itertools import accumulate
 from typing import Any
 
 from cstrie import _binding as nb
@@ -50,137 +49,6 @@ from cstrie.matcher import Matcher
 from cstrie.registry import Counts, Registry
 
 __all__ = ["Snapshot", "Trie"]
-
-
-def _pair_counts(ids: Any, kept: Any, n: int, max_id: int) -> Iterable[tuple[int, int]]:
-    """(id, pairs) for every subscriber id among the n pairs a bulk build kept
-    (counted in C: a Counter over a million ids would make a million Python
-    ints)."""
-    per_id = array("I", bytes(4 * (max_id + 1)))
-    nb.check(nb.lib.cst_count_ids(ids, kept, n, nb.ffi.from_buffer("uint32_t[]", per_id), max_id))
-    return list(zip(compress(range(max_id + 1), per_id), compress(per_id, per_id), strict=True))
-
-
-#: memoryview formats of 8-byte integers and of bytes (Arrow buffers are "b")
-_WORD_FORMATS = frozenset("qQlLnN")
-_BYTE_FORMATS = frozenset("bBc")
-
-
-def _buffer_view(obj: object, what: str, kind: str) -> memoryview:
-    """``obj``'s buffer, which must be contiguous, or ``TypeError`` naming
-    ``what``."""
-    try:
-        view = memoryview(obj)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(
-            f"{what} must be {kind} (bytes, bytearray, memoryview, array, numpy or Arrow "
-            f"buffer, or a cffi array), not {type(obj).__name__}"
-        ) from None
-    if not view.c_contiguous:
-        raise TypeError(f"{what} must be a contiguous buffer")
-    return view
-
-
-def _byte_buffer(data: object, held: list[Any]) -> Any:
-    """The pattern data as a cffi ``char[]`` of its exact length (a view made
-    here is appended to ``held``, for the caller to release)."""
-    ffi = nb.ffi
-    if isinstance(data, ffi.CData):
-        t = ffi.typeof(data)
-        if t.kind != "array" or ffi.sizeof(t.item) != 1:
-            raise TypeError(f"data must be a char[] or uint8_t[] array, not cdata '{t.cname}'")
-        view = ffi.from_buffer(ffi.buffer(data))
-    else:
-        _buffer_view(data, "data", "a buffer of UTF-8 bytes")
-        view = ffi.from_buffer(data)
-    held.append(view)
-    return view
-
-
-def _word_buffer(obj: object, ctype: str, what: str, held: list[Any]) -> Any:
-    """``obj`` as a cffi ``ctype[]`` (``int64_t`` or ``uint64_t``): a cffi
-    array of that type, or a buffer of 8-byte integers or of bytes (a whole
-    number of 8-byte words; the view made of it is appended to ``held``)."""
-    ffi = nb.ffi
-    if isinstance(obj, ffi.CData):
-        t = ffi.typeof(obj)
-        if t.kind != "array" or t.item != ffi.typeof(ctype):
-            article = "an" if ctype[0] == "i" else "a"
-            raise TypeError(f"{what} must be {article} {ctype}[] array, not cdata '{t.cname}'")
-        return obj
-    view = _buffer_view(obj, what, f"a buffer of {ctype}")
-    fmt = view.format.lstrip("@=<>!")
-    if fmt not in _WORD_FORMATS and fmt not in _BYTE_FORMATS:
-        raise TypeError(
-            f"{what} must hold 8-byte integers ({ctype}), not items of format {view.format!r}"
-        )
-    if view.nbytes % 8:
-        raise ValueError(f"{what} has {view.nbytes} bytes, not a whole number of 8-byte integers")
-    words = ffi.from_buffer(f"{ctype}[]", obj)
-    held.append(words)
-    return words
-
-
-def _bulk_build(
-    d: Dialect, blob: Any, off: Any, ids: Any, subscribers: list[Any]
-) -> tuple[Any, Registry, Counts]:
-    """The engine's bulk build of ``Trie.from_buffers`` over checked views:
-    (the new handle, its registry, its counts), or ``ValueError`` naming the
-    first bad offset or pair."""
-    ffi = nb.ffi
-    n = len(ids)
-    if len(off) != n + 1:
-        raise ValueError(f"offsets has {len(off)} entries; expected {n + 1} (one more than refs)")
-    size = len(blob)
-    reg = Registry()
-    reg.adopt(subscribers)
-    kept = ffi.new("uint8_t[]", max(n, 1))
-    status = ffi.new("int *")
-    bad = ffi.new("int64_t *")
-    native = nb.NativeDialect(d)
-    ptr = nb.lib.cst_build(native.ptr, blob, size, off, ids, n, len(subscribers), kept, status, bad)
-    if ptr == ffi.NULL:
-        k = bad[0]
-        if status[0] == nb.lib.CST_EBOUNDS:
-            raise ValueError(_offset_error(off, k, size))
-        if status[0] == nb.lib.CST_EINVAL:
-            if k < 0:
-                raise ValueError(f"{n} pairs are more than one bulk build takes (2**32 - 2)")
-            if not 1 <= ids[k] <= len(subscribers):
-                raise ValueError(
-                    f"pair {k} refers to subscriber #{ids[k]}, outside 1..{len(subscribers)}"
-                )
-            raise ValueError(f"pair {k}: pattern is not valid UTF-8")
-        text: object = None
-        if 0 <= k < n and 0 <= off[k] <= off[k + 1] <= size:
-            text = ffi.buffer(blob)[off[k] : off[k + 1]].decode("utf-8", "replace")
-        nb.raise_status(status[0], d, "pattern", text)
-    try:
-        counts = reg.new_counts(_pair_counts(ids, kept, n, len(subscribers)))
-    except BaseException:
-        nb.lib.cst_free(ptr)
-        raise
-    return ptr, reg, counts
-
-
-def _offset_error(off: Any, k: int, size: int) -> str:
-    """What is wrong with entry ``k`` of an offset table that the engine
-    refused (its first bad entry), over pattern data of ``size`` bytes."""
-    v = off[k]
-    if k == 0 and v < 0:
-        return f"offsets[0] = {v} is negative: pair 0 would start before the pattern data"
-    if k > 0 and v < off[k - 1]:
-        return (
-            f"offsets decrease at pair {k - 1}: offsets[{k - 1}] = {off[k - 1]} > "
-            f"offsets[{k}] = {v}"
-        )
-    if v > size:
-        pair = f"pair {k - 1} would end" if k else "pair 0 would start"
-        return (
-            f"offsets[{k}] = {v} is past the end of the pattern data ({size} bytes): "
-            f"{pair} outside it"
-        )
-    return f"offsets[{k}] = {v} changed while the trie was being built"
 
 
 def _split_any(dialect: Dialect, pattern: object) -> tuple[Any, str | None]:
@@ -340,23 +208,14 @@ class _ReadMethods:
                 return []
 
             def members() -> list[Any]:
-                ids = nb.ids_call(
-                    lambda h, d, n, out, cap: nb.lib.cst_share_members(h, d, n, gid, out, cap),
-                    self._h,
-                    data,
-                )
-                if isinstance(ids, int):
-                    nb.raise_status(ids, self._dialect, "pattern", filt)
+                ids = nb.share_members(self._h, data, gid, self._dialect, filt)
                 return list(map(objs.__getitem__, ids))
 
             got: list[Any] = self._reg.stable(members)
             return got
 
         def read() -> list[Any]:
-            ids = nb.ids_call(nb.lib.cst_subscribers, self._h, data)
-            if isinstance(ids, int):
-                nb.raise_status(ids, self._dialect, "pattern", filt)
-            return list(map(objs.__getitem__, ids))
+            return list(map(objs.__getitem__, nb.subscribers(self._h, data, self._dialect, filt)))
 
         out: list[Any] = self._reg.stable(read)
         return out
@@ -412,7 +271,7 @@ class _ReadMethods:
 
     def __len__(self) -> int:
         """The number of (pattern, subscriber) pairs (exact, consistent)."""
-        return nb.check(nb.lib.cst_len(self._h))
+        return nb.length(self._h)
 
     def __bool__(self) -> bool:
         return len(self) > 0
@@ -437,7 +296,7 @@ class _ReadMethods:
             "generation": s["generation"],
             "shared_subscriptions": s["share_pairs"],
             "shared_filters": s["share_groups"],
-            "engine_bytes": int(nb.lib.cst_live_bytes()),
+            "engine_bytes": nb.live_bytes(),
         }
 
     def _distinct_subscribers(self, shares: bool) -> int:
@@ -510,7 +369,7 @@ class Snapshot(_ReadMethods, Reader):
             self = Reader.__new__(cls)
             self._bind(ptr, nb.address(ptr), dialect, reg, None, token)
         except BaseException:
-            nb.lib.cst_free(ptr)
+            nb.free(ptr)
             reg.unpin(token)
             raise
         return self
@@ -564,7 +423,7 @@ class Trie(_ReadMethods, Writer):
             # releases both when the trie is deallocated.
             self._bind(ptr, nb.address(ptr), d, reg, reg.new_counts(), 0)
         except BaseException:
-            nb.lib.cst_free(ptr)
+            nb.free(ptr)
             raise
 
     @classmethod
@@ -599,10 +458,8 @@ class Trie(_ReadMethods, Writer):
             return plain
         index: dict[Hashable, int] = {}
         ids = [index.setdefault(s, len(index) + 1) for s in subs]
-        offsets = nb.ffi.new("int64_t[]", [0, *accumulate(len(p) for p in patterns)])
-        return cls.from_buffers(
-            b"".join(patterns), offsets, nb.ffi.new("uint64_t[]", ids), list(index), d
-        )
+        offsets = nb.int64s([0, *accumulate(len(p) for p in patterns)])
+        return cls.from_buffers(b"".join(patterns), offsets, nb.uint64s(ids), list(index), d)
 
     @classmethod
     def from_buffers(
@@ -628,20 +485,16 @@ class Trie(_ReadMethods, Writer):
         built then.
         """
         d = resolve_dialect(dialect)
-        held: list[Any] = []  # the views of the caller's buffers this call made
+        with nb.Views() as v:
+            blob, off, ids = v.table(data, offsets, refs)
+            reg = Registry()
+            reg.adopt(subscribers)
+            ptr, per_id = nb.build(d, blob, off, ids, len(subscribers))
         try:
-            blob = _byte_buffer(data, held)
-            off = _word_buffer(offsets, "int64_t", "offsets", held)
-            ids = _word_buffer(refs, "uint64_t", "refs", held)
-            ptr, reg, counts = _bulk_build(d, blob, off, ids, subscribers)
-        finally:
-            # A view holds an export of the caller's buffer until it is
-            # released, and a traceback keeps this frame's views alive: a
-            # memoryview collected in one garbage cycle with a view of it
-            # crashes CPython 3.11 (its tp_clear drops the buffer the view
-            # still holds).  So none outlives the call.
-            for view in held:
-                nb.ffi.release(view)
+            counts = reg.new_counts(per_id)
+        except BaseException:
+            nb.free(ptr)
+            raise
         return cls._make(ptr, d, reg, counts)
 
     @classmethod
@@ -652,7 +505,7 @@ class Trie(_ReadMethods, Writer):
             self = Writer.__new__(cls)
             self._bind(ptr, nb.address(ptr), dialect, reg, counts, 0)
         except BaseException:
-            nb.lib.cst_free(ptr)
+            nb.free(ptr)
             reg.discard_handle(counts.serial)
             raise
         return self
@@ -678,8 +531,7 @@ class Trie(_ReadMethods, Writer):
             return self._unsubscribe_utf8(data, filt, subscriber)
         g = self._group_table.find(name)
         if g is None:
-            status = nb.lib.cst_validate(self._h, data, len(data), 1)
-            nb.check(status, self._dialect, "pattern", filt)
+            nb.validate(self._h, data, self._dialect, "pattern", filt)
             hash(subscriber)
             return False
         return self._share_utf8(data, filt, subscriber, g, False)
@@ -704,9 +556,7 @@ class Trie(_ReadMethods, Writer):
                     plain.append((filt, sub))
                 else:
                     data = _encode(filt, "pattern", d)
-                    st = nb.lib.cst_validate(self._h, data, len(data), 1)
-                    if st < 0:
-                        nb.raise_status(st, d, "pattern", filt)
+                    nb.validate(self._h, data, d, "pattern", filt)
                     hash(sub)
                     shared.append((filt, name, sub))
             items = plain
@@ -718,11 +568,8 @@ class Trie(_ReadMethods, Writer):
     def _subscribe_many_plain(self, items: list[tuple[str, Hashable]]) -> int:
         d = self._dialect
         encoded = [_encode(p, "pattern", d) for p, _ in items]
-        validate = nb.lib.cst_validate
         for data, (pattern, _) in zip(encoded, items, strict=True):
-            st = validate(self._h, data, len(data), 1)
-            if st < 0:
-                nb.raise_status(st, d, "pattern", pattern)
+            nb.validate(self._h, data, d, "pattern", pattern)
         subs = [sub for _, sub in items]
         for sub in subs:
             hash(sub)
@@ -734,7 +581,7 @@ class Trie(_ReadMethods, Writer):
         while True:
             cleared = nb.snapshot(self._h, True)
             groups = nb.iterate_shared(cleared)
-            if nb.check(nb.lib.cst_clear_if(self._h, cleared)):
+            if nb.clear_if(self._h, cleared):
                 break
 
         def ids() -> Iterator[int]:
@@ -753,14 +600,14 @@ class Trie(_ReadMethods, Writer):
     def compact(self) -> None:
         """Remove structural leftovers (tombs) that a cleanup could not remove
         because memory ran out.  Never needed for correct answers.  O(n)."""
-        nb.check(nb.lib.cst_compact(self._h))
+        nb.compact(self._h)
 
     def copy(self) -> Trie:
         """An independent writable trie with the same subscriptions (O(1) engine)."""
         # C: the counts and the engine copy are made with every stripe lock of
         # the family held (no update in between, no Python code under them).
         address, counts = self._copy()
-        ptr = nb.ffi.cast("cst_trie *", address)
+        ptr = nb.handle_of(address)
         return Trie._make(ptr, self._dialect, self._reg, counts)
 
     def __copy__(self) -> Trie:

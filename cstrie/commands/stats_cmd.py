@@ -88,7 +88,7 @@ def collect_topics(index: Any, top: int) -> dict[str, Any]:
         "values": len(values),
         "nodes": s["inodes"] + s["cnodes"] + s["snodes"] + s["tnodes"] + s["lnodes"],
         "max_depth": s["max_depth"],
-        "engine_bytes": int(nb.lib.cst_live_bytes()),
+        "engine_bytes": nb.live_bytes(),
         "words_per_topic": {str(k): v for k, v in sorted(lengths.items())},
         "top_first_words": [{"word": w, "topics": n} for w, n in firsts.most_common(top)],
         "top_values": [{"value": _shown(v), "topics": n} for (_, v), n in values.most_common(top)],

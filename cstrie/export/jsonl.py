@@ -332,21 +332,9 @@ def _native_columns(body: memoryview, nlines: int) -> tuple[Any, Any, Any, list[
     sub = bytearray(size)
     sub_end = array("q", (0,)) * nlines
     kinds = bytearray(nlines)
-    ffi = nb.ffi
-    r = nb.lib.cst_jsonl_scan(
-        ffi.from_buffer(body),
-        size,
-        nlines,
-        ffi.from_buffer(pat, require_writable=True),
-        ffi.from_buffer("int64_t[]", pat_off, require_writable=True),
-        ffi.from_buffer("uint64_t[]", refs, require_writable=True),
-        ffi.from_buffer(sub, require_writable=True),
-        ffi.from_buffer("int64_t[]", sub_end, require_writable=True),
-        ffi.from_buffer(kinds, require_writable=True),
-    )
+    r = nb.jsonl_scan(body, nlines, pat, pat_off, refs, sub, sub_end, kinds)
     if r == -1:
         return None
-    nb.check(r)
     del sub_end[r:]
     bounds = zip(chain((0,), sub_end), sub_end, strict=False)  # one longer than the other
     blob = bytes(memoryview(sub)[: sub_end[-1] if r else 0])

@@ -32,7 +32,7 @@ __all__ = [
 _POLICY_NAMES = {code: name for name, code in POLICIES.items()}
 
 #: Pairs per engine chunk (the unit of streaming, a Parquet row group, ...).
-CHUNK_PAIRS = 1 << 14
+CHUNK_PAIRS = nb.CHUNK_PAIRS
 
 
 @dataclass
@@ -132,13 +132,6 @@ class ByteTable:
 Numbering = nb.IdNumbering
 
 
-def _copy(buf: Any, typecode: str, n: int) -> array[int]:
-    out = array(typecode)
-    if n:
-        out.frombytes(nb.ffi.buffer(buf, n * out.itemsize))
-    return out
-
-
 def chunks(
     reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False, shared: bool = False
 ) -> Iterator[Chunk]:
@@ -149,36 +142,12 @@ def chunks(
     ``shared`` the walk gives the ordinary pairs only (share-group memberships
     are skipped in the engine); with it, memberships too, told apart by
     :attr:`Chunk.share`."""
-    lib, ffi = nb.lib, nb.ffi
     # a Snapshot's engine handle, or a TopicSnapshot's (one id per topic, so
     # every group of a topic snapshot is one (topic, value id) pair)
     handle = reader._handle if hasattr(reader, "_handle") else reader._h
-    it = (lib.cst_iter_new_pairs if per_pair else lib.cst_iter_new)(handle)
-    if it == ffi.NULL:
-        raise MemoryError("cstrie engine: out of memory starting an iteration")
-    it = ffi.gc(it, lib.cst_iter_free)
-    g = nb.Groups(chunk_pairs * 16, chunk_pairs, chunk_pairs, with_share=shared)
-    while True:
-        r = lib.cst_iter_next(it, g.s)
-        if r == lib.CST_ETRUNC:
-            s = g.s
-            g.resize(
-                max(s.need_pat * 2, s.pat_cap),
-                max(s.need_ids * 2, s.ids_cap),
-                max(s.need_groups * 2, s.groups_cap),
-            )
-            continue
-        nb.check(r)
-        if r == 0:
-            return
-        s = g.s
-        n = s.ngroups
-        pat_end = _copy(s.pat_end, "q", n)
-        ids_end = _copy(s.ids_end, "q", n)
-        pat = bytes(ffi.buffer(s.pat, pat_end[-1])) if n else b""
-        ids = _copy(s.ids, "Q", ids_end[-1] if n else 0)
-        share = _copy(s.share, "Q", n) if shared else None
-        yield Chunk(pat, pat_end, ids, ids_end, True if per_pair else None, share)
+    simple = True if per_pair else None
+    for c in nb.chunks(handle, per_pair=per_pair, shared=shared, pairs=chunk_pairs):
+        yield Chunk(c.pat, c.pat_end, c.ids, c.ids_end, simple, c.share)
 
 
 def membership_chunks(reader: Any, chunk_pairs: int = CHUNK_PAIRS) -> Iterator[Chunk]:

@@ -218,15 +218,10 @@ def build_index(
                 raise FormatError(f"topic {k} starts inside a UTF-8 character (corrupt file)")
     index = TopicIndex(d)
     handle = index._handle
-    put = nb.lib.cst_topic_put
-    old = nb.ffi.new("uint64_t *")
-    base = nb.ffi.from_buffer(raw)
-    for k in range(n):
-        a = offsets[k]
-        r = put(handle, base + a, offsets[k + 1] - a, k + 1, old)
-        if r == 1:
-            continue
-        text = raw[a : offsets[k + 1]].decode("utf-8")
+    failed = nb.topic_put_table(handle, raw, offsets)
+    if failed is not None:
+        k, r = failed
+        text = raw[offsets[k] : offsets[k + 1]].decode("utf-8")
         if r == 0:
             raise FormatError(f"topic {text!r} is in the file twice (corrupt file)")
         try:

@@ -140,53 +140,32 @@ class NativeMatcher(_Base):
         from cstrie import _binding as nb
 
         self._tables(payload)
-        ffi, lib = nb.ffi, nb.lib
         n = self.npairs
         per_pair = pc.take(self.patterns, payload.pair_pattern).cast(pa.large_string())
         if per_pair.offset or per_pair.null_count:  # pragma: no cover - take() gives neither
             per_pair = pa.concat_arrays([per_pair])
         bufs = per_pair.buffers()
-        offsets = ffi.from_buffer("int64_t[]", bufs[1]) if n else ffi.new("int64_t[]", 1)
-        size = bufs[2].size if bufs[2] is not None else 0
-        data = ffi.from_buffer(bufs[2]) if size else b"\0"
         ids = np.arange(1, n + 1, dtype=np.uint64)
-        native = nb.NativeDialect(self.dialect)
-        status = ffi.new("int *")
-        bad = ffi.new("int64_t *")
-        ptr = lib.cst_build(
-            native.ptr,
-            data,
-            size,
-            offsets,
-            ffi.from_buffer("uint64_t[]", ids),
-            n,
-            n,
-            ffi.NULL,
-            status,
-            bad,
-        )
-        if ptr == ffi.NULL:
-            if status[0] == lib.CST_EBOUNDS:  # pragma: no cover - take() makes valid offsets
-                raise ValueError(f"the pattern column's offset {bad[0]} is out of bounds")
-            text = per_pair[bad[0]].as_py() if 0 <= bad[0] < n else None
-            nb.raise_status(status[0], self.dialect, "pattern", text)
-        built = ffi.gc(ptr, lib.cst_free)
-        # Scans go through a read-only snapshot: frozen, so a row that matches
-        # more subscribers than one output chunk holds is split between
-        # chunks in a stable order (cst_lookup_batch), and chunks stay bounded.
-        self._h = nb.snapshot(built, True)
-        self._ffi, self._lib = ffi, lib
+        with nb.Views() as v:
+            data = bufs[2] if bufs[2] is not None and bufs[2].size else b""
+            offsets = bufs[1][: 8 * (n + 1)] if n else nb.int64s([0])
+            blob, offsets, refs = v.table(data, offsets, ids)
+            ptr, _ = nb.build(self.dialect, blob, offsets, refs, n, count=False)
+        try:
+            # Scans go through a read-only snapshot: frozen, so a row that
+            # matches more subscribers than one output chunk holds is split
+            # between chunks in a stable order (cst_lookup_batch), and chunks
+            # stay bounded.
+            self._h = nb.snapshot(ptr, True)
+        finally:
+            nb.free(ptr)
+        self._batch = nb.BatchLookup(self._h)
         self._cap = 0
-        self._next_row = ffi.new("int64_t *")
-        self._next_skip = ffi.new("uint64_t *")
-        self._need = ffi.new("size_t *")
 
     def _buffers(self, cap: int) -> None:
         if cap != self._cap:
             self._rows = np.empty(cap, np.int64)
             self._ids = np.empty(cap, np.uint64)
-            self._rows_p = self._ffi.from_buffer("int64_t[]", self._rows)
-            self._ids_p = self._ffi.from_buffer("uint64_t[]", self._ids)
             self._cap = cap
 
     def scan(
@@ -210,51 +189,19 @@ class NativeMatcher(_Base):
             return
         t = column.type
         if pa.types.is_string(t) or pa.types.is_binary(t):
-            wide, ctype = 0, "int32_t[]"
+            wide = False
         elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-            wide, ctype = 1, "int64_t[]"
+            wide = True
         else:
             raise TypeError(f"the topic column must hold strings, not {t}")
-        ffi, lib = self._ffi, self._lib
-        bufs = column.buffers()
-        validity = ffi.from_buffer(bufs[0]) if bufs[0] is not None else ffi.NULL
-        offsets = ffi.from_buffer(ctype, bufs[1]) + column.offset
-        data = ffi.from_buffer(bufs[2]) if bufs[2] is not None and bufs[2].size else b"\0"
         if not status.flags.c_contiguous or status.dtype != np.int8:
             raise ValueError("status must be a contiguous int8 array")
-        st = ffi.from_buffer("int8_t[]", status)
         self._buffers(cap)
-        rows_p, ids_p = self._rows_p, self._ids_p
-        next_row, next_skip, need = self._next_row, self._next_skip, self._need
-        fn = lib.cst_lookup_batch
-        h = self._h
-        row, skip = 0, 0
-        while row < nrows:
-            got = fn(
-                h,
-                data,
-                offsets,
-                wide,
-                validity,
-                column.offset,
-                nrows,
-                row,
-                skip,
-                rows_p,
-                ids_p,
-                cap,
-                next_row,
-                next_skip,
-                need,
-                st,
-            )
-            if got < 0:
-                from cstrie import _binding as nb
-
-                nb.raise_status(got)
-            row, skip = next_row[0], next_skip[0]
-            if got:
-                yield self._rows[:got].copy(), self._ids[:got].astype(np.int64) - 1
+        rows, ids = self._rows, self._ids
+        for got in self._batch.scan(
+            column.buffers(), column.offset, nrows, wide, status, rows, ids
+        ):
+            yield rows[:got].copy(), ids[:got].astype(np.int64) - 1
 
 
 class PyMatcher(_Base):
