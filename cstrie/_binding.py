@@ -44,6 +44,7 @@ _VALIDATION = {
     lib.CST_EWILDWORD,
     lib.CST_EFORBIDDEN,
     lib.CST_ETOODEEP,
+    lib.CST_EUTF8,
 }
 
 
@@ -71,6 +72,19 @@ def raise_status(
     if status == lib.CST_EINVAL:
         raise ValueError("cstrie engine: invalid argument")
     raise RuntimeError(f"cstrie engine: unexpected status {status}")
+
+
+def encode(text: object, what: str, dialect: Dialect) -> bytes:
+    """The UTF-8 of ``text`` (a str or a str subclass: its characters) for
+    the engine; ``TypeError`` for a non-str, the dialect's ``ValueError`` for
+    text with no UTF-8 form (a lone surrogate).  ``what``: "topic" or
+    "pattern".  The fast path's ``text_of`` does the same in C."""
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, not {type(text).__name__}")
+    try:
+        return str.encode(text)
+    except UnicodeEncodeError:
+        raise_status(lib.CST_EUTF8, dialect, what, text)
 
 
 def check(status: int, dialect: Dialect | None = None, what: str = "", text: object = None) -> int:

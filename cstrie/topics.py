@@ -60,7 +60,6 @@ from typing import Any
 
 from cstrie import _binding as nb
 from cstrie.dialect import Dialect, resolve_dialect
-from cstrie.trie import _encode
 
 __all__ = ["TopicIndex", "TopicSnapshot"]
 
@@ -149,7 +148,7 @@ class _Reader:
         return self._dialect
 
     def _key(self, topic: object) -> bytes:
-        return _encode(topic, "topic", self._dialect)
+        return nb.encode(topic, "topic", self._dialect)
 
     def _value_of(self, ident: int) -> object:
         return self._values.by_id[ident]
@@ -210,7 +209,7 @@ class _Reader:
         >>> sorted(idx.query("a.*.c")), sorted(t for t, _ in idx.query("#.c"))
         ([('a.b.c', 'A.B.C'), ('a.x.c', 'A.X.C')], ['a.b.c', 'a.x.c', 'q.b.c'])
         """
-        data = _encode(filt, "pattern", self._dialect)
+        data = nb.encode(filt, "pattern", self._dialect)
         token = self._values.pin()
         try:
             chunks = nb.reverse_query(self._handle, data, self._dialect, filt)
@@ -227,7 +226,7 @@ class _Reader:
         >>> idx.count("a.>"), idx.count("a.*"), idx.count(">")
         (2, 1, 3)
         """
-        data = _encode(filt, "pattern", self._dialect)
+        data = nb.encode(filt, "pattern", self._dialect)
         return nb.reverse_count(self._handle, data, self._dialect, filt)
 
     def snapshot(self) -> TopicSnapshot:

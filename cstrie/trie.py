@@ -36,7 +36,6 @@ Example::
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from itertools import accumulate
 from typing import Any
@@ -61,29 +60,11 @@ def _split_any(dialect: Dialect, pattern: object) -> tuple[Any, str | None]:
     return pattern, None
 
 
-def _encode(text: object, what: str, dialect: Dialect) -> bytes:
-    if type(text) is str:
-        try:
-            return text.encode()
-        except UnicodeEncodeError:
-            pass
-    elif not isinstance(text, str):
-        raise TypeError(f"{what} must be a str, not {type(text).__name__}")
-    # A str subclass or text that does not encode: let the dialect explain.
-    if what == "pattern":
-        dialect.split_pattern(text)
-    else:
-        dialect.split_topic(text)
-    return str(text).encode()
-
-
 class _ReadMethods:
     """The read methods :class:`Trie` and :class:`Snapshot` share, beside the
     hot ones their C base serves (``lookup``, ``has_subscribers``, ``match``,
-    ``lookup_many``: see ``cstrie._hotpath.Reader``).  The ``_*_slow`` methods
-    are where the C calls send what they do not handle themselves (a non-str
-    or a str subclass, text that does not encode): they give the same answers
-    and raise the same exceptions the Python layer always did."""
+    ``lookup_many``, ``route``, ``route_by_group``, ``snapshot``: see
+    ``cstrie._hotpath.Reader``)."""
 
     __slots__ = ()
 
@@ -95,43 +76,6 @@ class _ReadMethods:
     def dialect(self) -> Dialect:
         """The :class:`~cstrie.Dialect` this trie matches with."""
         return self._dialect
-
-    # ------------------------------------------------- slow paths of the C calls
-    def _lookup_slow(self, topic: object) -> list[Any]:
-        return self._lookup_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
-
-    def _has_subscribers_slow(self, topic: object) -> bool:
-        return self._has_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
-
-    def _match_slow(self, topic: object) -> list[tuple[str, Any]]:
-        return self._match_utf8(_encode(topic, "topic", self._dialect), topic)  # type: ignore[attr-defined, no-any-return]
-
-    def _lookup_many_slow(self, topics: Iterable[object]) -> list[list[Any]]:
-        topics = list(topics)
-        for t in topics:  # a non-str anywhere raises before anything is matched
-            if not isinstance(t, str):
-                raise TypeError(f"topic must be a str, not {type(t).__name__}")
-        # then in order: the first invalid topic is the one reported
-        lookup = self._lookup_utf8  # type: ignore[attr-defined]
-        return [lookup(_encode(t, "topic", self._dialect), t) for t in topics]
-
-    def _route_slow(self, topic: object, key: object = None) -> list[Any]:
-        data = _encode(topic, "topic", self._dialect)
-        return self._route_utf8(data, topic, key, False)  # type: ignore[attr-defined, no-any-return]
-
-    def route_by_group(self, topic: str, key: object = None) -> tuple[list[Any], dict[str, Any]]:
-        """``route(topic, key)`` split in two: the ordinary subscribers, and
-        ``{group name: chosen member}``.  Same walk, same picks.
-
-        >>> from cstrie import Trie
-        >>> t = Trie("nats"); t.subscribe("orders.*", "w1", group="billing")
-        True
-        >>> t.route_by_group("orders.new")
-        ([], {'billing': 'w1'})
-        """
-        data = _encode(topic, "topic", self._dialect)
-        out: tuple[list[Any], dict[str, Any]] = self._route_utf8(data, topic, key, True)  # type: ignore[attr-defined]
-        return out
 
     def route_many(
         self, topics: Iterable[str], keys: Iterable[object] | None = None
@@ -145,7 +89,8 @@ class _ReadMethods:
 
     def _shared_args(self, pattern: object, group: object) -> tuple[Any, str | None]:
         """(filter, group name or None) of a subscription written either way;
-        ValueError/TypeError for a bad group or both ways at once."""
+        ValueError/TypeError for a bad group or both ways at once.  The C
+        ``subscribe``/``unsubscribe`` ask it when a pattern may name a group."""
         pattern, named = _split_any(self._dialect, pattern)
         if named is not None:
             if group is not None:
@@ -181,7 +126,7 @@ class _ReadMethods:
         """
         from cstrie.relations import intersects
 
-        data = _encode(filt, "pattern", self._dialect)
+        data = nb.encode(filt, "pattern", self._dialect)
         snap = self.snapshot()  # type: ignore[attr-defined]  # the C base's
         out: list[tuple[str, Any]] = []
         for chunk in nb.reverse_query(snap._h, data, self._dialect, filt, filters=True):
@@ -197,7 +142,7 @@ class _ReadMethods:
         :class:`~cstrie.groups.Shared` or MQTT's ``$share/g/filter``), the
         group's members on that filter.  O(w + s) for s subscribers."""
         filt, name = self._shared_args(pattern, group)
-        data = _encode(filt, "pattern", self._dialect)
+        data = nb.encode(filt, "pattern", self._dialect)
         objs = self._reg.objects
         if name is not None:
             g = self._group_table.find(name)
@@ -443,11 +388,11 @@ class Trie(_ReadMethods, Writer):
         for pattern, sub in pairs:
             filt, name = _split_any(d, pattern)
             if name is not None:
-                _encode(filt, "pattern", d)
+                nb.encode(filt, "pattern", d)
                 hash(sub)
                 shared.append((filt, name, sub))
                 continue
-            patterns.append(_encode(filt, "pattern", d))
+            patterns.append(nb.encode(filt, "pattern", d))
             subs.append(sub)
         if shared:  # memberships join after the bulk build (it knows no groups)
             plain = cls.from_pairs(
@@ -510,32 +455,7 @@ class Trie(_ReadMethods, Writer):
             raise
         return self
 
-    # subscribe() and unsubscribe() are served by the C base (Writer); these are
-    # where it sends call forms and text it does not handle itself.
-    def _subscribe_slow(
-        self, pattern: str | Shared, subscriber: Hashable, *, group: str | None = None
-    ) -> bool:
-        filt, name = self._shared_args(pattern, group)
-        data = _encode(filt, "pattern", self._dialect)
-        if name is None:
-            return self._subscribe_utf8(data, filt, subscriber)
-        hash(subscriber)  # unhashable: TypeError before a group is made
-        return self._share_utf8(data, filt, subscriber, self._group_table.get(name), True)
-
-    def _unsubscribe_slow(
-        self, pattern: str | Shared, subscriber: Hashable, *, group: str | None = None
-    ) -> bool:
-        filt, name = self._shared_args(pattern, group)
-        data = _encode(filt, "pattern", self._dialect)
-        if name is None:
-            return self._unsubscribe_utf8(data, filt, subscriber)
-        g = self._group_table.find(name)
-        if g is None:
-            nb.validate(self._h, data, self._dialect, "pattern", filt)
-            hash(subscriber)
-            return False
-        return self._share_utf8(data, filt, subscriber, g, False)
-
+    # subscribe() and unsubscribe() are served by the C base (Writer).
     def subscribe_many(self, pairs: Iterable[tuple[str, Hashable]]) -> int:
         """Subscribe many (pattern, subscriber) pairs in one engine call per chunk.
 
@@ -555,8 +475,7 @@ class Trie(_ReadMethods, Writer):
                 if name is None:
                     plain.append((filt, sub))
                 else:
-                    data = _encode(filt, "pattern", d)
-                    nb.validate(self._h, data, d, "pattern", filt)
+                    nb.validate(self._h, nb.encode(filt, "pattern", d), d, "pattern", filt)
                     hash(sub)
                     shared.append((filt, name, sub))
             items = plain
@@ -566,14 +485,8 @@ class Trie(_ReadMethods, Writer):
         return added
 
     def _subscribe_many_plain(self, items: list[tuple[str, Hashable]]) -> int:
-        d = self._dialect
-        encoded = [_encode(p, "pattern", d) for p, _ in items]
-        for data, (pattern, _) in zip(encoded, items, strict=True):
-            nb.validate(self._h, data, d, "pattern", pattern)
-        subs = [sub for _, sub in items]
-        for sub in subs:
-            hash(sub)
-        return self._subscribe_many_utf8(encoded, [p for p, _ in items], subs)
+        added: int = self._subscribe_many([p for p, _ in items], [s for _, s in items])
+        return added
 
     def clear(self) -> None:
         """Remove every subscription (atomically: one snapshot's worth)."""
@@ -617,24 +530,4 @@ class Trie(_ReadMethods, Writer):
         return f"<cstrie.Trie dialect={self._dialect.name} pairs={len(self)}>"
 
 
-def _name_slow_paths(cls: type, names: tuple[str, ...]) -> None:
-    """Give ``cls`` copies of its ``_<name>_slow`` functions named like the
-    public C methods they stand in for, so that a wrong call reports
-    ``Trie.subscribe() missing 1 required positional argument``, not the
-    private name."""
-    for name in names:
-        fn = getattr(cls, f"_{name}_slow")
-        copy = types.FunctionType(
-            fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__
-        )
-        copy.__qualname__ = f"{cls.__name__}.{name}"
-        copy.__doc__ = fn.__doc__
-        copy.__kwdefaults__ = fn.__kwdefaults__
-        setattr(cls, f"_{name}_slow", copy)
-
-
 nb.configure_fast_path(Snapshot)
-
-_READS = ("lookup", "has_subscribers", "match", "lookup_many", "route")
-_name_slow_paths(Snapshot, _READS)
-_name_slow_paths(Trie, (*_READS, "subscribe", "unsubscribe"))

@@ -32,6 +32,7 @@
 #define CST_ETOODEEP (-19)     /* more words than the dialect allows */
 #define CST_EPICK (-20)        /* a route's pick callback gave up (cst_route) */
 #define CST_EBOUNDS (-21)      /* an offset table out of order or past its data (cst_build) */
+#define CST_EUTF8 (-22)        /* text with no UTF-8 form (a lone surrogate): the bindings' */
 
 typedef struct cst_dialect {
     const char *sep;

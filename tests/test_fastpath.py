@@ -1,7 +1,8 @@
 """The C fast path (``cstrie._hotpath``) against references that do not use it.
 
 ``Trie``/``Snapshot`` serve ``lookup``, ``has_subscribers``, ``match``,
-``lookup_many``, ``subscribe`` and ``unsubscribe`` from C (``native/hotpath/``).
+``lookup_many``, ``route``, ``route_by_group``, ``subscribe`` and
+``unsubscribe`` from C (``native/hotpath/``), each from one entry point.
 Every test here checks those calls against something that does not go through
 them: the cffi engine calls (``_binding.ids_call(lib.cst_lookup, ...)``,
 ``lib.cst_has_subscribers``, ``lib.cst_match`` with a ``_binding.Groups``
@@ -110,7 +111,7 @@ class Obj:
 
 
 class StrSub(str):
-    """A str subclass: the fast path hands it to the Python slow path."""
+    """A str subclass: the C calls read its characters as they read a str's."""
 
     __slots__ = ()
 
@@ -434,9 +435,9 @@ def test_any_text_topic_answers_or_raises_like_the_python_layer(
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("topic", ["a\ud800", "\ud800", "\udfff.a", "é\ud83d"], ids=ascii)
 def test_lone_surrogates_raise_the_dialects_value_error(name: str, topic: str) -> None:
-    """Text that does not encode (a lone surrogate) goes to the slow path and
-    raises ``Dialect.split_topic``'s / ``split_pattern``'s ValueError, in every
-    read and write call."""
+    """Text that does not encode (a lone surrogate) raises
+    ``Dialect.split_topic``'s / ``split_pattern``'s ValueError, in every read
+    and write call."""
     trie = reader_trie(name)
     _check_topic_text(trie, topic, name)
     _check_topic_text(trie.snapshot(), topic, f"snapshot {name}")
@@ -472,8 +473,8 @@ def test_non_str_topics_and_patterns_raise_the_python_layers_type_error(
 
 @pytest.mark.parametrize("name", NAMES)
 def test_str_subclass_patterns_subscribe_like_str(name: str) -> None:
-    """A str subclass pattern (slow path) makes the same pair as the plain str
-    (fast path): each one sees the other's pair."""
+    """A str subclass pattern makes the same pair as the plain str: each one
+    sees the other's pair."""
     d = DIALECTS[name]
     trie = Trie(d)
     rng = random.Random(f"{SEED}-sub-{name}")
@@ -518,7 +519,7 @@ def test_lookup_many_takes_any_iterable_of_topics() -> None:
 
 
 def test_keyword_calls_of_subscribe_and_unsubscribe() -> None:
-    """Keyword calls take the slow path and behave like positional ones."""
+    """Keyword calls behave like positional ones."""
     trie = Trie()
     s = Obj("kw")
     assert trie.subscribe(pattern="a.*", subscriber=s) is True
@@ -1186,3 +1187,64 @@ def test_lookup_many_of_a_list_another_thread_changes() -> None:
     """
     proc = _run_child(script, timeout=120, **({"PYTHON_GIL": "0"} if FREE_THREADED else {}))
     assert proc.returncode == 0, f"rc={proc.returncode} {proc.stdout!r} {proc.stderr[-1500:]!r}"
+
+
+class Hostile(str):
+    """A str subclass whose every method raises: a call that ran any of them
+    (``encode``, ``__str__``, ``split``, ``__eq__``...) would fail."""
+
+    __slots__ = ()
+
+    def _boom(self, *args: object, **kwargs: object) -> Any:
+        raise AssertionError("user code of a str subclass ran")
+
+    encode = __str__ = split = startswith = __iter__ = __len__ = __getitem__ = _boom
+    __contains__ = count = find = partition = _boom
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_str_subclass_text_is_read_without_running_its_methods(name: str) -> None:
+    """The calls read a str subclass's characters, as the C API gives them:
+    none of its (user-defined) methods runs, in any read or update."""
+    d = DIALECTS[name]
+    sep = d.separator
+    trie = Trie(d)
+    assert trie.subscribe(Hostile(f"a{sep}b"), "x") is True
+    topic = Hostile(f"a{sep}b")
+    assert trie.lookup(topic) == ["x"]
+    assert trie.has_subscribers(topic) is True
+    assert trie.match(topic) == [(f"a{sep}b", "x")]
+    assert trie.lookup_many([topic, topic]) == [["x"], ["x"]]
+    assert trie.route(topic) == ["x"]
+    assert trie.route_by_group(topic) == (["x"], {})
+    assert trie.snapshot().lookup(topic) == ["x"]
+    assert trie.unsubscribe(Hostile(f"a{sep}b"), "x") is True
+    assert len(trie) == 0
+
+
+@pytest.mark.parametrize("method", ["route", "route_by_group"])
+def test_routes_take_topic_and_key_by_keyword_and_refuse_wrong_calls(method: str) -> None:
+    """``route``/``route_by_group(topic, key=None)``: both parameters by
+    keyword give the same answer as positionally; a wrong call raises
+    TypeError naming the method, as a Python signature would."""
+    trie = Trie("nats")
+    trie.subscribe("a.*", "plain")
+    for k in range(5):
+        trie.subscribe("a.*", f"w{k}", group="g")
+    trie.set_group_policy("g", "sticky")
+    fn = getattr(trie, method)
+    want = fn("a.b", "k1")
+    assert fn(topic="a.b", key="k1") == want
+    assert fn("a.b", key="k1") == want
+    assert fn("a.b") == fn("a.b", None) == fn(topic="a.b")
+
+    def reference(topic: str, key: object = None) -> None:
+        pass
+
+    for args, kwargs in [((), {}), (("a.b", 1, 2), {}), (("a.b",), {"topic": "a.b"}),
+                         (("a.b",), {"other": 1}), ((), {"key": 1})]:  # fmt: skip
+        want_exc = raised(lambda a=args, k=kwargs: reference(*a, **k))  # type: ignore[misc]
+        assert isinstance(want_exc, TypeError)
+        got = raised(lambda a=args, k=kwargs: fn(*a, **k))  # type: ignore[misc]
+        assert isinstance(got, TypeError), got
+        assert f"{method}()" in str(got), str(got)

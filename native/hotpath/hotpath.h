@@ -266,7 +266,7 @@ typedef struct Reader {
     int64_t pin;               /* a snapshot's pin token (registry rule 3), else 0 */
     PyObject *race_hook;       /* tests: runs after each engine answer */
     PyObject *weakreflist;
-    int dollar_slow;           /* the dialect has a share syntax ($share/...) */
+    int share_syntax;          /* the dialect has a share syntax ($share/...) */
 } Reader;
 
 extern PyTypeObject Reader_Type, Writer_Type;

@@ -9,10 +9,13 @@
  * again; repeat if it moved; after MAX_ATTEMPTS hold the slot lock).  Nothing
  * is allocated but the result list in the common case.
  *
- * What the fast path does not handle goes to the Python class's *_slow
- * method (a non-str or a str subclass, text that does not encode, unusual
- * call forms), and engine errors go to cstrie._binding.raise_status: the
- * Python layer stays the single source of exceptions and messages.
+ * Each public method is the one entry point of its operation: it binds its
+ * arguments as the Python signature in its docstring would (positional or by
+ * keyword), takes a str or a str subclass, and reaches the engine without a
+ * Python call.  Two things go to Python: engine statuses, which become
+ * exceptions in cstrie._binding.raise_status (the single place that does),
+ * and the share-group syntax of a subscribe/unsubscribe (cstrie.groups, via
+ * the class's _shared_args), with the family's group table.
  */
 #include "hotpath.h"
 
@@ -21,26 +24,103 @@
 
 #define LOCAL_IDS 256          /* ids that fit the stack buffer */
 
-static PyObject *s_lookup_slow, *s_has_slow, *s_match_slow, *s_many_slow, *s_subscribe_slow,
-    *s_unsubscribe_slow, *s_route_slow;
+static PyObject *s_shared_args, *s_groups, *s_get, *s_find;
 
-static PyObject *slow1(Reader *self, PyObject *name, PyObject *arg)
+/* ------------------------------------------------------------------------
+ * Arguments
+ * ---------------------------------------------------------------------- */
+
+/* A method's parameters as its Python signature has them: names[0 .. npos-1]
+ * positional or keyword, names[npos .. nall-1] keyword-only; the first
+ * `required` must be given. */
+typedef struct params {
+    const char *method;
+    int npos, nall, required;
+    const char *const *names;
+} params;
+
+/* Bind a vectorcall's arguments to p's parameters: out[i] borrowed, NULL
+ * when not given.  -1 with the TypeError a Python method would raise. */
+static int bind_args(Reader *self, const params *p, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, PyObject **out)
 {
-    return PyObject_CallMethodOneArg((PyObject *)self, name, arg);
+    const char *cls = Py_TYPE(self)->tp_name;
+    for (int i = 0; i < p->nall; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    if (nargs > p->npos) {
+        PyErr_Format(PyExc_TypeError, "%s.%s() takes %d positional arguments but %zd were given",
+                     cls, p->method, p->npos + 1, nargs + 1);
+        return -1;
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int j = 0;
+        while (j < p->nall && PyUnicode_CompareWithASCIIString(key, p->names[j]) != 0)
+            j++;
+        if (j == p->nall) {
+            PyErr_Format(PyExc_TypeError, "%s.%s() got an unexpected keyword argument '%U'", cls,
+                         p->method, key);
+            return -1;
+        }
+        if (out[j] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s.%s() got multiple values for argument '%s'", cls,
+                         p->method, p->names[j]);
+            return -1;
+        }
+        out[j] = args[nargs + k];
+    }
+    int missing = 0, first = -1, last = -1;
+    for (int i = 0; i < p->required; i++)
+        if (out[i] == NULL) {
+            missing++;
+            first = first < 0 ? i : first;
+            last = i;
+        }
+    if (missing == 1)
+        PyErr_Format(PyExc_TypeError, "%s.%s() missing 1 required positional argument: '%s'",
+                     cls, p->method, p->names[first]);
+    else if (missing > 1) /* the signatures here have at most two required */
+        PyErr_Format(PyExc_TypeError,
+                     "%s.%s() missing %d required positional arguments: '%s' and '%s'", cls,
+                     p->method, missing, p->names[first], p->names[last]);
+    return missing ? -1 : 0;
 }
 
-/* Any other call form (keywords, a wrong argument count) goes to the slow
- * path, a Python function with the public name and signature, which raises
- * what a Python method would. */
-static PyObject *slow_call(Reader *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
+/* The method's arguments: the common call forms (positional only, no
+ * required one left out) without binding; else bind_args. */
+static inline int get_args(Reader *self, const params *p, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    PyObject *meth = PyObject_GetAttr((PyObject *)self, name);
-    if (meth == NULL)
-        return NULL;
-    PyObject *r = PyObject_Vectorcall(meth, args, (size_t)nargs, kwnames);
-    Py_DECREF(meth);
-    return r;
+    if (nargs >= p->required && nargs <= p->npos &&
+        (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        for (int i = 0; i < p->nall; i++)
+            out[i] = i < nargs ? args[i] : NULL;
+        return 0;
+    }
+    return bind_args(self, p, args, nargs, kwnames, out);
+}
+
+/* The UTF-8 of `text` (a str or a str subclass: its characters, not what
+ * its methods say) in *s, *len, with *keep to release after use.  -1 with
+ * TypeError for a non-str, or the dialect's ValueError for text that has no
+ * UTF-8 (a lone surrogate); `what` is "topic" or "pattern". */
+static int text_of(Reader *self, PyObject *text, const char *what, const char **s,
+                   Py_ssize_t *len, PyObject **keep)
+{
+    if (!PyUnicode_Check(text)) {
+        PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(text), "__name__");
+        if (name != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s must be a str, not %U", what, name);
+            Py_DECREF(name);
+        }
+        return -1;
+    }
+    if (topic_utf8(text, s, len, keep) == 0)
+        return 0;
+    PyErr_Clear();
+    raise_status(self, CST_EUTF8, what, text);
+    return -1;
 }
 
 /* A Reader made without _bind (Snapshot.__new__(Snapshot), ...) has no
@@ -53,12 +133,6 @@ static int unbound(Reader *self)
                  Py_TYPE(self)->tp_name,
                  PyObject_TypeCheck((PyObject *)self, &Writer_Type) ? "Trie()" : "Trie.snapshot()");
     return 1;
-}
-
-/* The one positional argument of a hot read, or NULL: use the slow path. */
-static inline PyObject *one_arg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-    return nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) ? args[0] : NULL;
 }
 
 /* Call the race hook (tests) after an engine answer; -1 if it raised. */
@@ -168,39 +242,32 @@ PyDoc_STRVAR(lookup_doc,
 ">>> t = Trie(\"mqtt\"); t.subscribe(\"a/+\", 1); t.lookup(\"a/b\")\n"
 "True\n[1]");
 
-static PyObject *reader_lookup(Reader *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
+typedef PyObject *(*encoded_read)(Reader *self, PyObject *topic, const char *s, Py_ssize_t len);
+
+static const char *const TOPIC[] = {"topic"};
+
+/* A read of one topic: bind, encode, read. */
+static PyObject *read_topic(Reader *self, const params *p, encoded_read read,
+                            PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    PyObject *topic;
     const char *s;
     Py_ssize_t len;
     PyObject *keep;
-    PyObject *topic = one_arg(args, nargs, kwnames);
-    if (topic == NULL)
-        return slow_call(self, s_lookup_slow, args, nargs, kwnames);
-    if (unbound(self))
+    if (get_args(self, p, args, nargs, kwnames, &topic) < 0 || unbound(self) ||
+        text_of(self, topic, "topic", &s, &len, &keep) < 0)
         return NULL;
-    if (!PyUnicode_CheckExact(topic))
-        return slow1(self, s_lookup_slow, topic);
-    if (topic_utf8(topic, &s, &len, &keep) < 0) {
-        PyErr_Clear();
-        return slow1(self, s_lookup_slow, topic);
-    }
-    PyObject *out = lookup_encoded(self, topic, s, len);
+    PyObject *out = read(self, topic, s, len);
     Py_XDECREF(keep);
     return out;
 }
 
-/* _lookup_utf8(data, topic): the slow path's engine call, once the Python
- * layer has encoded (and so validated the type of) the topic. */
-static PyObject *reader_lookup_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+static const params P_LOOKUP = {"lookup", 1, 1, 1, TOPIC};
+
+static PyObject *reader_lookup(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
 {
-    if (unbound(self))
-        return NULL;
-    if (nargs != 2 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "_lookup_utf8(data: bytes, topic)");
-        return NULL;
-    }
-    return lookup_encoded(self, args[1], PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]));
+    return read_topic(self, &P_LOOKUP, lookup_encoded, args, nargs, kwnames);
 }
 
 /* ------------------------------------------------------------------------
@@ -222,37 +289,12 @@ PyDoc_STRVAR(has_doc,
 "True when at least one pattern matches ``topic``; the walk stops at the\n"
 "first match.  Same errors as lookup().");
 
+static const params P_HAS = {"has_subscribers", 1, 1, 1, TOPIC};
+
 static PyObject *reader_has_subscribers(Reader *self, PyObject *const *args, Py_ssize_t nargs,
                                         PyObject *kwnames)
 {
-    const char *s;
-    Py_ssize_t len;
-    PyObject *keep;
-    PyObject *topic = one_arg(args, nargs, kwnames);
-    if (topic == NULL)
-        return slow_call(self, s_has_slow, args, nargs, kwnames);
-    if (unbound(self))
-        return NULL;
-    if (!PyUnicode_CheckExact(topic))
-        return slow1(self, s_has_slow, topic);
-    if (topic_utf8(topic, &s, &len, &keep) < 0) {
-        PyErr_Clear();
-        return slow1(self, s_has_slow, topic);
-    }
-    PyObject *out = has_encoded(self, topic, s, len);
-    Py_XDECREF(keep);
-    return out;
-}
-
-static PyObject *reader_has_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (unbound(self))
-        return NULL;
-    if (nargs != 2 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "_has_utf8(data: bytes, topic)");
-        return NULL;
-    }
-    return has_encoded(self, args[1], PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]));
+    return read_topic(self, &P_HAS, has_encoded, args, nargs, kwnames);
 }
 
 /* ------------------------------------------------------------------------
@@ -402,37 +444,12 @@ PyDoc_STRVAR(match_doc,
 ">>> t = Trie(); t.subscribe(\"a.*\", \"x\"); t.match(\"a.b\")\n"
 "True\n[('a.*', 'x')]");
 
+static const params P_MATCH = {"match", 1, 1, 1, TOPIC};
+
 static PyObject *reader_match(Reader *self, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
-    const char *s;
-    Py_ssize_t len;
-    PyObject *keep;
-    PyObject *topic = one_arg(args, nargs, kwnames);
-    if (topic == NULL)
-        return slow_call(self, s_match_slow, args, nargs, kwnames);
-    if (unbound(self))
-        return NULL;
-    if (!PyUnicode_CheckExact(topic))
-        return slow1(self, s_match_slow, topic);
-    if (topic_utf8(topic, &s, &len, &keep) < 0) {
-        PyErr_Clear();
-        return slow1(self, s_match_slow, topic);
-    }
-    PyObject *out = match_encoded(self, topic, s, len);
-    Py_XDECREF(keep);
-    return out;
-}
-
-static PyObject *reader_match_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (unbound(self))
-        return NULL;
-    if (nargs != 2 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "_match_utf8(data: bytes, topic)");
-        return NULL;
-    }
-    return match_encoded(self, args[1], PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]));
+    return read_topic(self, &P_MATCH, match_encoded, args, nargs, kwnames);
 }
 
 /* ------------------------------------------------------------------------
@@ -567,40 +584,46 @@ PyDoc_STRVAR(route_doc,
 "Lock-free.  O(lookup + g log m) for g groups of m members (sticky, or a\n"
 "group on several matching filters: O(m) to O(m log m)).");
 
-static PyObject *reader_route(Reader *self, PyObject *const *args, Py_ssize_t nargs,
-                              PyObject *kwnames)
+static const char *const ROUTE[] = {"topic", "key"};
+
+static PyObject *route_call(Reader *self, const params *p, int by_group, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames)
 {
+    PyObject *a[2];
     const char *s;
     Py_ssize_t len;
     PyObject *keep;
-    if (nargs < 1 || nargs > 2 || (kwnames && PyTuple_GET_SIZE(kwnames)) ||
-        !PyUnicode_CheckExact(args[0]))
-        return slow_call(self, s_route_slow, args, nargs, kwnames);
-    if (unbound(self))
+    if (get_args(self, p, args, nargs, kwnames, a) < 0 || unbound(self) ||
+        text_of(self, a[0], "topic", &s, &len, &keep) < 0)
         return NULL;
-    if (topic_utf8(args[0], &s, &len, &keep) < 0) {
-        PyErr_Clear();
-        return slow_call(self, s_route_slow, args, nargs, kwnames);
-    }
-    PyObject *out = route_encoded(self, args[0], s, len, nargs == 2 ? args[1] : NULL, 0);
+    PyObject *out = route_encoded(self, a[0], s, len, a[1], by_group);
     Py_XDECREF(keep);
     return out;
 }
 
-/* _route_utf8(data, topic, key, by_group): the slow paths' engine call. */
-static PyObject *reader_route_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+static const params P_ROUTE = {"route", 2, 2, 1, ROUTE};
+
+static PyObject *reader_route(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
 {
-    if (unbound(self))
-        return NULL;
-    if (nargs != 4 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "_route_utf8(data: bytes, topic, key, by_group)");
-        return NULL;
-    }
-    int by_group = PyObject_IsTrue(args[3]);
-    if (by_group < 0)
-        return NULL;
-    return route_encoded(self, args[1], PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]),
-                         args[2], by_group);
+    return route_call(self, &P_ROUTE, 0, args, nargs, kwnames);
+}
+
+PyDoc_STRVAR(route_by_group_doc,
+"route_by_group(topic, key=None) -> tuple[list, dict]\n--\n\n"
+"``route(topic, key)`` split in two: the ordinary subscribers, and\n"
+"``{group name: chosen member}``.  Same walk, same picks.\n\n"
+">>> t = Trie(\"nats\"); t.subscribe(\"orders.*\", \"w1\", group=\"billing\")\n"
+"True\n"
+">>> t.route_by_group(\"orders.new\")\n"
+"([], {'billing': 'w1'})");
+
+static const params P_ROUTE_BY_GROUP = {"route_by_group", 2, 2, 1, ROUTE};
+
+static PyObject *reader_route_by_group(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                                       PyObject *kwnames)
+{
+    return route_call(self, &P_ROUTE_BY_GROUP, 1, args, nargs, kwnames);
 }
 
 /* ------------------------------------------------------------------------
@@ -615,13 +638,14 @@ PyDoc_STRVAR(many_doc,
 "raises TypeError before anything is matched; an invalid one raises the\n"
 "ValueError lookup() would, for the first invalid topic.");
 
+static const char *const TOPICS[] = {"topics"};
+static const params P_MANY = {"lookup_many", 1, 1, 1, TOPICS};
+
 static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames)
 {
-    PyObject *topics = one_arg(args, nargs, kwnames);
-    if (topics == NULL)
-        return slow_call(self, s_many_slow, args, nargs, kwnames);
-    if (unbound(self))
+    PyObject *topics;
+    if (get_args(self, &P_MANY, args, nargs, kwnames, &topics) < 0 || unbound(self))
         return NULL;
 #ifdef Py_GIL_DISABLED
     /* Another thread may change a list while we read it: read a copy (its
@@ -637,15 +661,16 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    /* Every topic an exact, encodable str: else the Python path, whose order
-     * of checks (types first) and messages are the reference. */
+    /* A non-str anywhere raises before anything is matched; then the rows
+     * in order, so the first invalid topic is the one reported. */
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyUnicode_CheckExact(items[i]) ||
-            (!PyUnicode_IS_ASCII(items[i]) && PyUnicode_AsUTF8AndSize(items[i], NULL) == NULL)) {
-            PyErr_Clear();
-            PyObject *r = slow1(self, s_many_slow, seq);
+        if (!PyUnicode_Check(items[i])) {
+            const char *s;
+            Py_ssize_t len;
+            PyObject *keep;
+            text_of(self, items[i], "topic", &s, &len, &keep); /* the TypeError */
             Py_DECREF(seq);
-            return r;
+            return NULL;
         }
     }
     PyObject *out = PyList_New(n);
@@ -654,7 +679,7 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
         Py_ssize_t len;
         PyObject *keep;
         PyObject *row = NULL;
-        if (topic_utf8(items[i], &s, &len, &keep) == 0) {
+        if (text_of(self, items[i], "topic", &s, &len, &keep) == 0) {
             row = lookup_encoded(self, items[i], s, len);
             Py_XDECREF(keep);
         }
@@ -673,23 +698,6 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
 /* ------------------------------------------------------------------------
  * subscribe / unsubscribe (Writer)
  * ---------------------------------------------------------------------- */
-
-/* The encoded pattern of args[0] for the fast path, or -1: use the slow one. */
-static int fast_args(Reader *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                     const char **s, Py_ssize_t *len, PyObject **keep)
-{
-    if (nargs != 2 || (kwnames && PyTuple_GET_SIZE(kwnames)) || !PyUnicode_CheckExact(args[0]))
-        return -1;
-    if (topic_utf8(args[0], s, len, keep) < 0) {
-        PyErr_Clear();
-        return -1;
-    }
-    if (self->dollar_slow && *len > 0 && (*s)[0] == '$') {
-        Py_XDECREF(*keep);
-        return -1; /* perhaps a share group ($share/...): the Python layer */
-    }
-    return 0;
-}
 
 static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *s,
                                    Py_ssize_t len, PyObject *sub)
@@ -739,45 +747,6 @@ static PyObject *subscribe_encoded(Reader *self, PyObject *pattern, const char *
     return PyBool_FromLong(r);
 }
 
-PyDoc_STRVAR(subscribe_doc,
-"subscribe(pattern, subscriber) -> bool\n--\n\n"
-"Add the pair; True if it was new.\n\n"
-"Raises ``TypeError`` (non-str pattern, unhashable subscriber) or\n"
-"``ValueError`` (pattern invalid in the dialect), leaving the trie as it\n"
-"was.  Lock-free in the engine: O(w + log n) copied nodes (w words, n\n"
-"subscribers on the pattern or words on a level).\n\n"
-">>> t = Trie(); t.subscribe(\"a.#\", \"x\"), t.subscribe(\"a.#\", \"x\")\n"
-"(True, False)");
-
-static PyObject *writer_subscribe(Reader *self, PyObject *const *args, Py_ssize_t nargs,
-                                  PyObject *kwnames)
-{
-    const char *s;
-    Py_ssize_t len;
-    PyObject *keep;
-    if (fast_args(self, args, nargs, kwnames, &s, &len, &keep) < 0)
-        return slow_call(self, s_subscribe_slow, args, nargs, kwnames);
-    if (unbound(self)) {
-        Py_XDECREF(keep);
-        return NULL;
-    }
-    PyObject *out = subscribe_encoded(self, args[0], s, len, args[1]);
-    Py_XDECREF(keep);
-    return out;
-}
-
-static PyObject *writer_subscribe_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (unbound(self))
-        return NULL;
-    if (nargs != 3 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "_subscribe_utf8(data: bytes, pattern, subscriber)");
-        return NULL;
-    }
-    return subscribe_encoded(self, args[1], PyBytes_AS_STRING(args[0]),
-                             PyBytes_GET_SIZE(args[0]), args[2]);
-}
-
 static PyObject *unsubscribe_encoded(Reader *self, PyObject *pattern, const char *s,
                                      Py_ssize_t len, PyObject *sub)
 {
@@ -811,80 +780,191 @@ static PyObject *unsubscribe_encoded(Reader *self, PyObject *pattern, const char
     return PyBool_FromLong(r);
 }
 
-PyDoc_STRVAR(unsubscribe_doc,
-"unsubscribe(pattern, subscriber) -> bool\n--\n\n"
-"Remove the pair; True if it was there.  Same errors as subscribe().\n"
-"O(w + log n).");
+/* ------------------------------------------------------------------------
+ * The public update calls
+ * ---------------------------------------------------------------------- */
 
-static PyObject *writer_unsubscribe(Reader *self, PyObject *const *args, Py_ssize_t nargs,
-                                    PyObject *kwnames)
+/* True when `pattern` (a str) may be in the dialect's share-group syntax
+ * (MQTT's $share/...): a dialect with one and a pattern starting with '$'. */
+static inline int maybe_shared(Reader *self, PyObject *pattern)
+{
+    return self->share_syntax && PyUnicode_GET_LENGTH(pattern) > 0 &&
+           PyUnicode_READ_CHAR(pattern, 0) == '$';
+}
+
+/* subscribe (insert) or unsubscribe an ordinary pattern. */
+static PyObject *update_plain(Reader *self, int insert, PyObject *pattern, PyObject *sub)
 {
     const char *s;
     Py_ssize_t len;
     PyObject *keep;
-    if (fast_args(self, args, nargs, kwnames, &s, &len, &keep) < 0)
-        return slow_call(self, s_unsubscribe_slow, args, nargs, kwnames);
-    if (unbound(self)) {
-        Py_XDECREF(keep);
+    if (text_of(self, pattern, "pattern", &s, &len, &keep) < 0)
         return NULL;
-    }
-    PyObject *out = unsubscribe_encoded(self, args[0], s, len, args[1]);
+    PyObject *out = insert ? subscribe_encoded(self, pattern, s, len, sub)
+                           : unsubscribe_encoded(self, pattern, s, len, sub);
     Py_XDECREF(keep);
     return out;
 }
 
-static PyObject *writer_unsubscribe_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
+/* Join (insert) or leave the share group `name` on the filter `filt`.  The
+ * subscriber is hashed before a group is made (unhashable: TypeError and no
+ * group); leaving a group that does not exist checks the filter and is
+ * False. */
+static PyObject *update_shared(Reader *self, int insert, PyObject *filt, PyObject *name,
+                               PyObject *sub)
 {
-    if (unbound(self))
+    const char *s;
+    Py_ssize_t len;
+    PyObject *keep;
+    if (text_of(self, filt, "pattern", &s, &len, &keep) < 0)
         return NULL;
-    if (nargs != 3 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "_unsubscribe_utf8(data: bytes, pattern, subscriber)");
-        return NULL;
+    PyObject *out = NULL, *group = NULL;
+    PyObject *table = PyObject_GetAttr((PyObject *)self->reg, s_groups);
+    if (table == NULL)
+        goto done;
+    if (insert) {
+        if (PyObject_Hash(sub) == -1)
+            goto done;
+        group = PyObject_CallMethodOneArg(table, s_get, name);
+    } else {
+        group = PyObject_CallMethodOneArg(table, s_find, name);
     }
-    return unsubscribe_encoded(self, args[1], PyBytes_AS_STRING(args[0]),
-                               PyBytes_GET_SIZE(args[0]), args[2]);
+    if (group == NULL)
+        goto done;
+    if (group == Py_None) { /* leave a group that does not exist */
+        int64_t v = cst_engine->validate(self->h, s, (size_t)len, 1);
+        if (v < 0)
+            raise_status(self, v, "pattern", filt);
+        else if (PyObject_Hash(sub) != -1)
+            out = Py_NewRef(Py_False);
+        goto done;
+    }
+    out = share_update_encoded(self, filt, s, len, sub, group, insert);
+done:
+    Py_XDECREF(group);
+    Py_XDECREF(table);
+    Py_XDECREF(keep);
+    return out;
 }
 
-/* _subscribe_many_utf8(datas, patterns, subscribers): subscribe(pattern,
- * subscriber) for each triple, in order, without a Python call per pair (the
- * Python layer has validated every pattern and hashed every subscriber
- * first).  The number of new pairs; an error raises at the pair it stops at
- * (the pairs before it stay). */
-static PyObject *writer_subscribe_many_utf8(Reader *self, PyObject *const *args,
-                                            Py_ssize_t nargs)
+static const char *const UPDATE[] = {"pattern", "subscriber", "group"};
+
+/* subscribe/unsubscribe(pattern, subscriber, *, group=None): an ordinary
+ * pattern straight to the engine; a share group (group=, a Shared, or the
+ * dialect's syntax) parsed by the class's _shared_args first. */
+static PyObject *update_call(Reader *self, const params *p, int insert, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *a[3];
+    if (get_args(self, p, args, nargs, kwnames, a) < 0 || unbound(self))
+        return NULL;
+    PyObject *pattern = a[0], *sub = a[1], *group = a[2] ? a[2] : Py_None;
+    if (group == Py_None && PyUnicode_Check(pattern) && !maybe_shared(self, pattern))
+        return update_plain(self, insert, pattern, sub);
+    PyObject *parsed =
+        PyObject_CallMethodObjArgs((PyObject *)self, s_shared_args, pattern, group, NULL);
+    if (parsed == NULL)
+        return NULL;
+    if (!PyTuple_Check(parsed) || PyTuple_GET_SIZE(parsed) != 2) {
+        Py_DECREF(parsed);
+        PyErr_SetString(PyExc_RuntimeError, "_shared_args must return (filter, name)");
+        return NULL;
+    }
+    PyObject *filt = PyTuple_GET_ITEM(parsed, 0), *name = PyTuple_GET_ITEM(parsed, 1);
+    PyObject *out = name == Py_None ? update_plain(self, insert, filt, sub)
+                                    : update_shared(self, insert, filt, name, sub);
+    Py_DECREF(parsed);
+    return out;
+}
+
+PyDoc_STRVAR(subscribe_doc,
+"subscribe(pattern, subscriber, *, group=None) -> bool\n--\n\n"
+"Add the pair; True if it was new.  With a group (``group=``, a\n"
+"``Shared`` or the dialect's ``$share/g/filter``), join that share group\n"
+"on the filter instead: each message goes to one member of the group.\n\n"
+"Raises ``TypeError`` (non-str pattern, unhashable subscriber) or\n"
+"``ValueError`` (pattern invalid in the dialect), leaving the trie as it\n"
+"was.  Lock-free in the engine: O(w + log n) copied nodes (w words, n\n"
+"subscribers on the pattern or words on a level).\n\n"
+">>> t = Trie(); t.subscribe(\"a.#\", \"x\"), t.subscribe(\"a.#\", \"x\")\n"
+"(True, False)");
+
+static const params P_SUBSCRIBE = {"subscribe", 2, 3, 2, UPDATE};
+
+static PyObject *writer_subscribe(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    return update_call(self, &P_SUBSCRIBE, 1, args, nargs, kwnames);
+}
+
+PyDoc_STRVAR(unsubscribe_doc,
+"unsubscribe(pattern, subscriber, *, group=None) -> bool\n--\n\n"
+"Remove the pair (or the group membership); True if it was there.  Same\n"
+"errors as subscribe().  O(w + log n).");
+
+static const params P_UNSUBSCRIBE = {"unsubscribe", 2, 3, 2, UPDATE};
+
+static PyObject *writer_unsubscribe(Reader *self, PyObject *const *args, Py_ssize_t nargs,
+                                    PyObject *kwnames)
+{
+    return update_call(self, &P_UNSUBSCRIBE, 0, args, nargs, kwnames);
+}
+
+/* _subscribe_many(patterns, subscribers): subscribe(pattern, subscriber)
+ * for each pair of the two lists, in order, without a Python call per pair,
+ * after every pattern has been checked (type, dialect) and every subscriber
+ * hashed: an invalid pattern or an unhashable subscriber raises before
+ * anything changes.  The number of new pairs; an error after that (out of
+ * memory) raises at the pair it stops at (the pairs before it stay). */
+static PyObject *writer_subscribe_many(Reader *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (unbound(self))
         return NULL;
-    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1]) ||
-        !PyList_CheckExact(args[2]) || PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1]) ||
-        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[2])) {
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1]) ||
+        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
         PyErr_SetString(PyExc_TypeError,
-                        "_subscribe_many_utf8(datas, patterns, subscribers): three lists of one "
-                        "length");
+                        "_subscribe_many(patterns, subscribers): two lists of one length");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(args[0]), added = 0;
+    /* Our own copies: the caller's lists may change meanwhile. */
+    PyObject *pats = PyList_GetSlice(args[0], 0, PY_SSIZE_T_MAX);
+    PyObject *subs = pats ? PyList_GetSlice(args[1], 0, PY_SSIZE_T_MAX) : NULL;
+    PyObject *out = NULL;
+    if (subs == NULL || PyList_GET_SIZE(pats) != PyList_GET_SIZE(subs)) {
+        if (subs != NULL)
+            PyErr_SetString(PyExc_RuntimeError, "_subscribe_many: a list changed size");
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(pats), added = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *data = list_get_ref(args[0], i);
-        PyObject *pattern = data ? list_get_ref(args[1], i) : NULL;
-        PyObject *sub = pattern ? list_get_ref(args[2], i) : NULL;
-        PyObject *r = NULL;
-        if (sub != NULL) {
-            if (!PyBytes_Check(data))
-                PyErr_SetString(PyExc_TypeError, "_subscribe_many_utf8: datas holds bytes");
-            else
-                r = subscribe_encoded(self, pattern, PyBytes_AS_STRING(data),
-                                      PyBytes_GET_SIZE(data), sub);
+        PyObject *pattern = PyList_GET_ITEM(pats, i);
+        const char *s;
+        Py_ssize_t len;
+        PyObject *keep;
+        if (text_of(self, pattern, "pattern", &s, &len, &keep) < 0)
+            goto done;
+        int64_t v = cst_engine->validate(self->h, s, (size_t)len, 1);
+        Py_XDECREF(keep);
+        if (v < 0) {
+            raise_status(self, v, "pattern", pattern);
+            goto done;
         }
-        Py_XDECREF(data);
-        Py_XDECREF(pattern);
-        Py_XDECREF(sub);
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyObject_Hash(PyList_GET_ITEM(subs, i)) == -1)
+            goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = update_plain(self, 1, PyList_GET_ITEM(pats, i), PyList_GET_ITEM(subs, i));
         if (r == NULL)
-            return NULL;
+            goto done;
         added += r == Py_True;
         Py_DECREF(r);
     }
-    return PyLong_FromSsize_t(added);
+    out = PyLong_FromSsize_t(added);
+done:
+    Py_XDECREF(pats);
+    Py_XDECREF(subs);
+    return out;
 }
 
 /* _copy(): a writable copy of this trie, made with every stripe lock of the
@@ -911,24 +991,6 @@ static PyObject *writer_copy(Reader *self, PyObject *Py_UNUSED(ignored))
     }
     Py_DECREF(c);
     return out;
-}
-
-/* _share_utf8(data, pattern, member, group, insert): join or leave a share
- * group (groups.c); the Python layer has parsed the group syntax. */
-static PyObject *writer_share_utf8(Reader *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (unbound(self))
-        return NULL;
-    if (nargs != 5 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_share_utf8(data: bytes, pattern, member, group, insert)");
-        return NULL;
-    }
-    int insert = PyObject_IsTrue(args[4]);
-    if (insert < 0)
-        return NULL;
-    return share_update_encoded(self, args[1], PyBytes_AS_STRING(args[0]),
-                                PyBytes_GET_SIZE(args[0]), args[2], args[3], insert);
 }
 
 /* ------------------------------------------------------------------------
@@ -975,11 +1037,11 @@ static PyObject *reader_bind(Reader *self, PyObject *const *args, Py_ssize_t nar
     if (pin == -1 && PyErr_Occurred())
         return NULL;
     /* A dialect with a share-group syntax (MQTT's $share/): patterns that
-     * start with '$' go to the Python layer, which parses it. */
+     * start with '$' are parsed by _shared_args (cstrie.groups). */
     PyObject *prefix = PyObject_GetAttrString(args[2], "share_prefix");
     if (prefix == NULL)
         PyErr_Clear();
-    self->dollar_slow = prefix != NULL && prefix != Py_None;
+    self->share_syntax = prefix != NULL && prefix != Py_None;
     Py_XDECREF(prefix);
     self->handle = Py_NewRef(args[0]);
     self->dialect = Py_NewRef(args[2]);
@@ -1026,7 +1088,7 @@ static PyObject *reader_snapshot(Reader *self, PyObject *Py_UNUSED(ignored))
     snap->reg = (Registry *)Py_NewRef(reg);
     snap->counts = NULL;
     snap->pin = pin;
-    snap->dollar_slow = self->dollar_slow;
+    snap->share_syntax = self->share_syntax;
     return (PyObject *)snap;
 }
 
@@ -1133,12 +1195,10 @@ static PyMethodDef reader_methods[] = {
      match_doc},
     {"lookup_many", (PyCFunction)(void (*)(void))reader_lookup_many,
      METH_FASTCALL | METH_KEYWORDS, many_doc},
-    {"_lookup_utf8", (PyCFunction)(void (*)(void))reader_lookup_utf8, METH_FASTCALL, NULL},
-    {"_has_utf8", (PyCFunction)(void (*)(void))reader_has_utf8, METH_FASTCALL, NULL},
-    {"_match_utf8", (PyCFunction)(void (*)(void))reader_match_utf8, METH_FASTCALL, NULL},
     {"route", (PyCFunction)(void (*)(void))reader_route, METH_FASTCALL | METH_KEYWORDS,
      route_doc},
-    {"_route_utf8", (PyCFunction)(void (*)(void))reader_route_utf8, METH_FASTCALL, NULL},
+    {"route_by_group", (PyCFunction)(void (*)(void))reader_route_by_group,
+     METH_FASTCALL | METH_KEYWORDS, route_by_group_doc},
     {"_bind", (PyCFunction)(void (*)(void))reader_bind, METH_FASTCALL, NULL},
     {"snapshot", (PyCFunction)reader_snapshot, METH_NOARGS, snapshot_doc},
     {"_set_race_hook", (PyCFunction)reader_set_race_hook, METH_O,
@@ -1170,12 +1230,7 @@ static PyMethodDef writer_methods[] = {
      METH_FASTCALL | METH_KEYWORDS, subscribe_doc},
     {"unsubscribe", (PyCFunction)(void (*)(void))writer_unsubscribe,
      METH_FASTCALL | METH_KEYWORDS, unsubscribe_doc},
-    {"_subscribe_utf8", (PyCFunction)(void (*)(void))writer_subscribe_utf8, METH_FASTCALL, NULL},
-    {"_unsubscribe_utf8", (PyCFunction)(void (*)(void))writer_unsubscribe_utf8, METH_FASTCALL,
-     NULL},
-    {"_share_utf8", (PyCFunction)(void (*)(void))writer_share_utf8, METH_FASTCALL, NULL},
-    {"_subscribe_many_utf8", (PyCFunction)(void (*)(void))writer_subscribe_many_utf8,
-     METH_FASTCALL, NULL},
+    {"_subscribe_many", (PyCFunction)(void (*)(void))writer_subscribe_many, METH_FASTCALL, NULL},
     {"_copy", (PyCFunction)writer_copy, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -1204,13 +1259,10 @@ int reader_module_init(PyObject *m)
 #define INTERN(var, text)                                \
     if ((var = PyUnicode_InternFromString(text)) == NULL) \
         return -1;
-    INTERN(s_lookup_slow, "_lookup_slow");
-    INTERN(s_has_slow, "_has_subscribers_slow");
-    INTERN(s_match_slow, "_match_slow");
-    INTERN(s_many_slow, "_lookup_many_slow");
-    INTERN(s_subscribe_slow, "_subscribe_slow");
-    INTERN(s_unsubscribe_slow, "_unsubscribe_slow");
-    INTERN(s_route_slow, "_route_slow");
+    INTERN(s_shared_args, "_shared_args");
+    INTERN(s_groups, "groups");
+    INTERN(s_get, "get");
+    INTERN(s_find, "find");
 #undef INTERN
     return 0;
 }
