@@ -29,6 +29,7 @@ from itertools import compress
 from typing import Any, NamedTuple, NoReturn
 
 from cstrie import _hotpath
+from cstrie import dialect as _dialect_module
 from cstrie._native import ffi, lib
 from cstrie.dialect import Dialect, shown
 
@@ -53,18 +54,11 @@ def raise_status(
 ) -> NoReturn:
     """Raise the exception for a negative engine status.
 
-    Validation codes are turned into the dialect's own message (the Python
-    validator in :mod:`cstrie.dialect` is the single source of those messages).
-    """
+    A validation code becomes the ``ValueError`` that names the fault the
+    engine found in ``text`` (a topic or pattern of ``dialect``, as ``what``
+    says): see :func:`invalid`."""
     if status in _VALIDATION and dialect is not None:
-        if what == "pattern":
-            dialect.split_pattern(text)
-        else:
-            dialect.split_topic(text)
-        text_shown = shown(text) if isinstance(text, str) else repr(text)
-        raise ValueError(
-            f"{what} {text_shown} is invalid in the {dialect.name} dialect (engine code {status})"
-        )
+        raise invalid(status, dialect, what, text)
     if status == lib.CST_ENOMEM:
         raise MemoryError("cstrie engine: out of memory")
     if status == lib.CST_EREADONLY:
@@ -72,6 +66,100 @@ def raise_status(
     if status == lib.CST_EINVAL:
         raise ValueError("cstrie engine: invalid argument")
     raise RuntimeError(f"cstrie engine: unexpected status {status}")
+
+
+# ------------------------------------------------------------ validation
+# The dialect's rules on topics and patterns are checked in the engine only
+# (native/words.c); Dialect.split_topic/split_pattern and every message below
+# come from its answer.
+
+def _checker(d: Dialect) -> Any:
+    """An empty engine handle of dialect ``d``, for validating text outside a
+    trie: made once per Dialect object and kept on it (a Dialect is
+    immutable; its fields make its hash, which is too slow to take per call)."""
+    h = d.__dict__.get("_checker")
+    if h is None:
+        h = new_handle(d)
+        object.__setattr__(d, "_checker", h)
+    return h
+
+
+def check_text(d: Dialect, text: object, what: str) -> int:
+    """Validate ``text`` as a topic (``what`` "topic") or pattern of ``d``:
+    its number of words, else the ``TypeError``/``ValueError`` naming the
+    problem.  O(len(text))."""
+    data = encode(text, what, d)
+    n: int = lib.cst_validate(_checker(d), data, len(data), what == "pattern")
+    if n < 0:
+        raise_status(n, d, what, text)
+    return n
+
+
+_dialect_module._check_text = check_text  # Dialect.split_* call it directly
+
+
+def invalid(status: int, d: Dialect, what: str, text: object) -> ValueError:
+    """The ``ValueError`` for ``text`` that the engine refused with the
+    validation code ``status``: the engine is asked where the fault is
+    (``cst_validate_at``), and the message names it."""
+    if not isinstance(text, str):
+        return ValueError(f"{what} {text!r} is invalid in the {d.name} dialect (code {status})")
+    try:
+        data = str.encode(text)
+    except UnicodeEncodeError as exc:
+        return ValueError(f"{what} {shown(text, exc.start)} is not valid UTF-8 text: {exc.reason}")
+    fault = ffi.new("int64_t[2]")
+    code = lib.cst_validate_at(
+        _checker(d), data, len(data), 1 if what == "pattern" else 0, fault, fault + 1
+    )
+    if code >= 0 or code == lib.CST_ENOMEM:
+        code = status  # not the fault of the text as it is now: name the code
+    return ValueError(_describe(d, what, text, data, int(code), int(fault[0]), int(fault[1])))
+
+
+def _describe(d: Dialect, what: str, text: str, data: bytes, code: int, at: int, k: int) -> str:
+    """The message for the validation fault ``code`` at byte ``at`` / word
+    ``k`` of ``text`` (UTF-8 ``data``)."""
+    name = d.name
+    if code == lib.CST_EEMPTY:
+        return f"{what} must not be empty in the {name} dialect"
+    if code == lib.CST_ETOOLONG:
+        if d.max_bytes is not None and len(data) > d.max_bytes:
+            return f"{what} is {len(data)} UTF-8 bytes long; {name} allows at most {d.max_bytes}"
+        return f"{what} {shown(text)} has a word of more than 2**32 - 1 bytes"
+    if code in (lib.CST_ENUL, lib.CST_EFORBIDDEN):
+        i = len(data[:at].decode())  # the character at byte offset at
+        if code == lib.CST_ENUL:
+            return f"{what} {shown(text, i)} contains U+0000, which {name} forbids"
+        return (
+            f"{what} {shown(text, i)} contains {text[i]!r} (U+{ord(text[i]):04X}) at index {i}; "
+            f"the {name} dialect forbids the characters {d.forbidden!r}"
+        )
+    if code == lib.CST_ETOODEEP:
+        return (
+            f"{what} {shown(text)} has {text.count(d.separator) + 1} words; "
+            f"{name} allows at most {d.max_levels} (max_levels)"
+        )
+    if code == lib.CST_EEMPTYWORD:
+        return (
+            f"{what} {shown(text)} has an empty word at position {k}; "
+            f"{name} does not allow empty words"
+        )
+    if code == lib.CST_EMULTIPOS:
+        return f"pattern {shown(text)}: {d.multi!r} may only be the last word in the {name} dialect"
+    if code in (lib.CST_EWILDWORD, lib.CST_EWILDTOPIC):
+        word = data[at:].split(d.separator.encode(), 1)[0].decode()
+        token = next(t for t in (d.single, d.multi) if t is not None and t in word)
+        if code == lib.CST_EWILDWORD:
+            return (
+                f"pattern {shown(text)}: wildcard {token!r} must fill a whole level, "
+                f"found in {shown(word)}"
+            )
+        return (
+            f"topic {shown(text)} contains the wildcard {token!r}; "
+            f"topics may not contain wildcards in the {name} dialect"
+        )
+    return f"{what} {shown(text)} is invalid in the {name} dialect (engine code {code})"
 
 
 def encode(text: object, what: str, dialect: Dialect) -> bytes:

@@ -17,9 +17,11 @@ nats      ``.``      ``*``       ``>`` one or more tokens, last only (no
                                  whitespace)
 ========  =========  ==========  ==============================================
 
-This module is the single source of the validation rules' error messages: the
-native engine checks topics itself for speed, and when it reports a problem the
-binding layer asks :meth:`Dialect.split_topic` to raise the exact ``ValueError``.
+The rules on topics and patterns are checked in one place, the engine
+(``native/words.c``); :meth:`Dialect.split_topic` and
+:meth:`Dialect.split_pattern` ask it too, and the binding layer
+(:func:`cstrie._binding.invalid`) turns the fault it reports into the
+``ValueError`` that names it.
 
 Examples::
 
@@ -36,6 +38,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["AMQP", "MQTT", "NATS", "Dialect", "resolve_dialect"]
+
+
+def _check_text(d: Dialect, text: object, what: str) -> int:
+    """The engine's check of a topic or pattern (``cstrie._binding.check_text``,
+    which puts itself here when it is imported: it imports this module)."""
+    from cstrie import _binding
+
+    return _binding.check_text(d, text, what)
 
 
 #: texts up to this many characters appear whole in error messages
@@ -163,109 +173,23 @@ class Dialect:
         object.__setattr__(self, "forbidden", "".join(sorted(set(self.forbidden))))
 
     # ------------------------------------------------------------------ checks
-    def _check_text(self, text: object, what: str) -> bytes:
-        if not isinstance(text, str):
-            raise TypeError(f"{what} must be a str, not {type(text).__name__}")
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(
-                f"{what} {shown(text, exc.start)} is not valid UTF-8 text: {exc.reason}"
-            ) from None
-        if self.forbid_nul and "\x00" in text:
-            at = shown(text, text.index("\x00"))
-            raise ValueError(f"{what} {at} contains U+0000, which {self.name} forbids")
-        if self.forbidden:
-            self._check_forbidden_in(text, what)
-        if self.max_bytes is not None and len(data) > self.max_bytes:
-            raise ValueError(
-                f"{what} is {len(data)} UTF-8 bytes long; {self.name} allows at most "
-                f"{self.max_bytes}"
-            )
-        if not text and not self.empty_topic:
-            raise ValueError(f"{what} must not be empty in the {self.name} dialect")
-        return data
-
-    def _check_forbidden_in(self, text: str, what: str) -> None:
-        # One substring search per forbidden character (a handful), not a loop per
-        # character of the text; the first offending index only on the error path.
-        if not any(ch in text for ch in self.forbidden):
-            return
-        i = min(text.find(ch) for ch in self.forbidden if ch in text)
-        raise ValueError(
-            f"{what} {shown(text, i)} contains {text[i]!r} (U+{ord(text[i]):04X}) at index {i}; "
-            f"the {self.name} dialect forbids the characters {self.forbidden!r}"
-        )
-
-    def _split(self, text: str, what: str) -> list[str]:
-        if not text:
-            return []
-        # Counted before splitting, so an oversized text fails without making its list.
-        if self.max_levels is not None and text.count(self.separator) >= self.max_levels:
-            raise ValueError(
-                f"{what} {shown(text)} has {text.count(self.separator) + 1} words; "
-                f"{self.name} allows at most {self.max_levels} (max_levels)"
-            )
-        return text.split(self.separator)
-
     def split_pattern(self, pattern: object) -> list[str]:
         """Validate ``pattern`` and return its words.
 
         Raises ``TypeError`` for a non-str and ``ValueError`` naming the problem for
-        a pattern that is invalid in this dialect.  O(len(pattern)).
+        a pattern that is invalid in this dialect (checked by the engine, as in
+        every other call).  O(len(pattern)).
         """
-        self._check_text(pattern, "pattern")
-        assert isinstance(pattern, str)
-        words = self._split(pattern, "pattern")
-        last = len(words) - 1
-        for i, word in enumerate(words):
-            if not word and not self.empty_words:
-                raise ValueError(
-                    f"pattern {shown(pattern)} has an empty word at position {i}; "
-                    f"{self.name} does not allow empty words"
-                )
-            if word == self.multi:
-                if self.multi_last_only and i != last:
-                    raise ValueError(
-                        f"pattern {shown(pattern)}: {self.multi!r} may only be the last word "
-                        f"in the {self.name} dialect"
-                    )
-                continue
-            if word == self.single:
-                continue
-            if self.strict_wildcards:
-                for token in (self.single, self.multi):
-                    if token is not None and token in word:
-                        raise ValueError(
-                            f"pattern {shown(pattern)}: wildcard {token!r} must fill a whole "
-                            f"level, found in {shown(word)}"
-                        )
-        return words
+        _check_text(self, pattern, "pattern")
+        return str.split(pattern, self.separator) if pattern else []  # type: ignore[arg-type]
 
     def split_topic(self, topic: object) -> list[str]:
         """Validate ``topic`` (a concrete message topic) and return its words.
 
         Raises ``TypeError`` for a non-str and ``ValueError`` naming the problem.
         """
-        self._check_text(topic, "topic")
-        assert isinstance(topic, str)
-        words = self._split(topic, "topic")
-        for i, word in enumerate(words):
-            if not word and not self.empty_words:
-                raise ValueError(
-                    f"topic {shown(topic)} has an empty word at position {i}; "
-                    f"{self.name} does not allow empty words"
-                )
-            if not self.topic_wildcards:
-                for token in (self.single, self.multi):
-                    if token is None:
-                        continue
-                    if word == token or (self.strict_wildcards and token in word):
-                        raise ValueError(
-                            f"topic {shown(topic)} contains the wildcard {token!r}; "
-                            f"topics may not contain wildcards in the {self.name} dialect"
-                        )
-        return words
+        _check_text(self, topic, "topic")
+        return str.split(topic, self.separator) if topic else []  # type: ignore[arg-type]
 
     def join(self, words: list[str]) -> str:
         """The inverse of splitting: ``separator.join(words)``."""

@@ -275,8 +275,14 @@ int cst_check(cst_trie *t, int strict, char *msg, size_t msg_cap);
 /* Indented dump of the node structure into buf; returns the full length. */
 size_t cst_dump(cst_trie *t, char *buf, size_t cap);
 /* Validate and split a topic (is_pattern 0) or pattern: returns the number of
- * words or a CST_E* code.  Used to share validation with the Python layer. */
+ * words or a CST_E* code.  The dialect's rules are checked here only: the
+ * Python layer validates through these two calls. */
 int64_t cst_validate(cst_trie *t, const char *s, size_t len, int is_pattern);
+/* cst_validate, and on a validation error where the fault is: *at the byte
+ * offset of the bad byte (NUL, forbidden), of the bad word's start, or the
+ * length (too long); *index the bad word's index (-1 when none). */
+int64_t cst_validate_at(cst_trie *t, const char *s, size_t len, int is_pattern, int64_t *at,
+                        int64_t *index);
 
 /* Dense numbers for subscriber ids in order of first appearance (exports).
  * cst_numbering_apply writes the number of ids[i] to refs[i] (1, 2, 3, ...)

@@ -149,6 +149,9 @@ typedef struct scratch {
     main_read *reads;          /* what a lookup's walk read (match.c) */
     size_t rdcap;
     int64_t last_steps;        /* cst_debug_last_walk_steps */
+    /* where the last parse_words that failed found its fault: the byte
+     * offset (the bad byte, or the start of the bad word) and the word */
+    int64_t fault_at, fault_word;
 } scratch;
 
 scratch *scratch_get(void);

@@ -1391,6 +1391,20 @@ int64_t cst_validate(cst_trie *t, const char *s, size_t len, int is_pattern)
     return parse_words(t, s, len, is_pattern, sc);
 }
 
+int64_t cst_validate_at(cst_trie *t, const char *s, size_t len, int is_pattern, int64_t *at,
+                        int64_t *index)
+{
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t r = parse_words(t, s, len, is_pattern, sc);
+    if (r < 0 && r != CST_ENOMEM) {
+        *at = sc->fault_at;
+        *index = sc->fault_word;
+    }
+    return r;
+}
+
 static int row_is_valid(const uint8_t *validity, int64_t off, int64_t r)
 {
     if (validity == NULL)

@@ -121,22 +121,31 @@ static int classify(const cst_dialect *d, const char *p, size_t wl, int last, in
     return 0;
 }
 
-/* Does s[0..len) hold a byte of the dialect's forbidden set (ASCII only)?  The
- * set is a bitmap, so this is one table test per byte; dialects without one
- * (AMQP, MQTT) skip the scan. */
-static int has_forbidden(const cst_dialect *d, const char *s, size_t len)
+/* The offset of the first byte of s[0..len) in the dialect's forbidden set
+ * (ASCII only), or -1.  The set is a bitmap, so this is one table test per
+ * byte; dialects without one (AMQP, MQTT) skip the scan. */
+static int64_t first_forbidden(const cst_dialect *d, const char *s, size_t len)
 {
     const uint64_t lo = d->forbidden[0], hi = d->forbidden[1];
     if ((lo | hi) == 0)
-        return 0;
+        return -1;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len; i++) {
         unsigned c = u[i];
         uint64_t bits = c < 64 ? lo : c < 128 ? hi : 0;
         if ((bits >> (c & 63)) & 1)
-            return 1;
+            return (int64_t)i;
     }
-    return 0;
+    return -1;
+}
+
+/* Note where a parse failed (scratch's fault_at, fault_word: cst_validate_at)
+ * and return its code. */
+static inline int64_t fault(scratch *sc, int64_t at, int64_t index, int64_t code)
+{
+    sc->fault_at = at;
+    sc->fault_word = index;
+    return code;
 }
 
 void words_classes_init(cst_trie *t)
@@ -161,10 +170,13 @@ static int64_t parse_general(const cst_trie *t, const char *s, size_t len, int i
                              scratch *sc)
 {
     const cst_dialect *d = &t->d;
-    if (d->forbid_nul && memchr(s, 0, len) != NULL)
-        return CST_ENUL;
-    if (has_forbidden(d, s, len))
-        return CST_EFORBIDDEN;
+    const char *nul = d->forbid_nul ? memchr(s, 0, len) : NULL;
+    int64_t bad = first_forbidden(d, s, len);
+    if (nul != NULL || bad >= 0) {
+        /* the first bad byte; a NUL where both are at once */
+        int is_nul = nul != NULL && (bad < 0 || nul - s <= bad);
+        return fault(sc, is_nul ? nul - s : bad, -1, is_nul ? CST_ENUL : CST_EFORBIDDEN);
+    }
     /* A word can only be, or contain, a wildcard token if the token's first
      * byte occurs in the text: one scan of the whole text spares the per-word
      * token checks in the common case of a topic without wildcard bytes. */
@@ -184,21 +196,21 @@ static int64_t parse_general(const cst_trie *t, const char *s, size_t len, int i
         /* Counted while splitting: a text over the limit fails at its first
          * word too many, before the rest is split or hashed. */
         if (d->max_levels && n >= d->max_levels)
-            return CST_ETOODEEP;
+            return fault(sc, (int64_t)start, (int64_t)n, CST_ETOODEEP);
         if (n >= sc->wcap && scratch_reserve((void **)&sc->w, &sc->wcap, n + 1, sizeof(word)) < 0)
             return CST_ENOMEM;
         const char *p = s + start;
         size_t wl = end - start;
         if (wl > UINT32_MAX)
-            return CST_ETOOLONG;
+            return fault(sc, (int64_t)start, (int64_t)n, CST_ETOOLONG);
         if (wl == 0 && !d->empty_words)
-            return CST_EEMPTYWORD;
+            return fault(sc, (int64_t)start, (int64_t)n, CST_EEMPTYWORD);
         uint8_t kind = W_LITERAL;
         int last = end >= len;
         if (may_wild) {
             int r = classify(d, p, wl, last, is_pattern, &kind);
             if (r < 0)
-                return r;
+                return fault(sc, (int64_t)start, (int64_t)n, r);
         }
         sc->w[n] = (word){.p = p, .len = (uint32_t)wl, .kind = kind,
                           .hash = kind == W_LITERAL ? word_hash(p, wl) : 0};
@@ -240,7 +252,7 @@ int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern
     const cst_dialect *d = &t->d;
     if (len == 0) {
         if (!d->empty_topic)
-            return CST_EEMPTY;
+            return fault(sc, 0, 0, CST_EEMPTY);
         if (!is_pattern)
             return 0;
         /* The zero-word pattern lives in its own spec slot of the top C-node. */
@@ -250,7 +262,7 @@ int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern
         return 1;
     }
     if (d->max_bytes && len > d->max_bytes)
-        return CST_ETOOLONG;
+        return fault(sc, (int64_t)len, -1, CST_ETOOLONG);
     if (d->sep_len != 1)
         return parse_general(t, s, len, is_pattern, sc);
     /* One pass over the bytes: the dialect's byte classes say which bytes
@@ -265,20 +277,20 @@ int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern
         if (c == 0)
             continue;
         if (c & BC_NUL)
-            return CST_ENUL;
+            return fault(sc, (int64_t)i, (int64_t)n, CST_ENUL);
         if (c & BC_FORBIDDEN)
-            return CST_EFORBIDDEN;
+            return fault(sc, (int64_t)i, (int64_t)n, CST_EFORBIDDEN);
         if (c & BC_WILD) {
             wild = 1;
             continue;
         }
         int64_t r = put_word(d, sc, n, s + start, i - start, 0, wild, is_pattern);
         if (r < 0)
-            return r;
+            return fault(sc, (int64_t)start, (int64_t)n, r);
         n++;
         start = i + 1;
         wild = 0;
     }
     int64_t r = put_word(d, sc, n, s + start, len - start, 1, wild, is_pattern);
-    return r < 0 ? r : (int64_t)(n + 1);
+    return r < 0 ? fault(sc, (int64_t)start, (int64_t)n, r) : (int64_t)(n + 1);
 }

@@ -287,3 +287,80 @@ def test_messages_about_huge_texts_stay_short(dialect: str, text: str, what: str
     assert len(message) < 300, message[:400]
     assert f"({len(text)} characters)" in message or "UTF-8 bytes long" in message
     assert len(trie) == 0
+
+
+# (dialect, text, what, the exact message): one fault each, its position named
+# as the rule states it (character index, word position), not as bytes
+EXACT = [
+    ("nats", "é é", "pattern",
+     "pattern 'é é' contains ' ' (U+0020) at index 1; the nats dialect forbids the "
+     "characters '\\t\\n\\x0c\\r '"),
+    ("mqtt", "€/\x00", "topic", "topic '€/\\x00' contains U+0000, which mqtt forbids"),
+    ("nats", "a.é..b", "topic",
+     "topic 'a.é..b' has an empty word at position 2; nats does not allow empty words"),
+    ("mqtt", "x/é+/y", "pattern",
+     "pattern 'x/é+/y': wildcard '+' must fill a whole level, found in 'é+'"),
+    ("mqtt", "a/#/b", "pattern",
+     "pattern 'a/#/b': '#' may only be the last word in the mqtt dialect"),
+    ("mqtt", "é/b#", "topic",
+     "topic 'é/b#' contains the wildcard '#'; topics may not contain wildcards in the "
+     "mqtt dialect"),
+    ("amqp", ".".join("a" * 257), "pattern",
+     f"pattern {'.'.join('a' * 257)[:40]!r}... (513 characters) has 257 words; amqp allows at "
+     "most 256 (max_levels)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("dialect", "text", "what", "message"), EXACT, ids=ascii)
+def test_messages_name_the_fault_where_it_is(
+    dialect: str, text: str, what: str, message: str
+) -> None:
+    """The engine checks the rule and says where the fault is; the message
+    names it there: a character index in a non-ASCII text (not a byte
+    offset), the position of the empty word, the word holding a wildcard."""
+    from cstrie import resolve_dialect
+    from cstrie.trie import Trie
+
+    d = resolve_dialect(dialect)
+    split = d.split_pattern if what == "pattern" else d.split_topic
+    with pytest.raises(ValueError) as exc:
+        split(text)
+    assert str(exc.value) == message
+    trie = Trie(d)
+    call = trie.subscribe if what == "pattern" else trie.lookup
+    args = (text, "s") if what == "pattern" else (text,)
+    with pytest.raises(ValueError) as exc:
+        call(*args)  # type: ignore[operator]
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize(
+    ("dialect", "text"),
+    [("nats", "a..b c\x00"), ("mqtt", "a/\x00/+x"), ("nats", " \x00"), ("mqtt", "+x/\x00")],
+    ids=ascii,
+)
+def test_a_text_with_several_faults_gets_one_message_everywhere(dialect: str, text: str) -> None:
+    """Rules are checked in one place: every call that takes the text (the
+    dialect's split, the trie's updates and reads, the topic index) reports
+    the same fault of a text that breaks several rules."""
+    from cstrie import TopicIndex, resolve_dialect
+    from cstrie.trie import Trie
+
+    d = resolve_dialect(dialect)
+    trie = Trie(d)
+    index = TopicIndex(d)
+
+    def message(fn: Callable[[], object]) -> str:
+        with pytest.raises(ValueError) as exc:
+            fn()
+        return str(exc.value)
+
+    pattern = message(lambda: d.split_pattern(text))
+    assert message(lambda: trie.subscribe(text, 1)) == pattern
+    assert message(lambda: trie.unsubscribe(text, 1)) == pattern
+    assert message(lambda: trie.subscribers(text)) == pattern
+    assert message(lambda: Trie.from_pairs([(text, 1)], d)) == pattern
+    topic = message(lambda: d.split_topic(text))
+    assert message(lambda: trie.lookup(text)) == topic
+    assert message(lambda: trie.snapshot().match(text)) == topic
+    assert message(lambda: index.__setitem__(text, 1)) == topic
