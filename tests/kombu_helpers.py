@@ -6,6 +6,7 @@ Only imported by modules that ran ``pytest.importorskip("kombu")`` first.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
@@ -14,6 +15,8 @@ from kombu import Connection, Consumer, Exchange, Queue, binding
 from kombu.transport import memory as kmemory
 from kombu.transport import virtual as kvirtual
 from kombu.transport.virtual.exchange import TopicExchange
+
+from cstrie.integrations.kombu import CstrieTopicExchange
 
 # ----------------------------------------------------------------- the models
 #
@@ -91,6 +94,65 @@ def stock_matches(pattern: str, topic: str, rules: str) -> bool:
     e = cls(None)
     table = [(pattern, e.key_to_pattern(pattern), "q")]
     return bool(e.lookup(table, "x", topic, None))
+
+
+# ------------------------------------------------------ routing tables, counted
+#
+# A kombu routing table is a list of (binding key, regex, queue) entries; a
+# message is delivered once to each queue with at least one matching entry.  The
+# same (binding key, queue) may be in the table several times (kombu keeps every
+# entry it is given): the queue stays routed until the last of them is gone, so a
+# table's routing is a count per pair, not a set.
+
+
+def pair_counts(entries: Iterable[Any]) -> Counter[tuple[Any, Any]]:
+    """(binding key, queue) -> how many of ``entries`` hold that pair."""
+    return Counter((rkey, queue) for rkey, _regex, queue in entries)
+
+
+def amqp_routes(entries: Iterable[Any], topic: str) -> Counter[Any]:
+    """queue -> how many of ``entries`` route ``topic`` to it (AMQP rules)."""
+    return Counter(queue for rkey, _regex, queue in entries if model_match(rkey, topic, "amqp"))
+
+
+def assert_in_step(table: Any) -> None:
+    """``table`` (a ``TrieTable``) counts each (binding key, queue) pair as often as
+    its list holds it, and its trie holds exactly the pairs counted at least once."""
+    want = pair_counts(list(table))
+    assert dict(table._index.counts) == dict(want)
+    trie = {(p, q) for p, subs in table.trie.subscriptions().items() for q in subs}
+    assert trie == set(want)
+    assert len(table.trie) == len(want)
+
+
+def assert_routes_as(table: Any, model: Sequence[Any], topics: Iterable[str]) -> None:
+    """For each topic: the queues ``table`` routes it to (its trie, and the
+    integrated exchange type kombu calls) are those ``model``'s entries route it to,
+    and the table counts as many entries per queue as ``model`` has."""
+    exchange = CstrieTopicExchange(None)
+    for topic in topics:
+        want = amqp_routes(model, topic)
+        assert set(table.route(topic)) == set(want), topic
+        assert exchange.lookup(table, "x", topic, None) == set(want), topic
+        counted: Counter[Any] = Counter()
+        for (rkey, queue), n in table._index.counts.items():
+            if model_match(rkey, topic, "amqp"):
+                counted[queue] += n
+        assert counted == want, topic
+
+
+def assert_drains_as_a_list(table: Any, topics: Sequence[str]) -> None:
+    """Pop every entry of ``table`` one at a time, alternately from the middle and
+    the end; after each pop it routes as a plain list of the entries left, and once
+    empty it routes nothing.  Only the routing is compared (no bookkeeping): a
+    table that counts a pair too often keeps routing a queue after its last entry."""
+    left = list(table)
+    while left:
+        i = len(left) // 2 if len(left) % 2 else -1
+        assert table.pop(i) == left.pop(i)
+        for topic in topics:
+            assert set(table.route(topic)) == set(amqp_routes(left, topic)), (topic, left)
+    assert list(table) == [] and len(table.trie) == 0
 
 
 # ------------------------------------------------------------- real sessions
