@@ -30,6 +30,7 @@ from kombu import Connection, Exchange, Queue
 from kombu.transport import TRANSPORT_ALIASES, get_transport_cls
 from kombu.transport import memory as kmemory
 from kombu.transport.virtual.exchange import TopicExchange
+from kombu_helpers import SAFE_BINDINGS, SAFE_KEYS
 
 from cstrie.integrations import kombu as ck
 
@@ -239,12 +240,6 @@ def test_session_differential_random(seed: int, consume: str) -> None:
             == any(kh.model_match(b, k, RULES) for b in qkeys)
         ]
         assert [d for d in ours[q] if d in agree] == [d for d in stock[q] if d in agree]
-
-
-# Keys on which stock kombu (either regex table) and AMQP agree: non-empty words and
-# no "*" (the 5.3-5.6 "*" spans words), "#" only as a whole key.
-SAFE_BINDINGS = ["a", "b", "a.b", "a.c", "b.c.a", "c.c", "#", "a.b.c"]
-SAFE_KEYS = ["a", "b", "a.b", "a.c", "b.c.a", "c.c", "a.b.c", "c", "b.b", "a.a.a.a"]
 
 
 def _churn_script(seed: int, steps: int) -> list[tuple[str, ...]]:
@@ -616,120 +611,3 @@ def test_make_transport_and_channel() -> None:
         ck.make_channel(object)
     with pytest.raises(TypeError, match="virtual Channel class"):
         ck.make_channel("memory")  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------------- Redis
-@pytest.fixture
-def fake_redis() -> Any:
-    fakeredis = pytest.importorskip("fakeredis")
-    from kombu.transport import redis as kredis
-
-    server = fakeredis.FakeServer()
-
-    def on_fake_server(base: type[Any]) -> type[Any]:
-        class Channel(base.Channel):  # type: ignore[misc, name-defined]
-            connection_class = fakeredis.FakeRedisConnection
-
-            def _connparams(self, asynchronous: bool = False) -> Any:
-                params = super()._connparams(asynchronous)
-                params["server"] = server
-                return params
-
-        return type(f"Fake{base.__name__}", (base,), {"Channel": Channel})
-
-    return on_fake_server(kredis.Transport), on_fake_server(ck.RedisTransport)
-
-
-def _redis_session(transport: type[Any]) -> Any:
-    c = Connection("redis://localhost/0", transport=transport)
-    ch = c.channel()
-    return c, ch, c.Producer(ch, exchange=Exchange("rx", type="topic"))
-
-
-def _get_all(ch: Any, names: list[str]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for n in names:
-        got = out[n] = []
-        while (m := Queue(n, no_declare=True)(ch).get(no_ack=True)) is not None:
-            got.append(m.payload["i"])
-    return out
-
-
-def test_redis_store_bindings_of_other_clients_are_seen(fake_redis: Any) -> None:
-    """Redis keeps bindings in a set per exchange: a binding a stock client adds to the
-    store is routed by the integrated client on its next publish."""
-    stock_t, ours_t = fake_redis
-    sc, sch, sp = _redis_session(stock_t)
-    oc, och, op = _redis_session(ours_t)
-    try:
-        ex = Exchange("rx", type="topic")
-        Queue("r1", ex, routing_key="a.*")(och).declare()
-        op.publish({"i": 0}, routing_key="a.b")
-        Queue("r2", ex, routing_key="a.#")(sch).declare()  # a stock client binds
-        op.publish({"i": 1}, routing_key="a.c")
-        op.publish({"i": 2}, routing_key="a")
-        sp.publish({"i": 3}, routing_key="a")  # stock kombu misses "a.#" ~ "a"
-        assert _get_all(och, ["r1", "r2"]) == {"r1": [0, 1], "r2": [1, 2]}
-    finally:
-        sc.release()
-        oc.release()
-
-
-def test_redis_store_with_a_refused_binding_raises_naming_it(fake_redis: Any) -> None:
-    stock_t, ours_t = fake_redis
-    sc, sch, _ = _redis_session(stock_t)
-    oc, och, op = _redis_session(ours_t)
-    try:
-        ex = Exchange("rx", type="topic")
-        Queue("r1", ex, routing_key="a")(och).declare()
-        with pytest.raises(ValueError, match="257 words"):
-            Queue("r2", ex, routing_key=LONG)(och).declare()  # refused at bind
-        Queue("r3", ex, routing_key=LONG)(sch).declare()  # a stock client stores it anyway
-        with pytest.raises(ValueError, match="257 words") as info:
-            op.publish({"i": 0}, routing_key="a")
-        assert "of queue 'r3'" in str(info.value)
-    finally:
-        sc.release()
-        oc.release()
-
-
-def test_redis_session_stock_vs_integrated(fake_redis: Any) -> None:
-    """The same binds and publishes through the Redis transport (fake server) deliver
-    the same messages on stock and integrated kombu, on keys where both agree, and
-    AMQP's on the documented differences."""
-    stock_t, ours_t = fake_redis
-    results = {}
-    for name, transport in (("stock", stock_t), ("ours", ours_t)):
-        c, ch, p = _redis_session(transport)
-        try:
-            ex = Exchange(f"rx-{name}", type="topic")
-            for i, key in enumerate([*SAFE_BINDINGS, "a.#"]):
-                Queue(f"{name}-{i}", ex, routing_key=key)(ch).declare()
-            for i, key in enumerate(SAFE_KEYS):
-                p.publish({"i": i}, exchange=ex, routing_key=key)
-            results[name] = _get_all(ch, [f"{name}-{i}" for i in range(len(SAFE_BINDINGS) + 1)])
-        finally:
-            c.release()
-    stock = list(results["stock"].values())
-    ours = list(results["ours"].values())
-    assert ours[:-1] == stock[:-1]
-    a_hash = [i for i, k in enumerate(SAFE_KEYS) if k.startswith("a")]
-    assert ours[-1] == a_hash  # "a.#" matches "a" itself
-    assert stock[-1] == [i for i in a_hash if SAFE_KEYS[i] != "a"]
-
-
-def test_redis_unbind_leaves_the_store_as_stock_does(fake_redis: Any) -> None:
-    """kombu's queue_unbind on Redis rebuilds only the list it read: the binding stays
-    in the store, on stock and integrated kombu alike (docs/brokers.md)."""
-    for transport in fake_redis:
-        c, ch, p = _redis_session(transport)
-        try:
-            ex = Exchange("unbind-rx", type="topic")
-            q = Queue("u1", ex, routing_key="a.*")
-            q(ch).declare()
-            q(ch).unbind_from(ex, routing_key="a.*")
-            assert [(k, name) for k, _, name in ch.get_table("unbind-rx")] == [("a.*", "u1")]
-            p.publish({"i": 0}, exchange=ex, routing_key="a.b")
-            assert _get_all(ch, ["u1"]) == {"u1": [0]}
-        finally:
-            c.release()
