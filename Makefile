@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 NATIVE := $(wildcard native/*.c native/*.h)
 
-.PHONY: demo test test-ft lint clean
+.PHONY: demo test test-ft lint clean redis-server
 
 $(VENV)/.installed: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
@@ -25,9 +25,15 @@ demo: $(VENV)/.core
 # The suite on this interpreter (rule, fuzz, model, thread, export, Spark and
 # native sanitizer tests), then again on a free-threaded CPython 3.13 with the
 # GIL off, plus the stress harness's linearizability run (.ci/ft-test).
-test: $(VENV)/.installed lint
+test: $(VENV)/.installed lint redis-server
 	$(PY) -m pytest -n auto -q -p no:cacheprovider
 	$(MAKE) test-ft
+
+# The kombu Redis transport's tests start a redis-server of their own: Debian's
+# package, installed by .ci/redis-server with apt-get when it is missing (root or
+# password-less sudo).  Where it cannot be installed those tests skip, saying so.
+redis-server:
+	@.ci/redis-server >/dev/null || echo "make: no redis-server: the kombu Redis tests will skip" >&2
 
 test-ft:
 	FT_TEST_PYTEST_ARGS="--ignore=tests/test_spark.py --ignore=tests/test_spark_filter_join.py --ignore=tests/test_native.py --ignore=tests/benchmarks" \

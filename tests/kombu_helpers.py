@@ -1,19 +1,30 @@
-"""Shared by the kombu integration tests: sessions of real kombu clients and the
-word-level matching models the differential tests compare against.
+"""Shared by the kombu integration tests: the word-level matching models the
+differential tests compare against, checks of a routing table's routing counted
+per entry, sessions of real kombu clients, and a real ``redis-server`` for the
+Redis transport's tests.
 
 Only imported by modules that ran ``pytest.importorskip("kombu")`` first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from kombu import Connection, Consumer, Exchange, Queue, binding
 from kombu.transport import memory as kmemory
 from kombu.transport import virtual as kvirtual
 from kombu.transport.virtual.exchange import TopicExchange
+
+from cstrie.integrations.kombu import CstrieTopicExchange
 
 # ----------------------------------------------------------------- the models
 #
@@ -91,6 +102,71 @@ def stock_matches(pattern: str, topic: str, rules: str) -> bool:
     e = cls(None)
     table = [(pattern, e.key_to_pattern(pattern), "q")]
     return bool(e.lookup(table, "x", topic, None))
+
+
+# Keys on which stock kombu (either regex table) and AMQP agree: non-empty words and
+# no "*" (the 5.3-5.6 "*" spans words), "#" only as a whole key.
+SAFE_BINDINGS = ["a", "b", "a.b", "a.c", "b.c.a", "c.c", "#", "a.b.c"]
+SAFE_KEYS = ["a", "b", "a.b", "a.c", "b.c.a", "c.c", "a.b.c", "c", "b.b", "a.a.a.a"]
+
+
+# ------------------------------------------------------ routing tables, counted
+#
+# A kombu routing table is a list of (binding key, regex, queue) entries; a
+# message is delivered once to each queue with at least one matching entry.  The
+# same (binding key, queue) may be in the table several times (kombu keeps every
+# entry it is given): the queue stays routed until the last of them is gone, so a
+# table's routing is a count per pair, not a set.
+
+
+def pair_counts(entries: Iterable[Any]) -> Counter[tuple[Any, Any]]:
+    """(binding key, queue) -> how many of ``entries`` hold that pair."""
+    return Counter((rkey, queue) for rkey, _regex, queue in entries)
+
+
+def amqp_routes(entries: Iterable[Any], topic: str) -> Counter[Any]:
+    """queue -> how many of ``entries`` route ``topic`` to it (AMQP rules)."""
+    return Counter(queue for rkey, _regex, queue in entries if model_match(rkey, topic, "amqp"))
+
+
+def assert_in_step(table: Any) -> None:
+    """``table`` (a ``TrieTable``) counts each (binding key, queue) pair as often as
+    its list holds it, and its trie holds exactly the pairs counted at least once."""
+    want = pair_counts(list(table))
+    assert dict(table._index.counts) == dict(want)
+    trie = {(p, q) for p, subs in table.trie.subscriptions().items() for q in subs}
+    assert trie == set(want)
+    assert len(table.trie) == len(want)
+
+
+def assert_routes_as(table: Any, model: Sequence[Any], topics: Iterable[str]) -> None:
+    """For each topic: the queues ``table`` routes it to (its trie, and the
+    integrated exchange type kombu calls) are those ``model``'s entries route it to,
+    and the table counts as many entries per queue as ``model`` has."""
+    exchange = CstrieTopicExchange(None)
+    for topic in topics:
+        want = amqp_routes(model, topic)
+        assert set(table.route(topic)) == set(want), topic
+        assert exchange.lookup(table, "x", topic, None) == set(want), topic
+        counted: Counter[Any] = Counter()
+        for (rkey, queue), n in table._index.counts.items():
+            if model_match(rkey, topic, "amqp"):
+                counted[queue] += n
+        assert counted == want, topic
+
+
+def assert_drains_as_a_list(table: Any, topics: Sequence[str]) -> None:
+    """Pop every entry of ``table`` one at a time, alternately from the middle and
+    the end; after each pop it routes as a plain list of the entries left, and once
+    empty it routes nothing.  Only the routing is compared (no bookkeeping): a
+    table that counts a pair too often keeps routing a queue after its last entry."""
+    left = list(table)
+    while left:
+        i = len(left) // 2 if len(left) % 2 else -1
+        assert table.pop(i) == left.pop(i)
+        for topic in topics:
+            assert set(table.route(topic)) == set(amqp_routes(left, topic)), (topic, left)
+    assert list(table) == [] and len(table.trie) == 0
 
 
 # ------------------------------------------------------------- real sessions
@@ -210,3 +286,128 @@ def expected(
         q: [(i, k) for i, k in enumerate(keys) if any(model_match(b, k, rules) for b in qkeys)]
         for q, qkeys in sorted(bindings.items())
     }
+
+
+# ------------------------------------------------------- a real redis-server
+#: Debian's redis-server (``make test`` installs it with apt-get when it is missing).
+REDIS_SERVER = shutil.which("redis-server")
+
+
+class RedisServer:
+    """A ``redis-server`` of its own on 127.0.0.1, at a port that was free, in
+    ``workdir``, with persistence off (no RDB snapshots, no append-only file).
+
+    Starting waits at most ``start_timeout`` seconds per try for the server to
+    answer ``PING``; a port taken between the probe and the server's bind is
+    retried with another port, three tries in all.  :meth:`stop` ends it (SIGTERM,
+    then SIGKILL after 10 s).
+    """
+
+    def __init__(self, binary: str, workdir: Path, start_timeout: float = 30.0) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.log = workdir / "redis-server.log"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        failures = []
+        for _ in range(3):
+            self.port = _free_port()
+            if self._start(start_timeout):
+                return
+            failures.append(f"port {self.port}: {self._log_tail()}")
+        raise RuntimeError("redis-server did not start:\n" + "\n".join(failures))
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _start(self, timeout: float) -> bool:
+        # fmt: off
+        args = [
+            self.binary,
+            "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no",
+            "--dir", str(self.workdir), "--daemonize", "no",
+        ]
+        # fmt: on
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False  # it exited: most likely the port was taken meanwhile
+            if self.command(b"PING") == b"+PONG":
+                return True
+            time.sleep(0.05)
+        self.stop()
+        return False
+
+    def command(self, *words: bytes) -> bytes | None:
+        """Send one command, return the first line of the reply (None: no answer)."""
+        payload = b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+                sock.sendall(payload)
+                reply = b""
+                while not reply.endswith(b"\r\n"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        return None
+                    reply += chunk
+                return reply.split(b"\r\n", 1)[0]
+        except OSError:
+            return None
+
+    def flush(self) -> None:
+        """Empty every database."""
+        assert self.command(b"FLUSHALL") == b"+OK"
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return " | ".join(self.log.read_text(errors="replace").splitlines()[-3:])
+        return "(no log)"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def drain_counted(
+    conn: Connection, channel: Any, names: Iterable[str], count: int, limit: float = 60.0
+) -> dict[str, list[Any]]:
+    """Consume from the named queues with kombu ``Consumer`` callbacks and
+    ``Connection.drain_events`` until ``count`` messages came or ``limit`` seconds
+    passed: queue -> [(payload["i"], routing_key)].  For transports whose
+    deliveries take a round trip (Redis): the caller knows how many to expect,
+    and then checks that nothing is left waiting."""
+    got: dict[str, list[Any]] = {n: [] for n in names}
+    consumers = []
+    for name in got:
+        c = Consumer(channel, [Queue(name, no_declare=True)], no_ack=True, auto_declare=False)
+
+        def on_message(body: Any, message: Any, into: list[Any] = got[name]) -> None:
+            into.append((body["i"], message.delivery_info["routing_key"]))
+
+        c.register_callback(on_message)
+        c.consume()
+        consumers.append(c)
+    deadline = time.monotonic() + limit
+    while sum(map(len, got.values())) < count and time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError):
+            conn.drain_events(timeout=0.5)
+    for c in consumers:
+        c.cancel()
+    return got

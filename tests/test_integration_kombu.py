@@ -30,6 +30,7 @@ from kombu import Connection, Exchange, Queue
 from kombu.transport import TRANSPORT_ALIASES, get_transport_cls
 from kombu.transport import memory as kmemory
 from kombu.transport.virtual.exchange import TopicExchange
+from kombu_helpers import SAFE_BINDINGS, SAFE_KEYS
 
 from cstrie.integrations import kombu as ck
 
@@ -241,12 +242,6 @@ def test_session_differential_random(seed: int, consume: str) -> None:
         assert [d for d in ours[q] if d in agree] == [d for d in stock[q] if d in agree]
 
 
-# Keys on which stock kombu (either regex table) and AMQP agree: non-empty words and
-# no "*" (the 5.3-5.6 "*" spans words), "#" only as a whole key.
-SAFE_BINDINGS = ["a", "b", "a.b", "a.c", "b.c.a", "c.c", "#", "a.b.c"]
-SAFE_KEYS = ["a", "b", "a.b", "a.c", "b.c.a", "c.c", "a.b.c", "c", "b.b", "a.a.a.a"]
-
-
 def _churn_script(seed: int, steps: int) -> list[tuple[str, ...]]:
     rng = random.Random(seed)
     script: list[tuple[str, ...]] = []
@@ -284,7 +279,7 @@ def _play(transport: type[Any], script: list[tuple[str, ...]]) -> list[Any]:
                 trace.append(s.get_all())
         trace.append(sorted((k, q) for k, _, q in s.table))
         if isinstance(s.table, ck.TrieTable):
-            _assert_in_step(s.table)
+            kh.assert_in_step(s.table)
         return trace
     finally:
         s.close()
@@ -300,19 +295,6 @@ def test_session_churn_bind_unbind_delete(seed: int) -> None:
 
 
 # ------------------------------------------------------------------ TrieTable
-def _routes(entries: list[Any]) -> dict[str, set[Any]]:
-    out: dict[str, set[Any]] = {}
-    for rkey, _, queue in entries:
-        out.setdefault(rkey, set()).add(queue)
-    return out
-
-
-def _assert_in_step(table: ck.TrieTable) -> None:
-    got = {p: set(subs) for p, subs in table.trie.subscriptions().items()}
-    assert got == _routes(list(table))
-    assert len(table.trie) == sum(len(v) for v in got.values())
-
-
 E = [("a.#", "r1", "q1"), ("a.*", "r2", "q2"), ("#", "r3", "q3"), ("a.#", "r1", "q4")]
 
 
@@ -322,7 +304,7 @@ def test_table_every_list_mutation_keeps_the_trie_in_step() -> None:
     t.extend([E[1], E[2]])
     t += [E[3]]
     t.insert(0, E[2])
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     assert t.route("a.b") == sorted(t.route("a.b"), key=str) or set(t.route("a.b")) == {
         "q1",
         "q2",
@@ -331,22 +313,22 @@ def test_table_every_list_mutation_keeps_the_trie_in_step() -> None:
     }
     t.remove(E[2])  # one of two copies: q3 still bound with "#"
     assert "q3" in t.route("zzz")
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     assert t.pop() == E[3]
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     t[0] = ("x.y", "", "q9")
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     t[1:2] = [("p", "", "q5"), ("p", "", "q6")]
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     del t[0]
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     del t[::2]
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     t *= 3
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     t.sort()
     t.reverse()
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     t *= 0
     assert list(t) == [] and len(t.trie) == 0
     t.extend(E)
@@ -354,7 +336,7 @@ def test_table_every_list_mutation_keeps_the_trie_in_step() -> None:
     assert t.route("a.b") == [] and len(t.trie) == 0
     t.__init__(E)  # type: ignore[misc]  # re-initialising replaces the content
     assert list(t) == E
-    _assert_in_step(t)
+    kh.assert_in_step(t)
 
 
 def test_table_kombu_unbind_idioms() -> None:
@@ -363,11 +345,11 @@ def test_table_kombu_unbind_idioms() -> None:
     t = ck.TrieTable([E[0], E[1], E[0]])
     t[:] = [m for m in t if m != E[0]]
     assert list(t) == [E[1]] and t.route("a") == []
-    _assert_in_step(t)
+    kh.assert_in_step(t)
     t.extend([E[0], E[0]])
     assert t.discard(E[0]) == 2 and t.discard(E[0]) == 0
     assert list(t) == [E[1]] and t.route("a") == []
-    _assert_in_step(t)
+    kh.assert_in_step(t)
 
 
 def test_table_duplicate_entries_are_counted() -> None:
@@ -378,14 +360,14 @@ def test_table_duplicate_entries_are_counted() -> None:
     assert t.route("a") == []
     with pytest.raises(ValueError):
         t.remove(E[0])
-    _assert_in_step(t)
+    kh.assert_in_step(t)
 
 
 def test_table_copy_and_pickle_keep_routing() -> None:
     t = ck.TrieTable(E)
     for c in (copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t))):
         assert isinstance(c, ck.TrieTable) and list(c) == E
-        _assert_in_step(c)
+        kh.assert_in_step(c)
         c.clear()
         assert set(t.route("a.b")) == {"q1", "q2", "q3", "q4"}  # the original is untouched
 
@@ -424,7 +406,7 @@ def test_table_refuses_bad_entries_and_stays_as_it_was(
             assert w in str(info.value)
         assert list(t) == before
         assert "qb" not in t.route("b") and "qc" not in t.route("c")
-        _assert_in_step(t)
+        kh.assert_in_step(t)
     with pytest.raises(exc):
         ck.TrieTable([entry])
 
@@ -434,49 +416,7 @@ def test_table_extended_slice_of_wrong_length_changes_nothing() -> None:
     with pytest.raises(ValueError, match="extended slice"):
         t[::2] = [("z", "", "qz")]
     assert list(t) == E and "qz" not in t.route("z")
-    _assert_in_step(t)
-
-
-OPS = st.lists(
-    st.tuples(
-        st.sampled_from(["append", "remove", "pop", "setslice", "delslice", "insert", "discard"]),
-        st.integers(0, 5),
-        st.integers(0, 5),
-    ),
-    max_size=30,
-)
-POOL = [(k, "", q) for k in ("a", "a.#", "*.b", "#") for q in ("q1", "q2")]
-
-
-@settings(max_examples=150, deadline=None)
-@given(OPS)
-def test_table_random_mutations_match_a_plain_list(ops: list[tuple[str, int, int]]) -> None:
-    """Any sequence of list operations leaves the same list as on a plain list, and a
-    trie that routes exactly that list (AMQP)."""
-    t, model = ck.TrieTable(), []
-    for op, i, j in ops:
-        entry = POOL[(i + j) % len(POOL)]
-        for target in (t, model):
-            if op == "append":
-                target.append(entry)
-            elif op == "remove" and entry in target:
-                target.remove(entry)
-            elif op == "pop" and target:
-                target.pop(i % len(target))
-            elif op == "setslice":
-                target[i:j] = [entry, POOL[i % len(POOL)]]
-            elif op == "delslice":
-                del target[i:j]
-            elif op == "insert":
-                target.insert(i, entry)
-            elif op == "discard":
-                while entry in target:
-                    target.remove(entry)
-        assert list(t) == model
-        _assert_in_step(t)
-        for topic in ("a", "a.b", "x.b", ""):
-            want = {q for k, _, q in model if kh.model_match(k, topic, "amqp")}
-            assert set(t.route(topic)) == want
+    kh.assert_in_step(t)
 
 
 # ----------------------------------------------------------- the exchange type
@@ -529,7 +469,7 @@ def test_integrated_channel_creates_trie_tables_and_routes() -> None:
         s.bind("q1", ["*.stock.#"])
         s.publish(["usd.stock", "stock.nasdaq"])
         assert s.get_all() == {"q1": [(0, "usd.stock")]}
-        _assert_in_step(s.table)
+        kh.assert_in_step(s.table)
         # direct and fanout exchanges keep kombu's own types and plain tables
         Exchange("d", type="direct")(s.channel).declare()
         Exchange("f", type="fanout")(s.channel).declare()
@@ -553,7 +493,7 @@ def test_bind_with_a_refused_key_raises_before_kombu_records_it() -> None:
             assert "'q1'" in str(info.value) and "'session'" in str(info.value)
             assert not s.channel.state.has_binding("q1", "session", key)
         assert list(s.table) == [("a", s.table[0][1], "q1")]
-        _assert_in_step(s.table)
+        kh.assert_in_step(s.table)
     finally:
         s.close()
 
@@ -593,7 +533,7 @@ def test_mixed_stock_and_integrated_channels_share_one_broker() -> None:
         assert isinstance(sc.state.exchanges["by-ours"]["table"], ck.TrieTable)
         Queue("m1", ex_stock, routing_key="a.#")(sc).declare()
         Queue("m2", ex_ours, routing_key="a.#")(sc).declare()  # stock channel, TrieTable
-        _assert_in_step(sc.state.exchanges["by-ours"]["table"])
+        kh.assert_in_step(sc.state.exchanges["by-ours"]["table"])
         ours.Producer(oc, exchange=ex_stock).publish({"i": 0}, routing_key="a")
         ours.Producer(oc, exchange=ex_ours).publish({"i": 1}, routing_key="a")
         assert Queue("m1")(oc).get(no_ack=True).payload == {"i": 0}
@@ -671,120 +611,3 @@ def test_make_transport_and_channel() -> None:
         ck.make_channel(object)
     with pytest.raises(TypeError, match="virtual Channel class"):
         ck.make_channel("memory")  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------------- Redis
-@pytest.fixture
-def fake_redis() -> Any:
-    fakeredis = pytest.importorskip("fakeredis")
-    from kombu.transport import redis as kredis
-
-    server = fakeredis.FakeServer()
-
-    def on_fake_server(base: type[Any]) -> type[Any]:
-        class Channel(base.Channel):  # type: ignore[misc, name-defined]
-            connection_class = fakeredis.FakeRedisConnection
-
-            def _connparams(self, asynchronous: bool = False) -> Any:
-                params = super()._connparams(asynchronous)
-                params["server"] = server
-                return params
-
-        return type(f"Fake{base.__name__}", (base,), {"Channel": Channel})
-
-    return on_fake_server(kredis.Transport), on_fake_server(ck.RedisTransport)
-
-
-def _redis_session(transport: type[Any]) -> Any:
-    c = Connection("redis://localhost/0", transport=transport)
-    ch = c.channel()
-    return c, ch, c.Producer(ch, exchange=Exchange("rx", type="topic"))
-
-
-def _get_all(ch: Any, names: list[str]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for n in names:
-        got = out[n] = []
-        while (m := Queue(n, no_declare=True)(ch).get(no_ack=True)) is not None:
-            got.append(m.payload["i"])
-    return out
-
-
-def test_redis_store_bindings_of_other_clients_are_seen(fake_redis: Any) -> None:
-    """Redis keeps bindings in a set per exchange: a binding a stock client adds to the
-    store is routed by the integrated client on its next publish."""
-    stock_t, ours_t = fake_redis
-    sc, sch, sp = _redis_session(stock_t)
-    oc, och, op = _redis_session(ours_t)
-    try:
-        ex = Exchange("rx", type="topic")
-        Queue("r1", ex, routing_key="a.*")(och).declare()
-        op.publish({"i": 0}, routing_key="a.b")
-        Queue("r2", ex, routing_key="a.#")(sch).declare()  # a stock client binds
-        op.publish({"i": 1}, routing_key="a.c")
-        op.publish({"i": 2}, routing_key="a")
-        sp.publish({"i": 3}, routing_key="a")  # stock kombu misses "a.#" ~ "a"
-        assert _get_all(och, ["r1", "r2"]) == {"r1": [0, 1], "r2": [1, 2]}
-    finally:
-        sc.release()
-        oc.release()
-
-
-def test_redis_store_with_a_refused_binding_raises_naming_it(fake_redis: Any) -> None:
-    stock_t, ours_t = fake_redis
-    sc, sch, _ = _redis_session(stock_t)
-    oc, och, op = _redis_session(ours_t)
-    try:
-        ex = Exchange("rx", type="topic")
-        Queue("r1", ex, routing_key="a")(och).declare()
-        with pytest.raises(ValueError, match="257 words"):
-            Queue("r2", ex, routing_key=LONG)(och).declare()  # refused at bind
-        Queue("r3", ex, routing_key=LONG)(sch).declare()  # a stock client stores it anyway
-        with pytest.raises(ValueError, match="257 words") as info:
-            op.publish({"i": 0}, routing_key="a")
-        assert "of queue 'r3'" in str(info.value)
-    finally:
-        sc.release()
-        oc.release()
-
-
-def test_redis_session_stock_vs_integrated(fake_redis: Any) -> None:
-    """The same binds and publishes through the Redis transport (fake server) deliver
-    the same messages on stock and integrated kombu, on keys where both agree, and
-    AMQP's on the documented differences."""
-    stock_t, ours_t = fake_redis
-    results = {}
-    for name, transport in (("stock", stock_t), ("ours", ours_t)):
-        c, ch, p = _redis_session(transport)
-        try:
-            ex = Exchange(f"rx-{name}", type="topic")
-            for i, key in enumerate([*SAFE_BINDINGS, "a.#"]):
-                Queue(f"{name}-{i}", ex, routing_key=key)(ch).declare()
-            for i, key in enumerate(SAFE_KEYS):
-                p.publish({"i": i}, exchange=ex, routing_key=key)
-            results[name] = _get_all(ch, [f"{name}-{i}" for i in range(len(SAFE_BINDINGS) + 1)])
-        finally:
-            c.release()
-    stock = list(results["stock"].values())
-    ours = list(results["ours"].values())
-    assert ours[:-1] == stock[:-1]
-    a_hash = [i for i, k in enumerate(SAFE_KEYS) if k.startswith("a")]
-    assert ours[-1] == a_hash  # "a.#" matches "a" itself
-    assert stock[-1] == [i for i in a_hash if SAFE_KEYS[i] != "a"]
-
-
-def test_redis_unbind_leaves_the_store_as_stock_does(fake_redis: Any) -> None:
-    """kombu's queue_unbind on Redis rebuilds only the list it read: the binding stays
-    in the store, on stock and integrated kombu alike (docs/brokers.md)."""
-    for transport in fake_redis:
-        c, ch, p = _redis_session(transport)
-        try:
-            ex = Exchange("unbind-rx", type="topic")
-            q = Queue("u1", ex, routing_key="a.*")
-            q(ch).declare()
-            q(ch).unbind_from(ex, routing_key="a.*")
-            assert [(k, name) for k, _, name in ch.get_table("unbind-rx")] == [("a.*", "u1")]
-            p.publish({"i": 0}, exchange=ex, routing_key="a.b")
-            assert _get_all(ch, ["u1"]) == {"u1": [0]}
-        finally:
-            c.release()
