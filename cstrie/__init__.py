@@ -27,8 +27,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    # The engine is imported lazily so that cstrie.dialect and cstrie.pytrie work
-    # (and their tests run) even where the extension is not built.
+    # The classes are imported on first use: ``import cstrie`` loads the
+    # engine and the dialects only, not the formats or the topic index.
     if name in ("Trie", "Snapshot", "Matcher"):
         from cstrie import trie
 

@@ -26,14 +26,30 @@ import sysconfig
 from array import array
 from collections.abc import Iterable, Iterator
 from itertools import compress
-from typing import Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from cstrie import _hotpath
-from cstrie import dialect as _dialect_module
 from cstrie._native import ffi, lib
-from cstrie.dialect import Dialect, shown
 
 __all__ = ["IdNumbering", "address", "check", "ffi", "lib", "native_dialect"]
+
+if TYPE_CHECKING:  # the binding layer imports nothing of the library
+    from cstrie.dialect import Dialect
+
+#: texts up to this many characters appear whole in error messages
+SHOWN_WHOLE = 100
+
+
+def shown(text: str, at: int | None = None) -> str:
+    """``repr(text)`` for an error message, shortened when the text is long
+    (a hostile 65,535-byte filter must not make a 130 KB message): its start,
+    or the part around index ``at``, and its length."""
+    if len(text) <= SHOWN_WHOLE:
+        return repr(text)
+    if at is None or at < 40:
+        return f"{text[:40]!r}... ({len(text)} characters)"
+    return f"...{text[at - 20 : at + 20]!r}... ({len(text)} characters)"
+
 
 _VALIDATION = {
     lib.CST_EEMPTY,
@@ -93,9 +109,6 @@ def check_text(d: Dialect, text: object, what: str) -> int:
     if n < 0:
         raise_status(n, d, what, text)
     return n
-
-
-_dialect_module._check_text = check_text  # Dialect.split_* call it directly
 
 
 def invalid(status: int, d: Dialect, what: str, text: object) -> ValueError:

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AMQP", "MQTT", "NATS", "Dialect", "resolve_dialect"]
+from cstrie._binding import check_text, shown
+
+__all__ = ["AMQP", "MQTT", "NATS", "Dialect", "resolve_dialect", "shown"]
 
 
 def _check_text(d: Dialect, text: object, what: str) -> int:
@@ -46,21 +48,6 @@ def _check_text(d: Dialect, text: object, what: str) -> int:
     from cstrie import _binding
 
     return _binding.check_text(d, text, what)
-
-
-#: texts up to this many characters appear whole in error messages
-SHOWN_WHOLE = 100
-
-
-def shown(text: str, at: int | None = None) -> str:
-    """``repr(text)`` for an error message, shortened when the text is long
-    (a hostile 65,535-byte filter must not make a 130 KB message): its start,
-    or the part around index ``at``, and its length."""
-    if len(text) <= SHOWN_WHOLE:
-        return repr(text)
-    if at is None or at < 40:
-        return f"{text[:40]!r}... ({len(text)} characters)"
-    return f"...{text[at - 20 : at + 20]!r}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -180,7 +167,7 @@ class Dialect:
         a pattern that is invalid in this dialect (checked by the engine, as in
         every other call).  O(len(pattern)).
         """
-        _check_text(self, pattern, "pattern")
+        check_text(self, pattern, "pattern")
         return str.split(pattern, self.separator) if pattern else []  # type: ignore[arg-type]
 
     def split_topic(self, topic: object) -> list[str]:
@@ -188,7 +175,7 @@ class Dialect:
 
         Raises ``TypeError`` for a non-str and ``ValueError`` naming the problem.
         """
-        _check_text(self, topic, "topic")
+        check_text(self, topic, "topic")
         return str.split(topic, self.separator) if topic else []  # type: ignore[arg-type]
 
     def join(self, words: list[str]) -> str:
