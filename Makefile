@@ -45,4 +45,4 @@ lint: $(VENV)/.installed
 	$(MAKE) -s -C native check PYTHON=$(abspath $(PY))
 
 clean:
-	rm -rf $(VENV) .venv-ft build *.egg-info cstrie/_native.* stress/bin
+	rm -rf $(VENV) .venv-ft build *.egg-info cstrie/_native.c cstrie/_native.o cstrie/_native.*.so stress/bin

@@ -8,7 +8,15 @@ True
 ['dashboard']
 """
 
+from typing import TYPE_CHECKING
+
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect, resolve_dialect
+
+if TYPE_CHECKING:  # what __getattr__ below imports on first use, for type checkers
+    from cstrie.export import load
+    from cstrie.matcher import Matcher
+    from cstrie.topics import TopicIndex, TopicSnapshot
+    from cstrie.trie import Snapshot, Trie
 
 __all__ = [
     "AMQP",

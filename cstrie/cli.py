@@ -20,6 +20,7 @@ Exit codes: 0 success, 1 a check or comparison failed, 2 bad usage or input.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 
@@ -29,12 +30,12 @@ EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = PlainHelpParser(
         prog="cstrie",
         description="Lock-free concurrent subscription trie: topic matching for AMQP, "
         "MQTT and NATS.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=PlainHelpParser)
     sub.required = True
     from cstrie import demo
 
@@ -70,6 +71,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+
+
+# ---------------------------------------------------------------- help text
+# A subcommand's description is its module's docstring, in the RST that every
+# docstring here is written in; the parsers print it as plain text.
+
+# :role:`target`, :role:`~mod.name` (shown: name), :role:`title <target>`
+_ROLE = re.compile(r":(?:[a-z]+:)?[a-z]+:`(~?)([^`<]*?)(?:\s*<[^`>]*>)?`")
+_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
+_DEFAULT_ROLE = re.compile(r"(?<![`\w])`([^`\n]+)`(?![`\w])")
+# the "::" at the end of a line that introduces a literal block
+_BLOCK = re.compile(r"(\S?)([ \t]*)::$", re.MULTILINE)
+
+
+def plain(text: str) -> str:
+    """``text`` (a docstring or a help string, RST) as plain text for a terminal.
+
+    Roles show their text (``:mod:`cstrie.demo``` -> ``cstrie.demo``;
+    ``:class:`~cstrie.topics.TopicIndex``` -> ``TopicIndex``; ``:meth:`title
+    <target>``` -> ``title``), inline literals and default-role text lose their
+    backquotes, and the ``::`` that introduces a literal block becomes ``:``
+    after a word (``order::`` -> ``order:``) and goes after a space or alone
+    on its line.  Everything else, the layout included, is kept.
+
+    >>> plain("``cstrie export``: see :func:`cstrie.export.export`::")
+    'cstrie export: see cstrie.export.export:'
+    """
+    text = _ROLE.sub(lambda m: m.group(2).rpartition(".")[2] if m.group(1) else m.group(2), text)
+    text = _LITERAL.sub(r"\1", text)
+    text = _DEFAULT_ROLE.sub(r"\1", text)
+    return _BLOCK.sub(lambda m: m.group(1) + ("" if m.group(2) or not m.group(1) else ":"), text)
+
+
+class PlainHelpParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose ``--help`` is plain text (:func:`plain`):
+    the ``cstrie`` command's parser and, through ``add_subparsers``, every
+    subcommand's."""
+
+    def format_help(self) -> str:
+        return plain(super().format_help())
 
 
 if __name__ == "__main__":

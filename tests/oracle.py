@@ -3,7 +3,7 @@
 It shares no code with ``cstrie.pytrie``, the native engine or even
 ``cstrie.dialect``'s splitting/validation: it reads only the *field values* of a
 :class:`~cstrie.dialect.Dialect` and re-implements every rule from the dialect table
-in ``DESIGN.md`` / the ``Dialect`` field documentation:
+in docs/api.md ("Dialects") and the ``Dialect`` field documentation:
 
 * a topic/pattern is its text split on the separator, except that the empty string
   is zero words (when the dialect allows the empty string at all);

@@ -8,9 +8,11 @@ input (unreadable, corrupt, unknown format), with nothing written.
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from cstrie.cli import main
+from cstrie.cli import build_parser, main, plain
 from cstrie.export import export, load
 from cstrie.trie import Trie
 
@@ -57,13 +59,61 @@ def set_stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
 
 
-@pytest.mark.parametrize("cmd", SUBCOMMANDS)
-def test_help_on_every_subcommand(cmd: str, capsys: pytest.CaptureFixture[str]) -> None:
+def registered_subcommands(with_help: bool = False) -> list[str]:
+    """Every subcommand the ``cstrie`` parser has (``spark-match`` and
+    ``bench`` too where they import), read from the parser itself; with
+    ``with_help``, those that have a ``--help`` option."""
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return [name for name, p in sub.choices.items() if p.add_help or not with_help]
+
+
+# RST that a terminal would print as is: inline literals, roles such as
+# :mod:`x`, :class:`~x.Y` or :py:func:`f`, default-role text, and the "::"
+# that introduces a literal block
+RST_MARKUP = re.compile(r"``|:(?:[a-z]+:)?[a-z]+:`|`[^`\s][^`]*`|::$", re.MULTILINE)
+
+
+def test_the_parser_registers_the_file_commands() -> None:
+    assert set(SUBCOMMANDS) <= set(registered_subcommands())
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [[], *([c] for c in registered_subcommands(with_help=True))],
+    ids=lambda cmd: " ".join(["cstrie", *cmd]),
+)
+def test_help_on_every_subcommand_is_plain_text(
+    cmd: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
-        main([cmd, "--help"])
+        main([*cmd, "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert f"usage: cstrie {cmd}" in out
+    assert out.startswith(" ".join(["usage: cstrie", *cmd]))
+    assert not RST_MARKUP.findall(out), out
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            "``cstrie export``: see :func:`cstrie.export.export`",
+            "cstrie export: see cstrie.export.export",
+        ),
+        (
+            ":class:`~cstrie.topics.TopicIndex` and :py:meth:`Trie.lookup`",
+            "TopicIndex and Trie.lookup",
+        ),
+        (":meth:`Dialect.intersects <cstrie.dialect.Dialect.intersects>`", "Dialect.intersects"),
+        ("in input order::\n\n    {}\n", "in input order:\n\n    {}\n"),
+        ("the pairs ::\n\n    x\n::\n\n    y", "the pairs\n\n    x\n\n\n    y"),
+        ("`default role`, a.*.# and *emphasis*", "default role, a.*.# and *emphasis*"),
+        ("``-`` (stdin), ``\\r``, ``a  b``", "- (stdin), \\r, a  b"),
+    ],
+)
+def test_plain(text: str, shown: str) -> None:
+    assert plain(text) == shown
 
 
 def test_top_level_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,7 +121,7 @@ def test_top_level_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]
         main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for cmd in SUBCOMMANDS:
+    for cmd in registered_subcommands():
         assert cmd in out
 
 

@@ -219,12 +219,12 @@ probe.subscribe(B, 0)
 assert probe.stats()["lnodes"] == 1, probe.dump()
 """
 
-# Regression tests for an engine bug (fixed in a6f7c7e): clean() returned at once
-# for an L-node, but an L-node's S-nodes DO have child I-nodes (the next topic
-# level).  When such a child level emptied, it was entombed and never resurrected,
-# so the S-node kept a dead child; any later update through that word met the
-# tomb, asked the parent to clean (update_level case 5), which was a no-op, and
-# restarted forever.  The updates run in a subprocess with a timeout.
+# An L-node's S-nodes have child I-nodes (the next topic level), so clean() must
+# handle an L-node like a C-node: when such a child level empties, it is entombed
+# and the parent resurrects it.  Were it left entombed, the S-node would keep a
+# dead child, and every later update through that word would meet the tomb, ask
+# the parent to clean (update_level case 5), find nothing to do and restart
+# forever.  So the updates run in a subprocess with a timeout.
 
 PRUNE = """
 trie = Trie()
@@ -241,7 +241,7 @@ trie.subscribe(A + ".x", 1)
 trie.subscribe(B, 1)
 trie.unsubscribe(A + ".x", 1)
 print("updating through A", flush=True)
-assert {op}  # used to never return (livelock in the engine)
+assert {op}  # with a dead child level left behind, this would never return
 trie.check_invariants(strict=True)
 print("returned", flush=True)
 """

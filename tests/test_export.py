@@ -1364,8 +1364,8 @@ def importlib_attr(module: str, name: str) -> Any:
 
 
 def test_version_1_check_refuses_version_2() -> None:
-    """Without git history: the version 1 readers' check, as it was (meta.py
-    check_meta and the binary header's u16 test at 9d64d1c), refuses what
+    """Without git history: the version 1 readers' check (a copy of meta.py's
+    check_meta and the binary header's u16 test at V1_COMMIT) refuses what
     this cstrie writes in every format."""
 
     def v1_check(meta: dict[str, Any], u16: int | None) -> None:

@@ -9,9 +9,9 @@ Written from the specifications, not from the code:
   message goes to one session of each share group.
 * NATS queue groups: one member per queue name per message; nats.go's
   ``badQueue`` rejects a queue name holding whitespace.
-* The issue "Shared subscriptions and queue groups" (rules 1-5 in
-  ``cstrie/groups.py``): one delivery per group name per message however many
-  of its filters match, chosen among the union of its members on them;
+* cstrie's rules 1-5 in ``cstrie/groups.py`` (docs/shared-subscriptions.md):
+  one delivery per group name per message however many of its filters match,
+  chosen among the union of its members on them;
   ``lookup``/``match``/``has_subscribers`` keep their meaning; the policies
   (round-robin, random, sticky by rendezvous hashing); a group without members
   leaves no trace; snapshots, copies, ``clear``; reference counts.
@@ -250,8 +250,8 @@ def test_every_ordinary_subscriber_and_one_member_of_each_group() -> None:
 
 
 def test_one_delivery_per_share_name_however_many_of_its_filters_match() -> None:
-    """The issue's rule: a group on several matching filters delivers once,
-    chosen among the union of its members on those filters."""
+    """Rule 1 of cstrie/groups.py: a group on several matching filters delivers
+    once, chosen among the union of its members on those filters."""
     t = Trie("mqtt")
     t.subscribe("$share/g/a/+", "w1")
     t.subscribe("$share/g/a/#", "w2")

@@ -999,14 +999,14 @@ def test_groups_needs_a_router_and_a_churner(capsys: pytest.CaptureFixture[str])
 
 
 # ------------------------------------------- one walk, one state of the trie
-# The groups scenario's "instant" check once failed on 3.13t (2 routes in
-# 1,000,000: each group fit some instant of the call, no instant fit them
-# all): a walk read the branches of a topic at different moments, so a route
-# could miss a group that is never empty (and a lookup could return [] while
-# one of two pairs is always there).  A walk now checks what it read and runs
-# again (match.c, "One state of the trie for the whole walk").  Engine calls
-# through cffi, which releases the GIL around them: the walk and the writer
-# run at once on every build.
+# A walk that read the branches of a topic at different moments could miss a
+# group that is never empty in a route (each group fitting some instant of the
+# call, no instant fitting them all: the "instant" check of the harness's
+# groups scenario), or return [] from a lookup while one of two pairs is always
+# there.  So a walk checks what it read and runs again (match.c, "One state of
+# the trie for the whole walk"), and these tests read while a writer keeps one
+# of two pairs at every instant.  Engine calls through cffi, which releases the
+# GIL around them: the walk and the writer run at once on every build.
 def _walk_while_writing(group: bool) -> tuple[int, int]:
     """(reads, reads that saw neither P1 nor P2) while a writer keeps one of
     them at every instant: join/subscribe P2, leave P1, join P1, leave P2."""

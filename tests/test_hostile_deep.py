@@ -14,9 +14,10 @@ Rules under test:
   per level; ``max_depth`` cuts it and ``cut`` counts what is hidden),
   unsubscribe (also while a snapshot holds the path, and from a copy), and
   export / load in every format with the same contents (docs/export.md).
-* A second subscribe of the same deep path used to crash the process (SIGSEGV):
-  those cases run in a child interpreter, so that a regression fails the test
-  with the exit signal in its message instead of killing the pytest worker.
+* A second subscribe on top of an existing deep path (the same pair, another
+  subscriber, a prefix or an extension) runs in a child interpreter, so that a
+  crash (SIGSEGV) fails the test with the exit signal in its message instead
+  of killing the pytest worker.
   The engine's walks keep their pending nodes on the heap, so a thread with a
   small stack handles the deepest input too.
 * AMQP ``max_levels`` is 256: a 257-word pattern is a ValueError that names the
@@ -263,8 +264,8 @@ _EPILOGUE = """
 @pytest.mark.parametrize("case", sorted(_SECOND_SUBSCRIBE))
 def test_second_subscribe_of_a_deep_path(case: str) -> None:
     """MQTT 4.7.3 again: subscribing on top of an existing 65,535-level path (the
-    same pair, a second subscriber, a prefix or an extension of it) works; this
-    used to crash with SIGSEGV, so it runs in a child interpreter."""
+    same pair, a second subscriber, a prefix or an extension of it) works.  It
+    runs in a child interpreter: a crash (SIGSEGV) fails this test only."""
     body = textwrap.dedent(_SECOND_SUBSCRIBE[case]) + textwrap.dedent(_EPILOGUE)
     code = "from cstrie import Trie\nt = Trie('mqtt')\n" + body
     assert run_isolated(code).strip() == "ok"

@@ -1,18 +1,18 @@
 """Hostile input, part 3: fork() while other threads are inside engine calls.
 
-Rules under test (native/ebr.c, invariant 7; the hostile-input issue):
+Rules under test (native/ebr.c, invariant 7):
 
 * F1: after ``os.fork()`` the child keeps reclaiming, even if other threads of
   the parent were inside engine calls (epoch sections) at the fork: 100,000
   subscribe/unsubscribe pairs in the child keep ``cst_live_allocations()``
-  bounded (it grew to 1,100,004 before the fork handler), what is pending does
-  not grow, and a dropped trie gives its bytes back at once, as in the parent.
-  Strictly, ``cst_reclaim()`` in the child returns 0 pending (a separate test,
-  an expected failure for now: see its reason).
+  bounded (without the child's fork handler it grows to 1,100,004), what
+  is pending does not grow, and a dropped trie gives its bytes back at once, as
+  in the parent.  Strictly, ``cst_reclaim()`` in the child returns 0 pending (a
+  separate test).
 * F2: the child does not hang: it can use the engine at once, including
   lock-free lookups of a trie it inherited from the busy parent.  Subscribing
   to the inherited trie while a parent thread held its subscriber locks at the
-  fork is a separate test (an expected failure for now: see its reason).
+  fork is a separate test.
 * F3: the same through ``multiprocessing`` with the "fork" start method: a
   child process looks up the inherited trie and subscribes (to a trie of its
   own) while the parent's threads are busy.
@@ -251,8 +251,8 @@ def _pending_in_child() -> str:
     return f"{first} {int(lib.cst_reclaim())}"
 
 
-#: forks in the zero-pending test (a stuck count showed up in 5-20% of forks
-#: before the child handler counted the reachable limbo chunks again)
+#: forks in the zero-pending test (a child handler that did not count the
+#: reachable limbo chunks again would leave a stuck count in 5-20% of forks)
 PENDING_FORKS = 40
 
 

@@ -1,6 +1,6 @@
 """Hostile input, part 2: prompt reclamation of dropped tries, snapshots and copies.
 
-The floor (native/ebr.c, "Prompt reclamation"; the hostile-input issue):
+The floor (native/ebr.c, "Prompt reclamation"):
 
 * R1 (alone): when no other thread is inside an engine call, a dropped trie gives
   back at least 95% of its engine bytes (``cst_live_bytes()``) by the time

@@ -426,11 +426,11 @@ def test_difference_3_a_topic_with_u0000_is_refused(broker: BrokerThread, connec
 def test_difference_3_a_will_with_u0000_is_neither_routed_nor_retained(
     broker: BrokerThread, connect: Connect
 ) -> None:
-    """Regression: a will whose topic has U+0000 (MQTT-4.7.3-2), sent when its
-    client's connection is lost.  CstrieBroker's retained index cannot hold the
-    topic, and the ValueError used to escape amqtt's disconnect handling, which
-    left the session connected for good.  Now it routes and retains nothing and
-    ends the session; stock routes and retains the will."""
+    """A will whose topic has U+0000 (MQTT-4.7.3-2), sent when its client's
+    connection is lost: CstrieBroker's retained index cannot hold the topic, so
+    it routes and retains nothing and ends the session (a ValueError escaping
+    amqtt's disconnect handling would leave the session connected for good);
+    stock routes and retains the will."""
     watcher = connect()
     assert watcher.subscribe(("#", 0)) == [0]
     lose_connection_with_will(broker, "a/\x00", b"will", retain=True)

@@ -169,7 +169,8 @@ def test_a_stored_error_of_from_buffers_survives_garbage_collection() -> None:
 
 # ------------------------------------------------------------ binary files
 def test_binary_offsets_that_rise_past_the_data_and_come_back() -> None:
-    """The issue's file: PAIR offsets [0, BIG, d] with the CRC recomputed."""
+    """PAIR offsets [0, BIG, d] (up past the data, then back within it) with
+    the CRC recomputed."""
     b = lf.Binary.parse(lf._base("str", "binary"))
     pair = next(r for r in b.runs if r.tag == b"PAIR")
     assert len(pair.ends) >= 2

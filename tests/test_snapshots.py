@@ -1,6 +1,6 @@
 """Snapshots and copies, checked by behaviour.
 
-Rules under test (DESIGN.md, cstrie/trie.py, cstrie/registry.py):
+Rules under test (docs/design.md, cstrie/trie.py, cstrie/registry.py):
 
 * ``trie.snapshot()`` is a read-only view of the subscriptions at one moment: later
   writes to the trie (or to copies) never show through it, however many there are;

@@ -456,7 +456,7 @@ def test_a_topic_file_read_as_another_format_is_a_format_error() -> None:
 @pytest.fixture(scope="module")
 def old_reader() -> Any:
     """``cstrie.export`` as it was before topic index files, from git history
-    (imported as ``cstrie_old_export``, over today's engine and Trie)."""
+    (imported as ``cstrie_old_export``, over this checkout's engine and Trie)."""
     import importlib
 
     repo = Path(__file__).resolve().parents[1]

@@ -152,8 +152,9 @@ def read_source(
     if dialect is not None and resolve_dialect(dialect) != trie.dialect:
         want = dataclasses.asdict(resolve_dialect(dialect))
         have = dataclasses.asdict(trie.dialect)
-        # Name the fields: an old file of a built-in dialect can differ from today's
-        # built-in only in a field added since (it keeps the rules it was written with).
+        # Name the fields: a file keeps the rules it was written with, so a file of a
+        # built-in dialect that lacks a field of a later format loads with that field's
+        # default and differs from the built-in only there (docs/export.md).
         diff = "; ".join(
             f"{k} {want[k]!r} vs {have[k]!r} in the file" for k in want if want[k] != have[k]
         )

@@ -2,8 +2,8 @@
 
 Reads SOURCE (an export in any format, or PATTERN<TAB>SUBSCRIBER text) and
 writes OUTPUT as JSON Lines, Parquet or the compact binary form, chosen by
-``--format`` or by OUTPUT's suffix (.jsonl, .parquet, .cstrie).  ``-`` as
-OUTPUT writes to standard output (then ``--format`` is required).  A topic
+``--format`` or by OUTPUT's suffix (.jsonl, .parquet, .cstrie).  An OUTPUT
+of ``-`` writes to standard output (then ``--format`` is required).  A topic
 index export as SOURCE is written as a topic index export (converted between
 formats).
 

@@ -7,7 +7,7 @@ as PATTERN<TAB>SUBSCRIBER text for .tsv/.txt or ``-`` (stdout), otherwise as
 the export format of the suffix (or ``--format``).
 
 A topic index export (stored topics with values) is checked the same way by
-building the index; its summary says ``content  topic index`` and counts
+building the index; its summary gives "topic index" as the content and counts
 topics, distinct values and the deepest topic's levels, and ``-o`` writes
 TOPIC<TAB>VALUE text (what ``cstrie retained`` reads) or another export.
 

@@ -2,9 +2,9 @@
 
 Every node is one pattern word with the number of subscriptions below it;
 children are sorted by that count, the largest first.  A topic index export
-is drawn the same way: one node per topic word, counting topics.  ``--depth`` limits the
-levels (default 3), ``--max-children`` the children drawn per node (the rest
-are summed up as "… N more").  PNG and SVG need Graphviz (the ``dot`` program);
+is drawn the same way: one node per topic word, counting topics.  ``--depth``
+limits the levels (default 3), ``--max-children`` the children drawn per node
+(the rest are summed up as "… N more").  PNG and SVG need Graphviz (the ``dot`` program);
 the format comes from ``--format`` or the suffix of ``-o``.
 
 Exit codes: 0 done; 1 Graphviz is missing or failed; 2 bad usage or input.
