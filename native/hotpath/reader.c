@@ -105,9 +105,15 @@ static inline int get_args(Reader *self, const params *p, PyObject *const *args,
  * its methods say) in *s, *len, with *keep to release after use.  -1 with
  * TypeError for a non-str, or the dialect's ValueError for text that has no
  * UTF-8 (a lone surrogate); `what` is "topic" or "pattern". */
-static int text_of(Reader *self, PyObject *text, const char *what, const char **s,
-                   Py_ssize_t *len, PyObject **keep)
+static inline int text_of(Reader *self, PyObject *text, const char *what, const char **s,
+                          Py_ssize_t *len, PyObject **keep)
 {
+    if (PyUnicode_CheckExact(text) && PyUnicode_IS_ASCII(text)) { /* the common case */
+        *keep = NULL;
+        *s = (const char *)PyUnicode_DATA(text);
+        *len = PyUnicode_GET_LENGTH(text);
+        return 0;
+    }
     if (!PyUnicode_Check(text)) {
         PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(text), "__name__");
         if (name != NULL) {
@@ -793,7 +799,8 @@ static inline int maybe_shared(Reader *self, PyObject *pattern)
 }
 
 /* subscribe (insert) or unsubscribe an ordinary pattern. */
-static PyObject *update_plain(Reader *self, int insert, PyObject *pattern, PyObject *sub)
+static inline PyObject *update_plain(Reader *self, int insert, PyObject *pattern,
+                                     PyObject *sub)
 {
     const char *s;
     Py_ssize_t len;
