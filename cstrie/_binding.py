@@ -89,6 +89,7 @@ def raise_status(
 # (native/words.c); Dialect.split_topic/split_pattern and every message below
 # come from its answer.
 
+
 def _checker(d: Dialect) -> Any:
     """An empty engine handle of dialect ``d``, for validating text outside a
     trie: made once per Dialect object and kept on it (a Dialect is
@@ -364,7 +365,6 @@ class Views:
         self._held.append(words)
         return words
 
-
     def table(self, data: object, offsets: object, refs: object) -> tuple[Any, Any, Any]:
         """(data, offsets, refs) of a pattern table (see :func:`build`) as
         cffi arrays, or the ``TypeError``/``ValueError`` that names the buffer
@@ -437,7 +437,37 @@ def _count_ids(ids: Any, kept: Any, n: int, max_id: int) -> list[tuple[int, int]
     ints)."""
     per_id = array("I", bytes(4 * (max_id + 1)))
     check(lib.cst_count_ids(ids, kept, n, ffi.from_buffer("uint32_t[]", per_id), max_id))
-    return list(zip(compress(range(max_id + 1), per_id), compress(per_id, per_id), strict=True))
+    return _nonzero(per_id)
+
+
+def _nonzero(per_id: array[int]) -> list[tuple[int, int]]:
+    return list(zip(compress(range(len(per_id)), per_id), compress(per_id, per_id), strict=True))
+
+
+def pair_counts(handle: Any) -> list[tuple[int, int]]:
+    """(id, count) for every id that a consistent snapshot of ``handle``
+    holds: a subscriber's pairs, and a share group's memberships (its id
+    counts once per member on each filter): the counts a writable handle
+    keeps (registry rule 2)."""
+    per_id = array("I")
+    for c in chunks(handle, shared=True):
+        if c.ids:
+            top = max(c.ids)
+            if top >= len(per_id):
+                per_id.extend(bytes(top + 1 - len(per_id)))
+            with ffi.from_buffer("uint32_t[]", per_id) as out:  # released: per_id may grow
+                ids = ffi.from_buffer("uint64_t[]", c.ids)
+                check(lib.cst_count_ids(ids, ffi.NULL, len(c.ids), out, len(per_id) - 1))
+        assert c.share is not None
+        if c.share.tobytes().strip(b"\0"):
+            start = 0
+            for end, share in zip(c.ids_end, c.share, strict=True):
+                if share:
+                    if share >= len(per_id):
+                        per_id.extend(bytes(share + 1 - len(per_id)))
+                    per_id[share] += end - start
+                start = end
+    return _nonzero(per_id)
 
 
 def _offset_error(off: Any, k: int, size: int) -> str:

@@ -323,24 +323,13 @@ class Snapshot(_ReadMethods, Reader):
         """A writable trie starting from this snapshot's contents (O(1) engine)."""
         # The scan can fail (out of memory): do it before the engine copy exists,
         # so that a failure leaves nothing to free.
-        counts = self._reg.new_counts(self._counts_from_scan())
+        counts = self._reg.new_counts(nb.pair_counts(self._h))
         try:
             ptr = nb.snapshot_ptr(self._h, False)
         except BaseException:
             self._reg.discard_handle(counts.serial)
             raise
         return Trie._make(ptr, self._dialect, self._reg, counts)
-
-    def _counts_from_scan(self) -> dict[int, int]:
-        counts: dict[int, int] = {}
-        for _, share, subs in self._groups_with_ids():
-            for s in subs:
-                i = self._reg.existing_id(s)
-                if i is not None:
-                    counts[i] = counts.get(i, 0) + 1
-            if share:  # the group's id is counted once per membership
-                counts[share] = counts.get(share, 0) + len(subs)
-        return counts
 
     def __repr__(self) -> str:
         return f"<cstrie.Snapshot dialect={self._dialect.name} pairs={len(self)}>"
