@@ -1,7 +1,7 @@
 /*
  * internal.h - shared internals of the engine's translation units: the trie
- * handle, the operation context, words, per-thread scratch buffers and the
- * node primitives (reference counts, GCAS, RDCSS) defined in trie.c.
+ * handle, the operation context, words and the node primitives (reference
+ * counts, GCAS, RDCSS) defined in trie.c.
  */
 #ifndef CSTRIE_INTERNAL_H
 #define CSTRIE_INTERNAL_H
@@ -14,6 +14,7 @@
 #include "cstrie.h"
 #include "ebr.h"
 #include "nodes.h"
+#include "scratch.h"
 #include "subset.h"
 
 #define LOOKUP_STRIPES 16
@@ -92,67 +93,6 @@ typedef struct word {
     uint8_t kind;              /* enum word_kind */
     uint64_t hash;             /* literals only */
 } word;
-
-/* Per-thread growable buffers (system allocator; freed at thread exit). */
-
-/* A main node read by a lookup's walk, with its I-node (match.c). */
-typedef struct main_read {
-    struct inode *in;
-    struct mainnode *m;
-} main_read;
-
-/* A share group's S-node found by a route, with its group id (match.c). */
-typedef struct share_ref {
-    uint64_t id;
-    struct snode *sn;
-} share_ref;
-
-typedef struct scratch {
-    word *w;
-    size_t wcap;
-    uint64_t *ids;
-    size_t idcap;
-    uint64_t *uniq;            /* open-addressing set for deduplication */
-    size_t uniqcap;
-    snode **groups;
-    size_t gcap;
-    struct share_ref *shares;  /* a route's share-group S-nodes (match.c) */
-    size_t shcap;
-    struct share_ref *shares_tmp; /* the radix sort's other half */
-    size_t shtmpcap;
-    snode **path;
-    size_t pathcap;
-    struct upd_frame *upath;   /* the path of an update (trie.c) */
-    size_t upathcap;
-    struct mframe *mstack;     /* the pending states of a lookup (match.c) */
-    size_t mstackcap;
-    /* a lookup's index-set walks (match.c): frames, the stack arenas of their
-     * index sets and literal branches, position bitmaps, the topic's words */
-    struct sframe *sstack;
-    size_t sstackcap;
-    uint64_t *bits;
-    size_t bitscap;
-    struct skid *kids;
-    size_t kidscap;
-    uint64_t *pbits;
-    size_t pbitscap;
-    uint32_t *twid;            /* topic word i's number (equal words, one number) */
-    size_t twidcap;
-    uint32_t *tnext;           /* the next index with the same word */
-    size_t tnextcap;
-    struct tword *tw;          /* per number: first index, occurrences, positions */
-    size_t twcap;
-    uint32_t *tstamp;
-    size_t tstampcap;
-    uint32_t *thash;           /* open addressing: word -> number + 1 */
-    size_t thashcap;
-    main_read *reads;          /* what a lookup's walk read (match.c) */
-    size_t rdcap;
-    int64_t last_steps;        /* cst_debug_last_walk_steps */
-} scratch;
-
-scratch *scratch_get(void);
-int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem);
 
 /* words.c */
 uint64_t word_hash(const char *p, size_t len);

@@ -15,83 +15,26 @@
  * on the C stack: a topic may have 65,535 levels (a valid MQTT topic of
  * separators only), and every level is one more state on the path.
  */
-#include <pthread.h>
-#include "tls.h"
 #include <stdlib.h>
 
 #include "internal.h"
 #include "mix64.h"
 
 /* ------------------------------------------------------------------------
- * Per-thread scratch buffers
- * ---------------------------------------------------------------------- */
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static CST_TLS scratch *tls_scratch;
-
-static void scratch_free(void *p)
-{
-    scratch *sc = p;
-    if (sc == NULL)
-        return;
-    free(sc->w);
-    free(sc->ids);
-    free(sc->uniq);
-    free(sc->groups);
-    free(sc->shares);
-    free(sc->shares_tmp);
-    free(sc->path);
-    free(sc->upath);
-    free(sc->mstack);
-    free(sc->sstack);
-    free(sc->bits);
-    free(sc->kids);
-    free(sc->pbits);
-    free(sc->twid);
-    free(sc->tnext);
-    free(sc->tw);
-    free(sc->tstamp);
-    free(sc->thash);
-    free(sc->reads);
-    free(sc);
-    tls_scratch = NULL;
-}
-
-static void scratch_key_init(void) { (void)pthread_key_create(&scratch_key, scratch_free); }
-
-scratch *scratch_get(void)
-{
-    scratch *sc = tls_scratch;
-    if (sc != NULL)
-        return sc;
-    pthread_once(&scratch_once, scratch_key_init);
-    sc = calloc(1, sizeof *sc);
-    if (sc == NULL)
-        return NULL;
-    tls_scratch = sc;
-    pthread_setspecific(scratch_key, sc);
-    return sc;
-}
-
-int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    void *p = realloc(*buf, ncap * elem);
-    if (p == NULL)
-        return -1;
-    *buf = p;
-    *cap = ncap;
-    return 0;
-}
-
-/* ------------------------------------------------------------------------
  * The walk
  * ---------------------------------------------------------------------- */
+
+/* A main node read by a lookup's walk, with its I-node. */
+typedef struct main_read {
+    struct inode *in;
+    struct mainnode *m;
+} main_read;
+
+/* A share group's S-node found by a route, with its group id. */
+typedef struct share_ref {
+    uint64_t id;
+    struct snode *sn;
+} share_ref;
 
 typedef struct mctx {
     ctx *c;

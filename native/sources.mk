@@ -6,6 +6,7 @@
 # in a backslash.
 ENGINE_SOURCES := \
     alloc.c \
+    scratch.c \
     ebr.c \
     subset.c \
     words.c \
