@@ -14,8 +14,8 @@
 #include "cstrie.h"
 #include "ebr.h"
 #include "nodes.h"
+#include "idset.h"
 #include "scratch.h"
-#include "subset.h"
 
 #define LOOKUP_STRIPES 16
 /* Lines written by different threads are kept 128 bytes apart: x86 CPUs

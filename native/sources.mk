@@ -8,7 +8,7 @@ ENGINE_SOURCES := \
     alloc.c \
     scratch.c \
     ebr.c \
-    subset.c \
+    idset.c \
     words.c \
     trie.c \
     match.c \
