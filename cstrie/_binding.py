@@ -152,14 +152,14 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 class Groups:
-    """A ``cst_groups`` output struct with its buffers."""
+    """A ``cst_chunk`` output struct with its buffers."""
 
     __slots__ = ("_ends", "_ids", "_pat", "_share", "s", "with_share")
 
     def __init__(
         self, pat_cap: int, ids_cap: int, groups_cap: int, with_share: bool = False
     ) -> None:
-        self.s = ffi.new("cst_groups *")
+        self.s = ffi.new("cst_chunk *")
         self.with_share = with_share
         self.resize(pat_cap, ids_cap, groups_cap)
 
@@ -177,7 +177,7 @@ class Groups:
         s.ids_cap = max(ids_cap, 1)
         s.pat_end = self._ends[0]
         s.ids_end = self._ends[1]
-        s.groups_cap = max(groups_cap, 1)
+        s.entries_cap = max(groups_cap, 1)
         if self.with_share:
             self._share = ffi.new("uint64_t[]", max(groups_cap, 1))
             s.share = self._share
@@ -185,7 +185,7 @@ class Groups:
     def read(self) -> list[tuple[bytes, list[int]]]:
         """The groups in the buffers: (pattern bytes, ids) each."""
         s = self.s
-        n = s.ngroups
+        n = s.nentries
         pat_end = ffi.unpack(s.pat_end, n)
         ids_end = ffi.unpack(s.ids_end, n)
         pat = ffi.buffer(s.pat, pat_end[-1] if n else 0)[:]
@@ -328,7 +328,7 @@ def _iter_shared(it: Any, g: Groups) -> Iterator[tuple[bytes, int, list[int]]]:
         r = lib.cst_iter_next(it, g.s)
         if r == lib.CST_ETRUNC:
             s = g.s
-            g.resize(max(s.need_pat * 2, s.pat_cap), max(s.need_ids, s.ids_cap), s.groups_cap)
+            g.resize(max(s.need_pat * 2, s.pat_cap), max(s.need_ids, s.ids_cap), s.entries_cap)
             continue
         check(r)
         if r == 0:
@@ -343,7 +343,7 @@ def _iter_groups(it: Any, g: Groups) -> Iterator[tuple[bytes, list[int]]]:
         r = lib.cst_iter_next(it, g.s)
         if r == lib.CST_ETRUNC:
             s = g.s
-            g.resize(max(s.need_pat * 2, s.pat_cap), max(s.need_ids, s.ids_cap), s.groups_cap)
+            g.resize(max(s.need_pat * 2, s.pat_cap), max(s.need_ids, s.ids_cap), s.entries_cap)
             continue
         check(r)
         if r == 0:
@@ -464,7 +464,7 @@ def _realize_types() -> None:
     when two threads iterated snapshots for the first time together."""
     for name in dir(lib):
         getattr(lib, name)
-    for struct in ("cst_groups", "cst_stats", "cst_dialect"):
+    for struct in ("cst_chunk", "cst_stats", "cst_dialect"):
         ffi.new(f"{struct} *")
 
 

@@ -20,7 +20,7 @@ static void scratch_free(void *p)
     free(sc->w);
     free(sc->ids);
     free(sc->uniq);
-    free(sc->groups);
+    free(sc->matched);
     free(sc->shares);
     free(sc->shares_tmp);
     free(sc->path);

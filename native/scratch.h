@@ -20,8 +20,8 @@ typedef struct scratch {
     size_t idcap;
     uint64_t *uniq;            /* open-addressing set for deduplication */
     size_t uniqcap;
-    snode **groups;
-    size_t gcap;
+    snode **matched;           /* the S-nodes a lookup matched (match.c) */
+    size_t matchedcap;
     struct share_ref *shares;  /* a route's share-group S-nodes (match.c) */
     size_t shcap;
     struct share_ref *shares_tmp; /* the radix sort's other half */

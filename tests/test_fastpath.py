@@ -187,7 +187,7 @@ def ref_match(r: Trie | Snapshot, topic: str) -> list[tuple[str, Any]]:
         st_ = nb.lib.cst_match(r._h, data, len(data), g.s)
         if st_ == nb.lib.CST_ETRUNC:
             s = g.s
-            g.resize(2 * s.need_pat + 16, 2 * s.need_ids + 16, 2 * s.need_groups + 16)
+            g.resize(2 * s.need_pat + 16, 2 * s.need_ids + 16, 2 * s.need_entries + 16)
             continue
         if st_ < 0:
             nb.raise_status(st_, r._dialect, "topic", topic)

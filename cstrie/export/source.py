@@ -165,14 +165,14 @@ def chunks(
             g.resize(
                 max(s.need_pat * 2, s.pat_cap),
                 max(s.need_ids * 2, s.ids_cap),
-                max(s.need_groups * 2, s.groups_cap),
+                max(s.need_entries * 2, s.entries_cap),
             )
             continue
         nb.check(r)
         if r == 0:
             return
         s = g.s
-        n = s.ngroups
+        n = s.nentries
         pat_end = _copy(s.pat_end, "q", n)
         ids_end = _copy(s.ids_end, "q", n)
         pat = bytes(ffi.buffer(s.pat, pat_end[-1])) if n else b""

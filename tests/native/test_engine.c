@@ -138,7 +138,7 @@ typedef struct pairs {
     pair *v;
     size_t n, cap;
     int err;                   /* < 0: the iteration failed */
-    long calls;                /* cst_iter_next calls that returned groups */
+    long calls;                /* cst_iter_next calls that returned entries */
 } pairs;
 
 static void pairs_add(pairs *ps, const char *p, size_t plen, uint64_t id)
@@ -196,24 +196,24 @@ static int pairs_has_dups(const pairs *ps)
     return 0;
 }
 
-/* Group buffers for cst_match / cst_iter_next. */
-typedef struct gbuf {
-    cst_groups g;
-} gbuf;
+/* Chunk buffers for cst_match / cst_iter_next. */
+typedef struct cbuf {
+    cst_chunk g;
+} cbuf;
 
-static void gbuf_init(gbuf *b, size_t pat_cap, size_t ids_cap, size_t groups_cap)
+static void cbuf_init(cbuf *b, size_t pat_cap, size_t ids_cap, size_t entries_cap)
 {
     memset(b, 0, sizeof *b);
     b->g.pat = xcalloc(pat_cap, 1);
     b->g.pat_cap = pat_cap;
     b->g.ids = xcalloc(ids_cap, sizeof(uint64_t));
     b->g.ids_cap = ids_cap;
-    b->g.pat_end = xcalloc(groups_cap, sizeof(int64_t));
-    b->g.ids_end = xcalloc(groups_cap, sizeof(int64_t));
-    b->g.groups_cap = groups_cap;
+    b->g.pat_end = xcalloc(entries_cap, sizeof(int64_t));
+    b->g.ids_end = xcalloc(entries_cap, sizeof(int64_t));
+    b->g.entries_cap = entries_cap;
 }
 
-static void gbuf_grow(gbuf *b, size_t pat_cap, size_t ids_cap, size_t groups_cap)
+static void cbuf_grow(cbuf *b, size_t pat_cap, size_t ids_cap, size_t entries_cap)
 {
     if (pat_cap > b->g.pat_cap) {
         b->g.pat = xrealloc(b->g.pat, pat_cap);
@@ -223,14 +223,14 @@ static void gbuf_grow(gbuf *b, size_t pat_cap, size_t ids_cap, size_t groups_cap
         b->g.ids = xrealloc(b->g.ids, ids_cap * sizeof(uint64_t));
         b->g.ids_cap = ids_cap;
     }
-    if (groups_cap > b->g.groups_cap) {
-        b->g.pat_end = xrealloc(b->g.pat_end, groups_cap * sizeof(int64_t));
-        b->g.ids_end = xrealloc(b->g.ids_end, groups_cap * sizeof(int64_t));
-        b->g.groups_cap = groups_cap;
+    if (entries_cap > b->g.entries_cap) {
+        b->g.pat_end = xrealloc(b->g.pat_end, entries_cap * sizeof(int64_t));
+        b->g.ids_end = xrealloc(b->g.ids_end, entries_cap * sizeof(int64_t));
+        b->g.entries_cap = entries_cap;
     }
 }
 
-static void gbuf_free(gbuf *b)
+static void cbuf_free(cbuf *b)
 {
     free(b->g.pat);
     free(b->g.ids);
@@ -238,14 +238,14 @@ static void gbuf_free(gbuf *b)
     free(b->g.ids_end);
 }
 
-/* Append every (pattern, id) of the groups in g to ps; counts empty groups. */
-static void groups_to_pairs(const cst_groups *g, size_t ngroups, pairs *ps, long *empty_groups)
+/* Append every (pattern, id) of the entries in g to ps; counts empty entries. */
+static void chunk_to_pairs(const cst_chunk *g, size_t nentries, pairs *ps, long *empty_entries)
 {
     int64_t p0 = 0, i0 = 0;
-    for (size_t k = 0; k < ngroups; k++) {
+    for (size_t k = 0; k < nentries; k++) {
         int64_t p1 = g->pat_end[k], i1 = g->ids_end[k];
-        if (i1 == i0 && empty_groups)
-            (*empty_groups)++;
+        if (i1 == i0 && empty_entries)
+            (*empty_entries)++;
         for (int64_t i = i0; i < i1; i++)
             pairs_add(ps, g->pat + p0, (size_t)(p1 - p0), g->ids[i]);
         p0 = p1;
@@ -253,11 +253,11 @@ static void groups_to_pairs(const cst_groups *g, size_t ngroups, pairs *ps, long
     }
 }
 
-static long g_iter_empty_groups; /* partial groups with no ids (reported, not failed) */
+static long g_iter_empty_entries; /* partial entries with no ids (reported, not failed) */
 
 /* Every (pattern, id) of t through cst_iter_*, with the given buffer sizes
  * (grown on CST_ETRUNC as the need_* fields ask), sorted. */
-static pairs content_bufs(cst_trie *t, size_t pat_cap, size_t ids_cap, size_t groups_cap)
+static pairs content_bufs(cst_trie *t, size_t pat_cap, size_t ids_cap, size_t entries_cap)
 {
     pairs ps = {0};
     cst_iter *it = cst_iter_new(t);
@@ -265,17 +265,17 @@ static pairs content_bufs(cst_trie *t, size_t pat_cap, size_t ids_cap, size_t gr
         ps.err = CST_ENOMEM;
         return ps;
     }
-    gbuf b;
-    gbuf_init(&b, pat_cap, ids_cap, groups_cap);
+    cbuf b;
+    cbuf_init(&b, pat_cap, ids_cap, entries_cap);
     for (;;) {
         int r = cst_iter_next(it, &b.g);
         if (r == CST_ETRUNC) {
             if (b.g.need_pat <= b.g.pat_cap && b.g.need_ids <= b.g.ids_cap &&
-                b.g.need_groups <= b.g.groups_cap) {
+                b.g.need_entries <= b.g.entries_cap) {
                 ps.err = -100; /* ETRUNC without a bigger need: would loop forever */
                 break;
             }
-            gbuf_grow(&b, b.g.need_pat, b.g.need_ids, b.g.need_groups);
+            cbuf_grow(&b, b.g.need_pat, b.g.need_ids, b.g.need_entries);
             continue;
         }
         if (r < 0) {
@@ -285,9 +285,9 @@ static pairs content_bufs(cst_trie *t, size_t pat_cap, size_t ids_cap, size_t gr
         if (r == 0)
             break;
         ps.calls++;
-        groups_to_pairs(&b.g, (size_t)r, &ps, &g_iter_empty_groups);
+        chunk_to_pairs(&b.g, (size_t)r, &ps, &g_iter_empty_entries);
     }
-    gbuf_free(&b);
+    cbuf_free(&b);
     cst_iter_free(it);
     pairs_sort(&ps);
     return ps;
@@ -536,8 +536,8 @@ static void test_amqp_lookup(void)
     }
     /* One pattern per trie: lookup, has_subscribers and match agree with the
      * reference for every (pattern, topic). */
-    gbuf b;
-    gbuf_init(&b, 256, 16, 8);
+    cbuf b;
+    cbuf_init(&b, 256, 16, 8);
     for (size_t i = 0; i < np; i++) {
         cst_trie *one = cst_new(&amqp);
         const char *p = amqp_patterns[i];
@@ -565,7 +565,7 @@ static void test_amqp_lookup(void)
         }
         cst_free(one);
     }
-    gbuf_free(&b);
+    cbuf_free(&b);
 
     /* The rules named in the brief, spelled out. */
     cst_trie *r = cst_new(&amqp);
@@ -657,8 +657,8 @@ static void test_mqtt_lookup(void)
         {"+", 1, CST_EWILDTOPIC},   {"a+b", 3, CST_EWILDTOPIC}, {"a/b#", 4, CST_EWILDTOPIC},
         {"a\0b", 3, CST_ENUL},
     };
-    gbuf b;
-    gbuf_init(&b, 64, 8, 4);
+    cbuf b;
+    cbuf_init(&b, 64, 8, 4);
     uint64_t out[4];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_EQ(cst_lookup(r, bad[i].s, bad[i].len, out, 4), bad[i].code);
@@ -671,7 +671,7 @@ static void test_mqtt_lookup(void)
     CHECK_EQ(cst_lookup(r, big, 65536, out, 4), CST_ETOOLONG);
     CHECK_EQ(cst_lookup(r, big, 65535, out, 4), 2); /* "#" and "+" */
     free(big);
-    gbuf_free(&b);
+    cbuf_free(&b);
     STRICT(r);
     cst_free(r);
     cst_free(t);
@@ -715,10 +715,10 @@ static void test_has_subscribers(void)
 }
 
 /* ------------------------------------------------------------------------
- * 5. cst_match groups and truncation
+ * 5. cst_match entries and truncation
  * ---------------------------------------------------------------------- */
 
-static void test_match_groups(void)
+static void test_match_chunk(void)
 {
     int64_t start = live_after_reclaim();
     cst_trie *t = cst_new(&amqp);
@@ -728,10 +728,10 @@ static void test_match_groups(void)
     sub(t, "#", 4);
     sub(t, "#.c", 5);
     sub(t, "#.c", 6);
-    sub(t, "#.c", 1); /* id 1 in two groups: match reports it in both */
+    sub(t, "#.c", 1); /* id 1 in two entries: match reports it in both */
     sub(t, "x.y", 9);
 
-    /* Expected groups for "a.b.c" (order unspecified). */
+    /* Expected entries for "a.b.c" (order unspecified). */
     pairs want = {0};
     pairs_add(&want, S("a.b.c"), 1);
     pairs_add(&want, S("a.*.c"), 2);
@@ -742,45 +742,45 @@ static void test_match_groups(void)
     pairs_add(&want, S("#.c"), 1);
     pairs_sort(&want);
 
-    gbuf b;
-    gbuf_init(&b, 1, 1, 1);
+    cbuf b;
+    cbuf_init(&b, 1, 1, 1);
     int r = cst_match(t, S("a.b.c"), &b.g);
     CHECK_EQ(r, CST_ETRUNC);
-    CHECK_EQ(b.g.need_groups, 4);
+    CHECK_EQ(b.g.need_entries, 4);
     CHECK_EQ(b.g.need_ids, 7);
     CHECK_EQ(b.g.need_pat, strlen("a.b.c") + strlen("a.*.c") + strlen("#") + strlen("#.c"));
     /* Only the pattern buffer too small. */
-    gbuf_grow(&b, 4, 64, 64);
+    cbuf_grow(&b, 4, 64, 64);
     CHECK_EQ(cst_match(t, S("a.b.c"), &b.g), CST_ETRUNC);
     CHECK_EQ(b.g.need_pat, 14);
-    gbuf_grow(&b, b.g.need_pat, b.g.need_ids, b.g.need_groups);
+    cbuf_grow(&b, b.g.need_pat, b.g.need_ids, b.g.need_entries);
     r = cst_match(t, S("a.b.c"), &b.g);
     CHECK_EQ(r, 4);
-    CHECK_EQ(b.g.ngroups, 4);
+    CHECK_EQ(b.g.nentries, 4);
     pairs got = {0};
-    groups_to_pairs(&b.g, (size_t)(r > 0 ? r : 0), &got, NULL);
+    chunk_to_pairs(&b.g, (size_t)(r > 0 ? r : 0), &got, NULL);
     pairs_sort(&got);
     CHECK(pairs_equal(&got, &want));
     /* Exactly-sized buffers succeed as well. */
-    gbuf c;
-    gbuf_init(&c, 14, 7, 4);
+    cbuf c;
+    cbuf_init(&c, 14, 7, 4);
     CHECK_EQ(cst_match(t, S("a.b.c"), &c.g), 4);
-    /* No matches: zero groups, even with empty buffers. */
-    gbuf z;
-    gbuf_init(&z, 0, 0, 0);
+    /* No matches: zero entries, even with empty buffers. */
+    cbuf z;
+    cbuf_init(&z, 0, 0, 0);
     CHECK_EQ(cst_match(t, S(""), &z.g), CST_ETRUNC); /* "#" matches; no room */
-    CHECK_EQ(z.g.need_groups, 1);
+    CHECK_EQ(z.g.need_entries, 1);
     CHECK_EQ(z.g.need_pat, 1);
     CHECK_EQ(z.g.need_ids, 1);
     CHECK_EQ(cst_match(t, S("q.q"), &z.g), CST_ETRUNC);
     unsub(t, "#", 4);
     CHECK_EQ(cst_match(t, S("q.q"), &z.g), 0);
-    CHECK_EQ(z.g.need_groups, 0);
+    CHECK_EQ(z.g.need_entries, 0);
     pairs_free(&got);
     pairs_free(&want);
-    gbuf_free(&b);
-    gbuf_free(&c);
-    gbuf_free(&z);
+    cbuf_free(&b);
+    cbuf_free(&c);
+    cbuf_free(&z);
     STRICT(t);
     cst_free(t);
     CHECK_NO_LEAK(start);
@@ -1327,42 +1327,42 @@ static void test_len_and_iteration(void)
     /* An iterator sees the trie as of its creation. */
     cst_iter *it = cst_iter_new(t);
     CHECK_EQ(cst_clear(t), 0);
-    gbuf b;
-    gbuf_init(&b, 4096, 4096, 256);
+    cbuf b;
+    cbuf_init(&b, 4096, 4096, 256);
     pairs got = {0};
     int r;
     while ((r = cst_iter_next(it, &b.g)) > 0)
-        groups_to_pairs(&b.g, (size_t)r, &got, NULL);
+        chunk_to_pairs(&b.g, (size_t)r, &got, NULL);
     CHECK_EQ(r, 0);
     CHECK_EQ(cst_iter_next(it, &b.g), 0); /* stays at the end */
     pairs_sort(&got);
     CHECK(pairs_equal(&got, &want));
     cst_iter_free(it);
     pairs_free(&got);
-    /* Per-pair iteration: the same pairs, every group holding exactly one id,
-     * through a small buffer so that groups split across calls. */
+    /* Per-pair iteration: the same pairs, every entry holding exactly one id,
+     * through a small buffer so that entries split across calls. */
     for (int i = 0; i < NPAT; i++)
         for (int id = 0; id < NIDS; id++)
             if (model[i * NIDS + id])
                 sub(t, pats[i], (uint64_t)id);
     it = cst_iter_new_pairs(t);
-    gbuf small;
-    gbuf_init(&small, 64, 3, 5);
+    cbuf small;
+    cbuf_init(&small, 64, 3, 5);
     pairs per = {0};
     int one_each = 1;
     while ((r = cst_iter_next(it, &small.g)) > 0) {
         for (int g = 0; g < r; g++)
             one_each &= small.g.ids_end[g] - (g ? small.g.ids_end[g - 1] : 0) == 1;
-        groups_to_pairs(&small.g, (size_t)r, &per, NULL);
+        chunk_to_pairs(&small.g, (size_t)r, &per, NULL);
     }
     CHECK_EQ(r, 0);
     CHECK(one_each);
     pairs_sort(&per);
     CHECK(pairs_equal(&per, &want));
     cst_iter_free(it);
-    gbuf_free(&small);
+    cbuf_free(&small);
     pairs_free(&per);
-    gbuf_free(&b);
+    cbuf_free(&b);
     pairs_free(&want);
     free(model);
     cst_free(t);
@@ -1722,7 +1722,7 @@ static void count_only_null_buffer(void)
     CHECK_EQ(cst_subscribers(t, S("a.b"), NULL, 0), 2); /* one set of two ids */
     CHECK_EQ(cst_lookup(t, S("a.x"), NULL, 0), 1);
     unsub(t, "a.*", 3);
-    CHECK_EQ(cst_lookup(t, S("a.b"), NULL, 0), 2);      /* one group with a set */
+    CHECK_EQ(cst_lookup(t, S("a.b"), NULL, 0), 2);      /* one S-node with a set */
     cst_free(t);
 }
 
@@ -1764,8 +1764,8 @@ static void test_multi_wildcards(void)
     char topic[256];
     double t0 = now_s();
     int mism = 0;
-    gbuf b;
-    gbuf_init(&b, 4096, 64, 64);
+    cbuf b;
+    cbuf_init(&b, 4096, 64, 64);
     for (int k = 0; k < 300; k++) {
         /* 40 words over {a, b} (sometimes all 'a' and a final 'b' or 'c'). */
         size_t len = 0;
@@ -1791,10 +1791,10 @@ static void test_multi_wildcards(void)
         mism += cst_has_subscribers(t, topic, len) != (wn > 0);
         int g = cst_match(t, topic, len, &b.g);
         mism += g != (int)wn;
-        /* match groups: each matching pattern once */
+        /* match entries: each matching pattern once */
         if (g > 0) {
             pairs got = {0};
-            groups_to_pairs(&b.g, (size_t)g, &got, NULL);
+            chunk_to_pairs(&b.g, (size_t)g, &got, NULL);
             pairs_sort(&got);
             mism += pairs_has_dups(&got);
             for (size_t i = 0; i < got.n; i++) {
@@ -1805,7 +1805,7 @@ static void test_multi_wildcards(void)
             pairs_free(&got);
         }
     }
-    gbuf_free(&b);
+    cbuf_free(&b);
     CHECK_EQ(mism, 0);
     double dt = now_s() - t0;
     printf("  multi-wildcards: 300 keys of 40 words x %zu patterns in %.3f s\n", np, dt);
@@ -2134,11 +2134,11 @@ static void deep_entry_points(const cst_dialect *d, const char *pat, size_t plen
     uint64_t out[4];
     CHECK_EQ(cst_lookup(t, topic, tlen, out, 4), 2);
     CHECK_EQ(cst_has_subscribers(t, topic, tlen), 1);
-    gbuf b;
-    gbuf_init(&b, plen + 16, 8, 4);
+    cbuf b;
+    cbuf_init(&b, plen + 16, 8, 4);
     CHECK_EQ(cst_match(t, topic, tlen, &b.g), 1);
     CHECK(b.g.pat_end[0] == (int64_t)plen && memcmp(b.g.pat, pat, plen) == 0);
-    gbuf_free(&b);
+    cbuf_free(&b);
     CHECK_EQ(cst_subscribers(t, pat, plen, out, 4), 2);
     CHECK_EQ(cst_len(t), 2);
     cst_stats st;
@@ -2692,7 +2692,7 @@ static void test_share_groups(void)
         char pat[256];
         uint64_t ids[64], share[16];
         int64_t pe[16], ie[16];
-        cst_groups g = {pat, sizeof pat, ids, 64, pe, ie, 16, 0, 0, 0, 0, NULL};
+        cst_chunk g = {pat, sizeof pat, ids, 64, pe, ie, 16, 0, 0, 0, 0, NULL};
         cst_iter *it = cst_iter_new(t);
         CHECK_EQ(cst_iter_next(it, &g), 1); /* a/+ only */
         CHECK_EQ(cst_iter_next(it, &g), 0);
@@ -2946,7 +2946,7 @@ int main(int argc, char **argv)
         {"amqp_lookup", test_amqp_lookup},
         {"mqtt_lookup", test_mqtt_lookup},
         {"has_subscribers", test_has_subscribers},
-        {"match_groups", test_match_groups},
+        {"match_chunk", test_match_chunk},
         {"subscribers", test_subscribers},
         {"count_only_null_buffer", test_count_only_null_buffer},
         {"lookup_batch", test_lookup_batch},
@@ -2989,9 +2989,9 @@ int main(int argc, char **argv)
     /* Leaks: every trie and snapshot is freed. */
     CHECK_EQ(cst_reclaim(), 0);
     CHECK_EQ(cst_live_allocations(), start);
-    if (g_iter_empty_groups)
-        printf("note: cst_iter_next returned %ld partial group(s) with no ids\n",
-               g_iter_empty_groups);
+    if (g_iter_empty_entries)
+        printf("note: cst_iter_next returned %ld partial entries with no ids\n",
+               g_iter_empty_entries);
     printf("%ld passed, %ld failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
