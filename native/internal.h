@@ -141,14 +141,18 @@ static inline uint64_t share_id_read(const char *p)
     return id;
 }
 
+/* match.c: the ids of exactly the n words in sc->w (one path). */
+int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap);
+/* trie.c: the update of exactly the n words in sc->w (parsed and
+ * validated): subscribe sub (insert 1), unsubscribe it (0), or a topic
+ * index's put (UPD_PUT: the word's ids become {sub}; *old receives the id
+ * it replaced, or 0).  old may be NULL.  1/0 as cst_subscribe and
+ * cst_topic_put, or a CST_E* code. */
+#define UPD_PUT 2
+int words_update(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert, uint64_t *old);
 /* sc->w = the words of pattern, then the share marker and the word of group
  * `share` (idbuf holds its bytes while the words are used); the number of
  * words or a CST_E* code (trie.c). */
-/* match.c: the ids of exactly the n words in sc->w (one path). */
-int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap);
-/* trie.c: a topic index key's words in this thread's scratch (all literal;
- * "" is the zero-word slot). */
-int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch **scp);
 int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share,
                     char idbuf[SHARE_ID_BYTES], scratch *sc);
 
@@ -202,7 +206,7 @@ static inline int word_eq(const snode *sn, const word *w)
 /* The S-node of literal word w in the topic level whose top C-node is cn,
  * or NULL.  read(arg, in) reads a deeper hash level's main node: a lookup's
  * walk notes what it reads (match.c), a reverse query on a frozen snapshot
- * just reads (reverse.c).  Inlined with a constant read, so the hot lookup
+ * just reads (topic_index.c).  Inlined with a constant read, so the hot lookup
  * pays no indirect call. */
 static inline __attribute__((always_inline)) snode *
 level_find(cnode *cn, const word *w, mainnode *(*read)(void *arg, inode *in), void *arg)

@@ -1138,17 +1138,6 @@ int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *
     return words_subscribers(t, sc, n, out, cap);
 }
 
-int cst_topic_get(cst_trie *t, const char *topic, size_t len, uint64_t *id)
-{
-    *id = 0;
-    scratch *sc;
-    int64_t n = topic_key_words(t, topic, len, &sc);
-    if (n < 0)
-        return (int)n;
-    int64_t got = words_subscribers(t, sc, n, id, 1);
-    return got < 0 ? (int)got : got > 0;
-}
-
 int64_t cst_share_members(cst_trie *t, const char *pattern, size_t len, uint64_t share,
                           uint64_t *out, size_t cap)
 {

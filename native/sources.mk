@@ -12,7 +12,7 @@ ENGINE_SOURCES := \
     words.c \
     trie.c \
     match.c \
-    reverse.c \
+    topic_index.c \
     walk.c \
     build.c \
     numbering.c \
