@@ -80,7 +80,8 @@ static int utf8_valid(const char *p, size_t n)
 static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode **spec)
 {
     /* Loops over fragments visit only the set bits of the bitmap: most
-     * levels have a few children, and 32-step loops were most of the build. */
+     * levels have a few children, and 32-step loops would be most of the
+     * build. */
     size_t count[32];
     uint32_t bitmap = 0;
     for (size_t i = 0; i < m; i++) {

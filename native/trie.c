@@ -98,8 +98,8 @@ uint64_t new_gen(void)
 
 static inline mainnode *load_main(inode *in)
 {
-    /* seq_cst: GCAS reads main after its CAS on prev and the root (DESIGN.md
-     * memory orders); also acquire: the main node's fields are visible. */
+    /* seq_cst: GCAS reads main after its CAS on prev and the root (gcas_read
+     * in internal.h); also acquire: the main node's fields are visible. */
     return atomic_load_explicit(&in->main, memory_order_seq_cst);
 }
 
