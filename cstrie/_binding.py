@@ -491,25 +491,25 @@ def _offset_error(off: Any, k: int, size: int) -> str:
 
 
 # ------------------------------------------------------------ iteration
-class Groups:
-    """A ``cst_groups`` output struct with its buffers: the chunks that
+class ChunkBuffers:
+    """A ``cst_chunk`` output struct with its buffers: what
     ``cst_iter_next`` and ``cst_match`` fill."""
 
     __slots__ = ("_ends", "_ids", "_pat", "_share", "s", "with_share")
 
     def __init__(
-        self, pat_cap: int, ids_cap: int, groups_cap: int, with_share: bool = False
+        self, pat_cap: int, ids_cap: int, entries_cap: int, with_share: bool = False
     ) -> None:
-        self.s = ffi.new("cst_groups *")
+        self.s = ffi.new("cst_chunk *")
         self.with_share = with_share
-        self.resize(pat_cap, ids_cap, groups_cap)
+        self.resize(pat_cap, ids_cap, entries_cap)
 
-    def resize(self, pat_cap: int, ids_cap: int, groups_cap: int) -> None:
+    def resize(self, pat_cap: int, ids_cap: int, entries_cap: int) -> None:
         self._pat = ffi.new("char[]", max(pat_cap, 1))
         self._ids = ffi.new("uint64_t[]", max(ids_cap, 1))
         self._ends = (
-            ffi.new("int64_t[]", max(groups_cap, 1)),
-            ffi.new("int64_t[]", max(groups_cap, 1)),
+            ffi.new("int64_t[]", max(entries_cap, 1)),
+            ffi.new("int64_t[]", max(entries_cap, 1)),
         )
         s = self.s
         s.pat = self._pat
@@ -518,9 +518,9 @@ class Groups:
         s.ids_cap = max(ids_cap, 1)
         s.pat_end = self._ends[0]
         s.ids_end = self._ends[1]
-        s.groups_cap = max(groups_cap, 1)
+        s.entries_cap = max(entries_cap, 1)
         if self.with_share:
-            self._share = ffi.new("uint64_t[]", max(groups_cap, 1))
+            self._share = ffi.new("uint64_t[]", max(entries_cap, 1))
             s.share = self._share
 
     def grow(self) -> None:
@@ -529,13 +529,13 @@ class Groups:
         self.resize(
             max(s.need_pat * 2, s.pat_cap),
             max(s.need_ids * 2, s.ids_cap),
-            max(s.need_groups * 2, s.groups_cap),
+            max(s.need_entries * 2, s.entries_cap),
         )
 
     def raw(self) -> RawChunk:
-        """The filled groups as flat copies (see :class:`RawChunk`)."""
+        """The filled entries as flat copies (see :class:`RawChunk`)."""
         s = self.s
-        n = s.ngroups
+        n = s.nentries
         pat_end = _copy(s.pat_end, "q", n)
         ids_end = _copy(s.ids_end, "q", n)
         pat = bytes(ffi.buffer(s.pat, pat_end[-1])) if n else b""
@@ -544,8 +544,8 @@ class Groups:
         return RawChunk(pat, pat_end, ids, ids_end, share)
 
     def read(self) -> list[tuple[bytes, list[int]]]:
-        """The groups in the buffers: (pattern bytes, ids) each."""
-        return self.raw().groups()
+        """The entries in the buffers: (pattern bytes, ids) each."""
+        return self.raw().entries()
 
 
 def _copy(buf: Any, typecode: str, n: int) -> array[int]:
@@ -556,10 +556,10 @@ def _copy(buf: Any, typecode: str, n: int) -> array[int]:
 
 
 class RawChunk(NamedTuple):
-    """Groups of (pattern, subscriber ids) as the engine lays them out: group
-    g's pattern is ``pat[pat_end[g-1]:pat_end[g]]`` and its ids
-    ``ids[ids_end[g-1]:ids_end[g]]`` (the -1 entries being 0); ``share``
-    (when asked for) holds per group 0 for an ordinary pattern's subscribers,
+    """Entries of (pattern, subscriber ids) as the engine lays them out: entry
+    e's pattern is ``pat[pat_end[e-1]:pat_end[e]]`` and its ids
+    ``ids[ids_end[e-1]:ids_end[e]]`` (the -1 entries being 0); ``share``
+    (when asked for) holds per entry 0 for an ordinary pattern's subscribers,
     else the id of the share group whose members the ids are."""
 
     pat: bytes
@@ -568,7 +568,7 @@ class RawChunk(NamedTuple):
     ids_end: array[int]
     share: array[int] | None
 
-    def groups(self) -> list[tuple[bytes, list[int]]]:
+    def entries(self) -> list[tuple[bytes, list[int]]]:
         pat, ids = self.pat, self.ids
         out = []
         p0 = i0 = 0
@@ -587,7 +587,7 @@ def chunks(
 ) -> Iterator[RawChunk]:
     """The chunks of a consistent snapshot of ``handle``, taken now (a
     ``MemoryError`` is raised here, not during the iteration), of about
-    ``pairs`` pairs each.  With ``per_pair`` every group is one pair (the
+    ``pairs`` pairs each.  With ``per_pair`` every entry is one pair (the
     engine repeats a pattern once per subscriber).  Without ``shared`` the
     walk gives the ordinary pairs only (share-group memberships are skipped
     in the engine); with it, memberships too, told apart by
@@ -596,10 +596,10 @@ def chunks(
     if it == ffi.NULL:
         raise MemoryError("cstrie engine: out of memory starting an iteration")
     it = ffi.gc(it, lib.cst_iter_free)
-    return _chunks(it, Groups(pairs * 16, pairs, pairs, with_share=shared))
+    return _chunks(it, ChunkBuffers(pairs * 16, pairs, pairs, with_share=shared))
 
 
-def _chunks(it: Any, g: Groups) -> Iterator[RawChunk]:
+def _chunks(it: Any, g: ChunkBuffers) -> Iterator[RawChunk]:
     while True:
         r = lib.cst_iter_next(it, g.s)
         if r == lib.CST_ETRUNC:
@@ -612,28 +612,28 @@ def _chunks(it: Any, g: Groups) -> Iterator[RawChunk]:
 
 
 def iterate(handle: Any) -> Iterator[tuple[bytes, list[int]]]:
-    """(pattern bytes, ids) groups of a consistent snapshot of handle: the
+    """(pattern bytes, ids) entries of a consistent snapshot of handle: the
     ordinary pairs only (share-group memberships: :func:`iterate_shared`).
     The snapshot is taken now."""
-    return _groups(chunks(handle, pairs=CHUNK_PAIRS * 4))
+    return _entries(chunks(handle, pairs=CHUNK_PAIRS * 4))
 
 
-def _groups(it: Iterator[RawChunk]) -> Iterator[tuple[bytes, list[int]]]:
+def _entries(it: Iterator[RawChunk]) -> Iterator[tuple[bytes, list[int]]]:
     for c in it:
-        yield from c.groups()
+        yield from c.entries()
 
 
 def iterate_shared(handle: Any) -> Iterator[tuple[bytes, int, list[int]]]:
-    """(pattern bytes, share, ids) of every group of a consistent snapshot:
+    """(pattern bytes, share, ids) of every entry of a consistent snapshot:
     share is 0 for an ordinary pattern's subscribers, else the id of the share
     group whose members ids are (on that filter).  The snapshot is taken now."""
-    return _shared_groups(chunks(handle, shared=True, pairs=CHUNK_PAIRS * 4))
+    return _shared_entries(chunks(handle, shared=True, pairs=CHUNK_PAIRS * 4))
 
 
-def _shared_groups(it: Iterator[RawChunk]) -> Iterator[tuple[bytes, int, list[int]]]:
+def _shared_entries(it: Iterator[RawChunk]) -> Iterator[tuple[bytes, int, list[int]]]:
     for c in it:
         assert c.share is not None
-        for (pat, ids), share in zip(c.groups(), c.share, strict=True):
+        for (pat, ids), share in zip(c.entries(), c.share, strict=True):
             yield pat, share, ids
 
 
@@ -1016,7 +1016,7 @@ def _realize_types() -> None:
     when two threads iterated snapshots for the first time together."""
     for name in dir(lib):
         getattr(lib, name)
-    for struct in ("cst_groups", "cst_stats", "cst_dialect"):
+    for struct in ("cst_chunk", "cst_stats", "cst_dialect"):
         ffi.new(f"{struct} *")
 
 

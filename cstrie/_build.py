@@ -4,7 +4,8 @@ The cdef is read from ``native/cstrie.h`` itself (preprocessor lines dropped), s
 the C header stays the single declaration of the interface.
 
 On a free-threaded interpreter (``Py_GIL_DISABLED``) the module is built with
-``_CFFI_NO_LIMITED_API``: the limited API is not available there (DESIGN.md).
+``_CFFI_NO_LIMITED_API``: the limited API is not available there
+(docs/free-threading.md).
 """
 
 from __future__ import annotations
@@ -18,20 +19,18 @@ from cffi import FFI
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "native"
-SOURCES = [
-    "alloc.c",
-    "ebr.c",
-    "subset.c",
-    "words.c",
-    "trie.c",
-    "match.c",
-    "reverse.c",
-    "walk.c",
-    "build.c",
-    "numbering.c",
-    "tables.c",
-    "hotpath_api.c",
-]
+
+
+def native_sources(name: str) -> list[str]:
+    """The files listed as ``name`` (``ENGINE_SOURCES``, ``HOTPATH_SOURCES``) in
+    ``native/sources.mk``, the one list of the engine's sources that the
+    Makefiles include too; relative to ``native/``."""
+    text = (NATIVE / "sources.mk").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        found = re.match(rf"{name}\s*:=(.*)", line)
+        if found:
+            return found.group(1).split()
+    raise LookupError(f"native/sources.mk lists no {name}")
 
 
 def cdef_from_header(text: str) -> str:
@@ -56,7 +55,7 @@ ffibuilder.cdef(cdef_from_header((NATIVE / "cstrie.h").read_text()))
 ffibuilder.set_source(
     "cstrie._native",
     '#include "cstrie.h"',
-    sources=[str((NATIVE / name).relative_to(ROOT)) for name in SOURCES],
+    sources=[str((NATIVE / name).relative_to(ROOT)) for name in native_sources("ENGINE_SOURCES")],
     include_dirs=[str(NATIVE.relative_to(ROOT))],
     define_macros=[("_GNU_SOURCE", None)]
     + ([("_CFFI_NO_LIMITED_API", None)] if FREE_THREADED else []),

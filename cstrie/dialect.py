@@ -159,6 +159,11 @@ class Dialect:
         # One spelling per set: equal sets make equal (and equally hashed) dialects.
         object.__setattr__(self, "forbidden", "".join(sorted(set(self.forbidden))))
 
+    def __getstate__(self) -> dict[str, object]:
+        # The fields only: the engine handle that checks this dialect's text
+        # (cached on first use, see cstrie._binding) is remade where it is needed.
+        return {k: v for k, v in self.__dict__.items() if k != "_checker"}
+
     # ------------------------------------------------------------------ checks
     def split_pattern(self, pattern: object) -> list[str]:
         """Validate ``pattern`` and return its words.

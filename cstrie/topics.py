@@ -20,7 +20,7 @@ subjects (nats-server's subject tree)::
     b'21.5'
 
 The keys live in the same lock-free engine as :class:`cstrie.Trie` (a trie
-of literal words; ``native/reverse.c``): ``put``/``remove``/``get`` are
+of literal words; ``native/topic_index.c``): ``put``/``remove``/``get`` are
 lock-free and linearizable, O(levels); :meth:`~TopicIndex.snapshot` is O(1);
 and a query walks a snapshot taken at the call, so it answers for that
 moment whatever is written while it is being read, and streams its results

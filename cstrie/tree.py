@@ -133,7 +133,7 @@ def tree(
     root = _node(listed)
     root["dialect"] = snap.dialect.name
     root["wildcards"] = [snap.dialect.single, snap.dialect.multi]
-    for key, subs in snap._groups():
+    for key, subs in snap._entries():
         if isinstance(key, Shared):
             pattern, group = key.pattern, key.group
         else:

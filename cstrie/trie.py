@@ -182,11 +182,11 @@ class _ReadMethods:
         self._group_table.set_policy(check_group(self._dialect, group), policy)
 
     # ------------------------------------------------------------ whole trie
-    def _groups(self) -> Iterator[tuple[str | Shared, list[Any]]]:
-        for key, _, subs in self._groups_with_ids():
+    def _entries(self) -> Iterator[tuple[str | Shared, list[Any]]]:
+        for key, _, subs in self._entries_with_ids():
             yield key, subs
 
-    def _groups_with_ids(self) -> Iterator[tuple[str | Shared, int, list[Any]]]:
+    def _entries_with_ids(self) -> Iterator[tuple[str | Shared, int, list[Any]]]:
         """(pattern or Shared(filter, group), group id or 0, subscribers)."""
         token = self._reg.pin()
         try:
@@ -202,7 +202,7 @@ class _ReadMethods:
     def __iter__(self) -> Iterator[tuple[str | Shared, Any]]:
         """(pattern, subscriber) pairs of a consistent snapshot taken now; a
         group membership comes as (:class:`~cstrie.groups.Shared`, member)."""
-        for pat, subs in self._groups():
+        for pat, subs in self._entries():
             for s in subs:
                 yield pat, s
 
@@ -210,7 +210,7 @@ class _ReadMethods:
         """pattern -> subscribers, from one consistent snapshot; group
         memberships under :class:`~cstrie.groups.Shared` (filter, group) keys."""
         out: dict[str | Shared, list[Any]] = {}
-        for pat, subs in self._groups():
+        for pat, subs in self._entries():
             out.setdefault(pat, []).extend(subs)
         return out
 

@@ -37,9 +37,9 @@
  *     block is poisoned, so a use after free is still reported.
  *
  * Node blocks.  A bulk build makes millions of nodes that live and die with
- * the trie, and malloc plus the page faults of fresh memory were a third of
- * its time.  While a thread carves (cst_block_carve(1)), cst_block_alloc cuts
- * node memory out of 2 MiB blocks, aligned to their size and advised as
+ * the trie, and malloc plus the page faults of fresh memory would be a third
+ * of its time.  While a thread carves (cst_block_carve(1)), cst_block_alloc
+ * cuts node memory out of 2 MiB blocks, aligned to their size and advised as
  * transparent huge pages: no per-node header, one page fault per block.  Any
  * thread frees such a node with cst_block_free, which finds the block by
  * masking the address.

@@ -80,7 +80,8 @@ static int utf8_valid(const char *p, size_t n)
 static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode **spec)
 {
     /* Loops over fragments visit only the set bits of the bitmap: most
-     * levels have a few children, and 32-step loops were most of the build. */
+     * levels have a few children, and 32-step loops would be most of the
+     * build. */
     size_t count[32];
     uint32_t bitmap = 0;
     for (size_t i = 0; i < m; i++) {
@@ -269,8 +270,8 @@ static int idpos_cmp(const void *x, const void *y)
 
 /* The subscriber ids of the pairs pair[0..np) (input positions): sorted,
  * each once, into ids; the first pair of each id in input order is kept. */
-static size_t group_ids(builder *b, const uint64_t *in_ids, const uint32_t *pair, size_t np,
-                        idpos *tmp, uint64_t *ids)
+static size_t distinct_ids(builder *b, const uint64_t *in_ids, const uint32_t *pair, size_t np,
+                           idpos *tmp, uint64_t *ids)
 {
     if (np == 1) {
         if (b->kept)
@@ -472,7 +473,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, size_t data_len,
     b.gen = root->gen;
     for (size_t v = px.n - 1; v > 0; v--) {
         size_t np = pstart[v + 1] - pstart[v];
-        size_t nids = np ? group_ids(&b, ids, pitem + pstart[v], np, tmp, gids) : 0;
+        size_t nids = np ? distinct_ids(&b, ids, pitem + pstart[v], np, tmp, gids) : 0;
         setnode *set = NULL;
         if (nids > SUBS_INLINE && (set = set_build(gids, nids)) == NULL)
             goto oom_in;

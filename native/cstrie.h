@@ -56,27 +56,28 @@ typedef struct cst_dialect {
 
 typedef struct cst_trie cst_trie;
 
-/* Output of match/iteration: groups of (pattern, subscriber ids).  Group g's
- * pattern is pat[pat_end[g-1] .. pat_end[g]) and its ids are
- * ids[ids_end[g-1] .. ids_end[g]) (with pat_end[-1] = ids_end[-1] = 0).
- * On CST_ETRUNC, need_* tell the sizes that a retry needs. */
-typedef struct cst_groups {
+/* Output of match/iteration: a chunk of entries, each a pattern and
+ * subscriber ids.  Entry e's pattern is pat[pat_end[e-1] .. pat_end[e]) and
+ * its ids are ids[ids_end[e-1] .. ids_end[e]) (with pat_end[-1] =
+ * ids_end[-1] = 0).  On CST_ETRUNC, need_* tell the sizes that a retry
+ * needs. */
+typedef struct cst_chunk {
     char *pat;
     size_t pat_cap;
     uint64_t *ids;
     size_t ids_cap;
     int64_t *pat_end;
     int64_t *ids_end;
-    size_t groups_cap;
-    size_t ngroups;
+    size_t entries_cap;
+    size_t nentries;
     size_t need_pat;
     size_t need_ids;
-    size_t need_groups;
-    /* Iteration only: share[g] is 0 for an ordinary pattern's group, or the
-     * id of the share group whose members group g lists (its pattern is the
+    size_t need_entries;
+    /* Iteration only: share[e] is 0 for an ordinary pattern's entry, or the
+     * id of the share group whose members entry e lists (its pattern is the
      * group's filter).  With share NULL, iteration skips share groups. */
     uint64_t *share;
-} cst_groups;
+} cst_chunk;
 
 typedef struct cst_stats {
     int64_t pairs;             /* (pattern, subscriber) pairs */
@@ -151,7 +152,7 @@ int64_t cst_route(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, 
  * "One state of the trie for the whole walk"). */
 int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
 int cst_has_subscribers(cst_trie *t, const char *topic, size_t len);
-int cst_match(cst_trie *t, const char *topic, size_t len, cst_groups *out);
+int cst_match(cst_trie *t, const char *topic, size_t len, cst_chunk *out);
 /* Subscribers of exactly this pattern; same contract as cst_lookup. */
 int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *out, size_t cap);
 
@@ -218,14 +219,14 @@ int cst_stats_get(cst_trie *t, cst_stats *out);
 /* Iteration over a consistent snapshot of t, in bounded chunks. */
 typedef struct cst_iter cst_iter;
 cst_iter *cst_iter_new(cst_trie *t);
-/* The same, but every group holds exactly one id: a pattern with k
- * subscribers comes as k groups, its text repeated (what row-per-pair
+/* The same, but every entry holds exactly one id: a pattern with k
+ * subscribers comes as k entries, its text repeated (what row-per-pair
  * formats write, with no expansion afterwards). */
 cst_iter *cst_iter_new_pairs(cst_trie *t);
-/* Fills out with whole or partial groups; returns the number of groups
- * written, 0 at the end, < 0 on error.  A group may continue in the next call
- * (same pattern again). */
-int cst_iter_next(cst_iter *it, cst_groups *out);
+/* Fills out with whole or partial entries; returns the number of entries
+ * written, 0 at the end, < 0 on error.  An entry may continue in the next
+ * call (same pattern again). */
+int cst_iter_next(cst_iter *it, cst_chunk *out);
 void cst_iter_free(cst_iter *it);
 
 /*

@@ -26,7 +26,7 @@ typedef struct cst_hot_api {
     uint32_t version;  /* CST_HOT_API_VERSION */
     int64_t (*lookup)(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
     int (*has_subscribers)(cst_trie *t, const char *topic, size_t len);
-    int (*match)(cst_trie *t, const char *topic, size_t len, cst_groups *out);
+    int (*match)(cst_trie *t, const char *topic, size_t len, cst_chunk *out);
     int (*subscribe)(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
     int (*unsubscribe)(cst_trie *t, const char *pattern, size_t len, uint64_t sub);
     int64_t (*validate)(cst_trie *t, const char *s, size_t len, int is_pattern);

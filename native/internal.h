@@ -1,7 +1,7 @@
 /*
  * internal.h - shared internals of the engine's translation units: the trie
- * handle, the operation context, words, per-thread scratch buffers and the
- * node primitives (reference counts, GCAS, RDCSS) defined in trie.c.
+ * handle, the operation context, words and the node primitives (reference
+ * counts, GCAS, RDCSS) defined in trie.c.
  */
 #ifndef CSTRIE_INTERNAL_H
 #define CSTRIE_INTERNAL_H
@@ -14,7 +14,8 @@
 #include "cstrie.h"
 #include "ebr.h"
 #include "nodes.h"
-#include "subset.h"
+#include "idset.h"
+#include "scratch.h"
 
 #define LOOKUP_STRIPES 16
 /* Lines written by different threads are kept 128 bytes apart: x86 CPUs
@@ -93,70 +94,6 @@ typedef struct word {
     uint64_t hash;             /* literals only */
 } word;
 
-/* Per-thread growable buffers (system allocator; freed at thread exit). */
-
-/* A main node read by a lookup's walk, with its I-node (match.c). */
-typedef struct main_read {
-    struct inode *in;
-    struct mainnode *m;
-} main_read;
-
-/* A share group's S-node found by a route, with its group id (match.c). */
-typedef struct share_ref {
-    uint64_t id;
-    struct snode *sn;
-} share_ref;
-
-typedef struct scratch {
-    word *w;
-    size_t wcap;
-    uint64_t *ids;
-    size_t idcap;
-    uint64_t *uniq;            /* open-addressing set for deduplication */
-    size_t uniqcap;
-    snode **groups;
-    size_t gcap;
-    struct share_ref *shares;  /* a route's share-group S-nodes (match.c) */
-    size_t shcap;
-    struct share_ref *shares_tmp; /* the radix sort's other half */
-    size_t shtmpcap;
-    snode **path;
-    size_t pathcap;
-    struct upd_frame *upath;   /* the path of an update (trie.c) */
-    size_t upathcap;
-    struct mframe *mstack;     /* the pending states of a lookup (match.c) */
-    size_t mstackcap;
-    /* a lookup's index-set walks (match.c): frames, the stack arenas of their
-     * index sets and literal branches, position bitmaps, the topic's words */
-    struct sframe *sstack;
-    size_t sstackcap;
-    uint64_t *bits;
-    size_t bitscap;
-    struct skid *kids;
-    size_t kidscap;
-    uint64_t *pbits;
-    size_t pbitscap;
-    uint32_t *twid;            /* topic word i's number (equal words, one number) */
-    size_t twidcap;
-    uint32_t *tnext;           /* the next index with the same word */
-    size_t tnextcap;
-    struct tword *tw;          /* per number: first index, occurrences, positions */
-    size_t twcap;
-    uint32_t *tstamp;
-    size_t tstampcap;
-    uint32_t *thash;           /* open addressing: word -> number + 1 */
-    size_t thashcap;
-    main_read *reads;          /* what a lookup's walk read (match.c) */
-    size_t rdcap;
-    int64_t last_steps;        /* cst_debug_last_walk_steps */
-    /* where the last parse_words that failed found its fault: the byte
-     * offset (the bad byte, or the start of the bad word) and the word */
-    int64_t fault_at, fault_word;
-} scratch;
-
-scratch *scratch_get(void);
-int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem);
-
 /* words.c */
 uint64_t word_hash(const char *p, size_t len);
 int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern, scratch *sc);
@@ -204,14 +141,18 @@ static inline uint64_t share_id_read(const char *p)
     return id;
 }
 
+/* match.c: the ids of exactly the n words in sc->w (one path). */
+int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap);
+/* trie.c: the update of exactly the n words in sc->w (parsed and
+ * validated): subscribe sub (insert 1), unsubscribe it (0), or a topic
+ * index's put (UPD_PUT: the word's ids become {sub}; *old receives the id
+ * it replaced, or 0).  old may be NULL.  1/0 as cst_subscribe and
+ * cst_topic_put, or a CST_E* code. */
+#define UPD_PUT 2
+int words_update(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert, uint64_t *old);
 /* sc->w = the words of pattern, then the share marker and the word of group
  * `share` (idbuf holds its bytes while the words are used); the number of
  * words or a CST_E* code (trie.c). */
-/* match.c: the ids of exactly the n words in sc->w (one path). */
-int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, size_t cap);
-/* trie.c: a topic index key's words in this thread's scratch (all literal;
- * "" is the zero-word slot). */
-int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch **scp);
 int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share,
                     char idbuf[SHARE_ID_BYTES], scratch *sc);
 
@@ -265,7 +206,7 @@ static inline int word_eq(const snode *sn, const word *w)
 /* The S-node of literal word w in the topic level whose top C-node is cn,
  * or NULL.  read(arg, in) reads a deeper hash level's main node: a lookup's
  * walk notes what it reads (match.c), a reverse query on a frozen snapshot
- * just reads (reverse.c).  Inlined with a constant read, so the hot lookup
+ * just reads (topic_index.c).  Inlined with a constant read, so the hot lookup
  * pays no indirect call. */
 static inline __attribute__((always_inline)) snode *
 level_find(cnode *cn, const word *w, mainnode *(*read)(void *arg, inode *in), void *arg)

@@ -15,83 +15,26 @@
  * on the C stack: a topic may have 65,535 levels (a valid MQTT topic of
  * separators only), and every level is one more state on the path.
  */
-#include <pthread.h>
-#include "tls.h"
 #include <stdlib.h>
 
 #include "internal.h"
 #include "mix64.h"
 
 /* ------------------------------------------------------------------------
- * Per-thread scratch buffers
- * ---------------------------------------------------------------------- */
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static CST_TLS scratch *tls_scratch;
-
-static void scratch_free(void *p)
-{
-    scratch *sc = p;
-    if (sc == NULL)
-        return;
-    free(sc->w);
-    free(sc->ids);
-    free(sc->uniq);
-    free(sc->groups);
-    free(sc->shares);
-    free(sc->shares_tmp);
-    free(sc->path);
-    free(sc->upath);
-    free(sc->mstack);
-    free(sc->sstack);
-    free(sc->bits);
-    free(sc->kids);
-    free(sc->pbits);
-    free(sc->twid);
-    free(sc->tnext);
-    free(sc->tw);
-    free(sc->tstamp);
-    free(sc->thash);
-    free(sc->reads);
-    free(sc);
-    tls_scratch = NULL;
-}
-
-static void scratch_key_init(void) { (void)pthread_key_create(&scratch_key, scratch_free); }
-
-scratch *scratch_get(void)
-{
-    scratch *sc = tls_scratch;
-    if (sc != NULL)
-        return sc;
-    pthread_once(&scratch_once, scratch_key_init);
-    sc = calloc(1, sizeof *sc);
-    if (sc == NULL)
-        return NULL;
-    tls_scratch = sc;
-    pthread_setspecific(scratch_key, sc);
-    return sc;
-}
-
-int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    void *p = realloc(*buf, ncap * elem);
-    if (p == NULL)
-        return -1;
-    *buf = p;
-    *cap = ncap;
-    return 0;
-}
-
-/* ------------------------------------------------------------------------
  * The walk
  * ---------------------------------------------------------------------- */
+
+/* A main node read by a lookup's walk, with its I-node. */
+typedef struct main_read {
+    struct inode *in;
+    struct mainnode *m;
+} main_read;
+
+/* A share group's S-node found by a route, with its group id. */
+typedef struct share_ref {
+    uint64_t id;
+    struct snode *sn;
+} share_ref;
 
 typedef struct mctx {
     ctx *c;
@@ -103,9 +46,9 @@ typedef struct mctx {
     int found;
     int oom;
     scratch *sc;
-    size_t ngroups;
+    size_t nmatched;           /* S-nodes matched (sc->matched) */
     size_t depth;
-    cst_groups *out;           /* match(): groups written as found */
+    cst_chunk *out;            /* match(): entries written as found */
     int trunc;
     int route;                 /* route(): also collect the share groups */
     size_t nshares;            /* share-group S-nodes found (sc->shares) */
@@ -119,19 +62,19 @@ typedef struct mctx {
     size_t pbits_used;         /* words of sc->pbits in use (position sets) */
 } mctx;
 
-static void emit_group(mctx *x, snode *sn)
+static void emit_entry(mctx *x, snode *sn)
 {
-    cst_groups *o = x->out;
+    cst_chunk *o = x->out;
     const cst_dialect *d = &x->c->t->d;
     size_t plen = 0;
     for (size_t i = 0; i < x->depth; i++)
         plen += x->sc->path[i]->wlen + (i ? d->sep_len : 0);
-    size_t pat0 = o->need_pat, ids0 = o->need_ids, g = o->need_groups;
+    size_t pat0 = o->need_pat, ids0 = o->need_ids, g = o->need_entries;
     o->need_pat += plen;
     o->need_ids += sn->nsubs;
-    o->need_groups += 1;
+    o->need_entries += 1;
     if (x->trunc || o->need_pat > o->pat_cap || o->need_ids > o->ids_cap ||
-        o->need_groups > o->groups_cap) {
+        o->need_entries > o->entries_cap) {
         x->trunc = 1;
         return;
     }
@@ -147,7 +90,7 @@ static void emit_group(mctx *x, snode *sn)
     snode_emit(sn, o->ids + ids0);
     o->pat_end[g] = (int64_t)o->need_pat;
     o->ids_end[g] = (int64_t)o->need_ids;
-    o->ngroups = g + 1;
+    o->nentries = g + 1;
 }
 
 static void emit(mctx *x, snode *sn)
@@ -156,16 +99,16 @@ static void emit(mctx *x, snode *sn)
     if (x->first_only)
         return;
     if (x->out != NULL) {
-        emit_group(x, sn);
+        emit_entry(x, sn);
         return;
     }
-    if (x->ngroups >= x->sc->gcap &&
-        scratch_reserve((void **)&x->sc->groups, &x->sc->gcap, x->ngroups + 1,
+    if (x->nmatched >= x->sc->matchedcap &&
+        scratch_reserve((void **)&x->sc->matched, &x->sc->matchedcap, x->nmatched + 1,
                         sizeof(snode *)) < 0) {
         x->oom = 1;
         return;
     }
-    x->sc->groups[x->ngroups++] = sn;
+    x->sc->matched[x->nmatched++] = sn;
 }
 
 /*
@@ -969,14 +912,14 @@ static void count_lookup(ctx *c)
         memory_order_relaxed);
 }
 
-/* One walk from root: the answer's state (found, groups, shares, match()'s
- * output) starts empty, so a walk that is run again starts afresh. */
+/* One walk from root: the answer's state (found, matched S-nodes, shares,
+ * match()'s output) starts empty, so a walk that is run again starts afresh. */
 static void walk_once(mctx *x, inode *root)
 {
     x->found = x->trunc = 0;
-    x->ngroups = x->nshares = x->depth = x->nreads = 0;
+    x->nmatched = x->nshares = x->depth = x->nreads = 0;
     if (x->out != NULL)
-        x->out->ngroups = x->out->need_pat = x->out->need_ids = x->out->need_groups = 0;
+        x->out->nentries = x->out->need_pat = x->out->need_ids = x->out->need_entries = 0;
     x->steps = 0;
     match_walk(x, root);
 }
@@ -1042,14 +985,14 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
     return x->oom ? CST_ENOMEM : 0;
 }
 
-/* Collect the ids of the groups found, each once, into out (up to cap). */
+/* Collect the ids of the S-nodes matched, each once, into out (up to cap). */
 static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
 {
     scratch *sc = x->sc;
-    if (x->ngroups == 0)
+    if (x->nmatched == 0)
         return 0;
-    if (x->ngroups == 1) {
-        snode *sn = sc->groups[0];
+    if (x->nmatched == 1) {
+        snode *sn = sc->matched[0];
         if (cap >= sn->nsubs)
             return (int64_t)snode_emit(sn, out);
         if (scratch_reserve((void **)&sc->ids, &sc->idcap, sn->nsubs, sizeof(uint64_t)) < 0)
@@ -1060,8 +1003,8 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
         return sn->nsubs;
     }
     size_t total = 0;
-    for (size_t g = 0; g < x->ngroups; g++)
-        total += sc->groups[g]->nsubs;
+    for (size_t g = 0; g < x->nmatched; g++)
+        total += sc->matched[g]->nsubs;
     size_t tcap = 16;
     while (tcap < total * 2)
         tcap *= 2;
@@ -1069,8 +1012,8 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
         scratch_reserve((void **)&sc->uniq, &sc->uniqcap, tcap, sizeof(uint64_t)) < 0)
         return CST_ENOMEM;
     size_t k = 0;
-    for (size_t g = 0; g < x->ngroups; g++) {
-        k += snode_emit(sc->groups[g], sc->ids + k);
+    for (size_t g = 0; g < x->nmatched; g++) {
+        k += snode_emit(sc->matched[g], sc->ids + k);
     }
     /* Open addressing with 0 as "empty"; id 0 is tracked on the side. */
     memset(sc->uniq, 0, tcap * sizeof(uint64_t));
@@ -1127,21 +1070,21 @@ int cst_has_subscribers(cst_trie *t, const char *topic, size_t len)
     return r < 0 ? r : x.found;
 }
 
-int cst_match(cst_trie *t, const char *topic, size_t len, cst_groups *out)
+int cst_match(cst_trie *t, const char *topic, size_t len, cst_chunk *out)
 {
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
     mctx x = {0};
     x.out = out;
-    out->ngroups = out->need_pat = out->need_ids = out->need_groups = 0;
+    out->nentries = out->need_pat = out->need_ids = out->need_entries = 0;
     int r = walk_topic(&x, &c, topic, len);
     if (r == 0 && !x.trunc)
         count_lookup(&c);
     ctx_exit(&c);
     if (r < 0)
         return r;
-    return x.trunc ? CST_ETRUNC : (int)out->ngroups;
+    return x.trunc ? CST_ETRUNC : (int)out->nentries;
 }
 
 /* The subscribers of exactly the n words in sc->w (as cst_subscribers). */
@@ -1172,11 +1115,11 @@ int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, si
     }
     int64_t r = 0;
     if (sn != NULL && sn->nsubs > 0) {
-        if (scratch_reserve((void **)&sc->groups, &sc->gcap, 1, sizeof(snode *)) < 0) {
+        if (scratch_reserve((void **)&sc->matched, &sc->matchedcap, 1, sizeof(snode *)) < 0) {
             r = CST_ENOMEM;
         } else {
-            sc->groups[0] = sn;
-            x.ngroups = 1;
+            sc->matched[0] = sn;
+            x.nmatched = 1;
             r = collect_ids(&x, out, cap);
         }
     }
@@ -1193,17 +1136,6 @@ int64_t cst_subscribers(cst_trie *t, const char *pattern, size_t len, uint64_t *
     if (n < 0)
         return n;
     return words_subscribers(t, sc, n, out, cap);
-}
-
-int cst_topic_get(cst_trie *t, const char *topic, size_t len, uint64_t *id)
-{
-    *id = 0;
-    scratch *sc;
-    int64_t n = topic_key_words(t, topic, len, &sc);
-    if (n < 0)
-        return (int)n;
-    int64_t got = words_subscribers(t, sc, n, id, 1);
-    return got < 0 ? (int)got : got > 0;
 }
 
 int64_t cst_share_members(cst_trie *t, const char *pattern, size_t len, uint64_t share,
@@ -1466,7 +1398,7 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
             status = CST_ENOMEM;
             break;
         }
-        if (st < 0 || x.ngroups == 0) {
+        if (st < 0 || x.nmatched == 0) {
             if (st == 0)
                 count_lookup(&c);
             if (row_status)
@@ -1476,8 +1408,8 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
         }
         /* Collect this row's ids (each once), from this one walk. */
         size_t total = 0;
-        for (size_t g = 0; g < x.ngroups; g++)
-            total += x.sc->groups[g]->nsubs;
+        for (size_t g = 0; g < x.nmatched; g++)
+            total += x.sc->matched[g]->nsubs;
         if (scratch_reserve((void **)&tmp, &tmpcap, total, sizeof(uint64_t)) < 0) {
             status = CST_ENOMEM;
             break;

@@ -173,7 +173,7 @@ typedef struct lnode {
 /* An S-node keeps up to SUBS_INLINE subscriber ids itself, so that a lookup
  * finds a small set on the cache line it already read for the word, and an
  * update of a small set allocates one node; a larger set is a CHAMP
- * (subset.c).  One id (the common case: a filter with one subscriber) sits in
+ * (idset.c).  One id (the common case: a filter with one subscriber) sits in
  * the field a set's pointer would take, and costs no byte; two to
  * SUBS_INLINE sit after the word, padded to 8 bytes. */
 #define SUBS_INLINE 4

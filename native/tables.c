@@ -3,7 +3,8 @@
  *
  * A byte table is a blob and the end offset of each item in it: item i is
  * data[end[i-1] .. end[i]) with end[-1] taken as 0 - the layout of the
- * engine's group buffers and of an Arrow string column without its leading 0.
+ * engine's chunks (cst_chunk) and of an Arrow string column without its
+ * leading 0.
  * Line formats (JSON Lines) are an item of one table followed by an item of
  * another, per pair; cst_interleave writes them in one pass instead of making
  * two Python bytes objects per pair and joining them.  A column of strings

@@ -98,8 +98,8 @@ uint64_t new_gen(void)
 
 static inline mainnode *load_main(inode *in)
 {
-    /* seq_cst: GCAS reads main after its CAS on prev and the root (DESIGN.md
-     * memory orders); also acquire: the main node's fields are visible. */
+    /* seq_cst: GCAS reads main after its CAS on prev and the root (gcas_read
+     * in internal.h); also acquire: the main node's fields are visible. */
     return atomic_load_explicit(&in->main, memory_order_seq_cst);
 }
 
@@ -946,9 +946,6 @@ typedef struct upd {
     int had;
 } upd;
 
-/* A topic index's put (cst_topic_put): the word's set becomes {id}. */
-#define UPD_PUT 2
-
 /* Publish a new main for `in`: 1/0 as the caller wants on success, RESTART on
  * failure.  nm == NULL means an allocation failed. */
 static int publish(upd *u, inode *in, mainnode *m, mainnode *nm, int ok)
@@ -1312,6 +1309,14 @@ static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int i
     return r;
 }
 
+/* update_words for the other files (internal.h): the topic index's put and
+ * remove.  An entry of its own, so that trie.c's calls stay direct calls of
+ * a static function. */
+int words_update(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert, uint64_t *old)
+{
+    return update_words(t, sc, n, sub, insert, old);
+}
+
 static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
 {
     if (t->readonly)
@@ -1381,63 +1386,6 @@ int cst_share_unsubscribe(cst_trie *t, const char *pattern, size_t len, uint64_t
                           uint64_t sub)
 {
     return share_update(t, pattern, len, share, sub, 0);
-}
-
-/* ------------------------------------------------------------------------
- * Topic index: literal topics with one id each (reverse.c has the queries)
- * ---------------------------------------------------------------------- */
-
-/* A topic's words as an index stores them, in this thread's scratch (*scp):
- * every word literal (a wildcard token in a topic is a literal word, where
- * the dialect allows one), and the zero-word topic in the top level's
- * zero-word slot.  The count, or a CST_E* code. */
-int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch **scp)
-{
-    scratch *sc = *scp = scratch_get();
-    if (sc == NULL)
-        return CST_ENOMEM;
-    int64_t n = parse_words(t, topic, len, 0, sc);
-    if (n == 0)
-        n = parse_words(t, topic, len, 1, sc);
-    return n;
-}
-
-int cst_topic_put(cst_trie *t, const char *topic, size_t len, uint64_t id, uint64_t *old)
-{
-    *old = 0;
-    if (t->readonly)
-        return CST_EREADONLY;
-    scratch *sc;
-    int64_t n = topic_key_words(t, topic, len, &sc);
-    if (n < 0)
-        return (int)n;
-    return update_words(t, sc, n, id, UPD_PUT, old);
-}
-
-int cst_topic_remove(cst_trie *t, const char *topic, size_t len, uint64_t *old)
-{
-    *old = 0;
-    if (t->readonly)
-        return CST_EREADONLY;
-    scratch *sc;
-    int64_t n = topic_key_words(t, topic, len, &sc);
-    if (n < 0)
-        return (int)n;
-    /* Read the id, then remove exactly that id: a put that replaced it in
-     * between makes the removal find nothing, and the loop reads again.
-     * Lock-free: each turn that fails saw another update land. */
-    for (;;) {
-        uint64_t id;
-        int64_t got = words_subscribers(t, sc, n, &id, 1);
-        if (got <= 0)
-            return (int)got;
-        int r = update_words(t, sc, n, id, 0, NULL);
-        if (r != 0) {
-            if (r == 1)
-                *old = id;
-            return r;
-        }
-    }
 }
 
 int64_t cst_subscribe_batch(cst_trie *t, const char *data, const int64_t *offsets,

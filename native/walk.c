@@ -203,7 +203,7 @@ typedef struct frame {
     int level_top;             /* popping it leaves a topic level */
 } frame;
 
-enum { STAGE_NEXT, STAGE_GROUP, STAGE_CHILD };
+enum { STAGE_NEXT, STAGE_ENTRY, STAGE_CHILD };
 
 struct cst_iter {
     cst_trie *snap;            /* owned read-only snapshot: keeps every node alive */
@@ -217,7 +217,7 @@ struct cst_iter {
     uint32_t done;             /* inline ids of cur already delivered */
     int one_done;
     int started;
-    int per_pair;              /* one id per group (cst_iter_new_pairs) */
+    int per_pair;              /* one id per entry (cst_iter_new_pairs) */
 };
 
 static int push_frame(cst_iter *it, mainnode *m, int level_top)
@@ -320,11 +320,11 @@ static void pattern_write(const cst_iter *it, const cst_dialect *d, char *p)
     memcpy(p, last->word, last->wlen);
 }
 
-int cst_iter_next(cst_iter *it, cst_groups *out)
+int cst_iter_next(cst_iter *it, cst_chunk *out)
 {
     const cst_dialect *d = &it->snap->d;
-    out->ngroups = 0;
-    out->need_pat = out->need_ids = out->need_groups = 0;
+    out->nentries = 0;
+    out->need_pat = out->need_ids = out->need_entries = 0;
     size_t pat = 0, ids = 0;
     ctx c;
     if (ctx_enter(&c, it->snap) < 0)
@@ -338,14 +338,14 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
         }
     }
     for (;;) {
-        if (it->stage == STAGE_GROUP) {
+        if (it->stage == STAGE_ENTRY) {
             size_t plen = pattern_len(it, d);
-            if (out->ngroups >= out->groups_cap || pat + plen > out->pat_cap ||
+            if (out->nentries >= out->entries_cap || pat + plen > out->pat_cap ||
                 ids >= out->ids_cap) {
-                if (out->ngroups == 0) {
+                if (out->nentries == 0) {
                     out->need_pat = plen;
                     out->need_ids = 1;
-                    out->need_groups = 1;
+                    out->need_entries = 1;
                     r = CST_ETRUNC;
                 }
                 break;
@@ -353,11 +353,11 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
             pattern_write(it, d, out->pat + pat);
             pat += plen;
             if (out->share)
-                out->share[out->ngroups] = at_share(it) ? share_id_read(it->cur->word) : 0;
+                out->share[out->nentries] = at_share(it) ? share_id_read(it->cur->word) : 0;
             size_t got;
             int finished;
             if (it->cur->nsubs <= SUBS_INLINE) {
-                /* inline ids, from it->done on (one per group for per_pair) */
+                /* inline ids, from it->done on (one per entry for per_pair) */
                 const uint64_t *inl = snode_ids(it->cur);
                 size_t room = it->per_pair ? 1 : out->ids_cap - ids;
                 got = 0;
@@ -370,13 +370,13 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
                 finished = set_cursor_done(&it->sc);
             }
             ids += got;
-            out->pat_end[out->ngroups] = (int64_t)pat;
-            out->ids_end[out->ngroups] = (int64_t)ids;
-            out->ngroups++;
+            out->pat_end[out->nentries] = (int64_t)pat;
+            out->ids_end[out->nentries] = (int64_t)ids;
+            out->nentries++;
             if (!finished && it->per_pair)
-                continue; /* the next id of this pattern, as its own group */
+                continue; /* the next id of this pattern, as its own entry */
             if (!finished)
-                break; /* ids buffer full; continue this group next call */
+                break; /* ids buffer full; continue this entry next call */
             it->stage = STAGE_CHILD;
             continue;
         }
@@ -418,7 +418,7 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
         }
         it->cur = (snode *)b;
         if (it->cur->nsubs > 0 && (out->share != NULL || !at_share(it))) {
-            it->stage = STAGE_GROUP;
+            it->stage = STAGE_ENTRY;
             it->done = 0;
             if (it->cur->nsubs > SUBS_INLINE)
                 set_cursor_init(&it->sc, it->cur->set);
@@ -428,7 +428,7 @@ int cst_iter_next(cst_iter *it, cst_groups *out)
     }
 done:
     ctx_exit(&c);
-    return r < 0 ? r : (int)out->ngroups;
+    return r < 0 ? r : (int)out->nentries;
 }
 
 /* ------------------------------------------------------------------------

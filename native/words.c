@@ -1,6 +1,7 @@
 /*
  * words.c - splitting topics and patterns into words under a dialect, with
- * the validation rules of DESIGN.md, and the seeded word hash.
+ * the dialect's validation rules (cst_dialect in cstrie.h; docs/api.md,
+ * "Dialects"), and the seeded word hash.
  */
 #include <stdlib.h>
 #include <sys/random.h>

@@ -759,30 +759,31 @@ static int code_ok(int64_t r, uint32_t errs)
  * Reading the engine's contents
  * ---------------------------------------------------------------------- */
 
-typedef struct gbuf {
-    cst_groups g;
-} gbuf;
+typedef struct cbuf {
+    cst_chunk g;
+} cbuf;
 
-static void gb_init(gbuf *b, size_t pat, size_t ids, size_t groups)
+static void cb_init(cbuf *b, size_t pat, size_t ids, size_t entries)
 {
     memset(b, 0, sizeof *b);
     b->g.pat = xcalloc(pat, 1);
     b->g.pat_cap = pat;
     b->g.ids = xcalloc(ids, sizeof(uint64_t));
     b->g.ids_cap = ids;
-    b->g.pat_end = xcalloc(groups, sizeof(int64_t));
-    b->g.ids_end = xcalloc(groups, sizeof(int64_t));
-    b->g.groups_cap = groups;
+    b->g.pat_end = xcalloc(entries, sizeof(int64_t));
+    b->g.ids_end = xcalloc(entries, sizeof(int64_t));
+    b->g.entries_cap = entries;
 }
 
 /* After CST_ETRUNC: grow to what the engine says it needs; it must need
  * more than it had in at least one buffer, or a retry would loop. */
-static void gb_grow(gbuf *b)
+static void cb_grow(cbuf *b)
 {
-    cst_groups *g = &b->g;
-    CHECKF(g->need_pat > g->pat_cap || g->need_ids > g->ids_cap || g->need_groups > g->groups_cap,
-           "CST_ETRUNC without a larger need: pat %zu/%zu ids %zu/%zu groups %zu/%zu",
-           g->need_pat, g->pat_cap, g->need_ids, g->ids_cap, g->need_groups, g->groups_cap);
+    cst_chunk *g = &b->g;
+    CHECKF(g->need_pat > g->pat_cap || g->need_ids > g->ids_cap ||
+               g->need_entries > g->entries_cap,
+           "CST_ETRUNC without a larger need: pat %zu/%zu ids %zu/%zu entries %zu/%zu",
+           g->need_pat, g->pat_cap, g->need_ids, g->ids_cap, g->need_entries, g->entries_cap);
     if (g->need_pat > g->pat_cap) {
         g->pat = xrealloc(g->pat, g->need_pat);
         g->pat_cap = g->need_pat;
@@ -791,14 +792,14 @@ static void gb_grow(gbuf *b)
         g->ids = xrealloc(g->ids, g->need_ids * sizeof(uint64_t));
         g->ids_cap = g->need_ids;
     }
-    if (g->need_groups > g->groups_cap) {
-        g->pat_end = xrealloc(g->pat_end, g->need_groups * sizeof(int64_t));
-        g->ids_end = xrealloc(g->ids_end, g->need_groups * sizeof(int64_t));
-        g->groups_cap = g->need_groups;
+    if (g->need_entries > g->entries_cap) {
+        g->pat_end = xrealloc(g->pat_end, g->need_entries * sizeof(int64_t));
+        g->ids_end = xrealloc(g->ids_end, g->need_entries * sizeof(int64_t));
+        g->entries_cap = g->need_entries;
     }
 }
 
-static void gb_free(gbuf *b)
+static void cb_free(cbuf *b)
 {
     free(b->g.pat);
     free(b->g.ids);
@@ -806,18 +807,18 @@ static void gb_free(gbuf *b)
     free(b->g.ids_end);
 }
 
-/* Appends the groups of g (n of them) to l, checking their bounds. */
-static void gb_collect(const cst_groups *g, int n, plist *l, int one_id_each)
+/* Appends the entries of g (n of them) to l, checking their bounds. */
+static void cb_collect(const cst_chunk *g, int n, plist *l, int one_id_each)
 {
-    CHECKF((size_t)n <= g->groups_cap, "%d groups, room for %zu", n, g->groups_cap);
+    CHECKF((size_t)n <= g->entries_cap, "%d entries, room for %zu", n, g->entries_cap);
     int64_t p0 = 0, i0 = 0;
     for (int k = 0; k < n; k++) {
         int64_t p1 = g->pat_end[k], i1 = g->ids_end[k];
         CHECKF(p1 >= p0 && (size_t)p1 <= g->pat_cap && i1 >= i0 && (size_t)i1 <= g->ids_cap,
-               "group %d: pat %" PRId64 "..%" PRId64 " ids %" PRId64 "..%" PRId64, k, p0, p1, i0,
+               "entry %d: pat %" PRId64 "..%" PRId64 " ids %" PRId64 "..%" PRId64, k, p0, p1, i0,
                i1);
         if (one_id_each)
-            CHECKF(i1 - i0 == 1, "pair iteration: group %d has %" PRId64 " ids", k, i1 - i0);
+            CHECKF(i1 - i0 == 1, "pair iteration: entry %d has %" PRId64 " ids", k, i1 - i0);
         for (int64_t i = i0; i < i1; i++)
             pl_add(l, g->pat + p0, (size_t)(p1 - p0), g->ids[i]);
         p0 = p1;
@@ -827,7 +828,7 @@ static void gb_collect(const cst_groups *g, int n, plist *l, int one_id_each)
 
 /* Every pair of t through the iterator, with the given starting buffer
  * sizes.  Returns 0, or the engine's error (only CST_ENOMEM under OOM). */
-static int contents(cst_trie *t, int pairs, size_t pat, size_t ids, size_t groups, plist *out)
+static int contents(cst_trie *t, int pairs, size_t pat, size_t ids, size_t entries, plist *out)
 {
     memset(out, 0, sizeof *out);
     arm();
@@ -837,8 +838,8 @@ static int contents(cst_trie *t, int pairs, size_t pat, size_t ids, size_t group
         CHECKF(g_oom >= 0, "cst_iter_new returned NULL without an OOM budget");
         return CST_ENOMEM;
     }
-    gbuf b;
-    gb_init(&b, pat, ids, groups);
+    cbuf b;
+    cb_init(&b, pat, ids, entries);
     int rc = 0;
     for (long calls = 0;; calls++) {
         CHECKF(calls < 10000000, "iteration does not end");
@@ -846,7 +847,7 @@ static int contents(cst_trie *t, int pairs, size_t pat, size_t ids, size_t group
         int r = cst_iter_next(it, &b.g);
         disarm();
         if (r == CST_ETRUNC) {
-            gb_grow(&b);
+            cb_grow(&b);
             continue;
         }
         if (r < 0) {
@@ -856,10 +857,10 @@ static int contents(cst_trie *t, int pairs, size_t pat, size_t ids, size_t group
         }
         if (r == 0)
             break;
-        CHECKF((size_t)r == b.g.ngroups, "cst_iter_next = %d but ngroups = %zu", r, b.g.ngroups);
-        gb_collect(&b.g, r, out, pairs);
+        CHECKF((size_t)r == b.g.nentries, "cst_iter_next = %d but nentries = %zu", r, b.g.nentries);
+        cb_collect(&b.g, r, out, pairs);
     }
-    gb_free(&b);
+    cb_free(&b);
     cst_iter_free(it);
     pl_sort(out);
     return rc;
@@ -1095,8 +1096,8 @@ static void op_match(reader *r, handle *h)
     if (too_costly(&h->m, g_a.s, g_a.n))
         return;
     uint32_t errs = ref_errors(g_a.s, g_a.n, 0);
-    gbuf b;
-    gb_init(&b, how & 1 ? 1 : 256, how & 2 ? 1 : 64, how & 4 ? 1 : 16);
+    cbuf b;
+    cb_init(&b, how & 1 ? 1 : 256, how & 2 ? 1 : 64, how & 4 ? 1 : 16);
     int rc;
     for (int tries = 0;; tries++) {
         CHECKF(tries < 100, "match keeps asking for larger buffers");
@@ -1105,17 +1106,17 @@ static void op_match(reader *r, handle *h)
         disarm();
         if (rc != CST_ETRUNC || errs)
             break;
-        gb_grow(&b);
+        cb_grow(&b);
     }
     if (errs || rc < 0) {
         CHECKF(code_ok(rc, errs), "match(%s) = %d, rules broken 0x%x", show(g_a.s, g_a.n), rc,
                errs);
-        gb_free(&b);
+        cb_free(&b);
         return;
     }
     plist got = {0};
-    CHECKF((size_t)rc == b.g.ngroups, "match = %d but ngroups = %zu", rc, b.g.ngroups);
-    gb_collect(&b.g, rc, &got, 0);
+    CHECKF((size_t)rc == b.g.nentries, "match = %d but nentries = %zu", rc, b.g.nentries);
+    cb_collect(&b.g, rc, &got, 0);
     pl_sort(&got);
     plist want = model_match(&h->m, g_a.s, g_a.n);
     CHECKF(!pl_has_dups(&got), "match(%s): a pair twice", show(g_a.s, g_a.n));
@@ -1123,7 +1124,7 @@ static void op_match(reader *r, handle *h)
            got.n, want.n);
     pl_free(&got);
     pl_free(&want);
-    gb_free(&b);
+    cb_free(&b);
 }
 
 static void op_subscribers(reader *r, handle *h)

@@ -367,7 +367,7 @@ static int64_t own_pairs_by_iteration(worker *me, cst_trie *t, int d, unsigned c
     static _Thread_local char pat[4096];
     static _Thread_local uint64_t ids[97];
     static _Thread_local int64_t pe[7], ie[7];
-    cst_groups g = {pat, sizeof pat, ids, 97, pe, ie, 7, 0, 0, 0, 0, NULL};
+    cst_chunk g = {pat, sizeof pat, ids, 97, pe, ie, 7, 0, 0, 0, 0, NULL};
     int64_t total = 0;
     for (;;) {
         int r = cst_iter_next(it, &g);
@@ -512,7 +512,7 @@ static void op_lookup(worker *me, int d, int tt, int kind)
         static _Thread_local char pat[8192];
         static _Thread_local uint64_t ids[4096];
         static _Thread_local int64_t pe[512], ie[512];
-        cst_groups g = {pat, sizeof pat, ids, 4096, pe, ie, 512, 0, 0, 0, 0, NULL};
+        cst_chunk g = {pat, sizeof pat, ids, 4096, pe, ie, 512, 0, 0, 0, 0, NULL};
         int r = cst_match(t, topic, strlen(topic), &g);
         if (r < 0) {
             FAIL("match('%s') = %d", topic, r);
@@ -521,16 +521,16 @@ static void op_lookup(worker *me, int d, int tt, int kind)
             for (int gi = 0; gi < r; gi++) {
                 int p = pattern_index(d, pat + p0, (size_t)(pe[gi] - p0));
                 if (p < 0 || !k->match[(size_t)tt * (size_t)k->npat + (size_t)p])
-                    FAIL("match('%s'): group '%.*s' does not match", topic,
+                    FAIL("match('%s'): entry '%.*s' does not match", topic,
                          (int)(pe[gi] - p0), pat + p0);
-                unsigned own = own_in(me, ids + i0, (size_t)(ie[gi] - i0), "match group");
+                unsigned own = own_in(me, ids + i0, (size_t)(ie[gi] - i0), "match entry");
                 if (p >= 0 && window_clean(d, w)) {
                     unsigned want = 0;
                     for (int j = 0; j < IDS_PER_THREAD; j++)
                         if (me->model[d][p * IDS_PER_THREAD + j])
                             want |= 1u << j;
                     if (w.f1 == me->last_f[d] && own != want)
-                        FAIL("match('%s') group '%s': own %#x, model %#x", topic, k->pat[p], own,
+                        FAIL("match('%s') entry '%s': own %#x, model %#x", topic, k->pat[p], own,
                              want);
                 }
                 got |= own;
@@ -936,7 +936,7 @@ int main(int argc, char **argv)
         char pat[4096];
         uint64_t ids[1024];
         int64_t pe[64], ie[64];
-        cst_groups g = {pat, sizeof pat, ids, 1024, pe, ie, 64, 0, 0, 0, 0, NULL};
+        cst_chunk g = {pat, sizeof pat, ids, 1024, pe, ie, 64, 0, 0, 0, 0, NULL};
         int64_t npairs = 0;
         int r;
         while (it && (r = cst_iter_next(it, &g)) > 0) {

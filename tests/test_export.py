@@ -34,6 +34,7 @@ from typing import Any
 
 import oracle
 import pytest
+from helpers import OLD_ENGINE_NAMES
 
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
 from cstrie.export import FormatError, detect_format, export, keep_encoded, load, read_header
@@ -1309,6 +1310,8 @@ def v1() -> Any:
     pkg.mkdir()
     for name in names:
         text = show("show", f"{V1_COMMIT}:{name}").replace("cstrie.export", "cstrie_v1_export")
+        for old, new in OLD_ENGINE_NAMES.items():
+            text = text.replace(old, new)
         (pkg / Path(name).name).write_text(text, encoding="utf-8")
     sys.path.insert(0, str(root))
     try:

@@ -5,7 +5,7 @@
 ``unsubscribe`` from C (``native/hotpath/``), each from one entry point.
 Every test here checks those calls against something that does not go through
 them: the cffi engine calls (``_binding.ids_call(lib.cst_lookup, ...)``,
-``lib.cst_has_subscribers``, ``lib.cst_match`` with a ``_binding.Groups``
+``lib.cst_has_subscribers``, ``lib.cst_match`` with a ``_binding.ChunkBuffers``
 buffer) mapped through the registry's public ``objects`` list, the independent
 matcher in ``tests/oracle.py``, and ``Dialect.split_topic`` /
 ``Dialect.split_pattern``, the single source of error messages.
@@ -180,15 +180,15 @@ def ref_has(r: Trie | Snapshot, topic: str) -> bool:
 
 
 def ref_match(r: Trie | Snapshot, topic: str) -> list[tuple[str, Any]]:
-    """match() through ``lib.cst_match`` with a ``Groups`` buffer (grown on
+    """match() through ``lib.cst_match`` with a ``ChunkBuffers`` buffer (grown on
     CST_ETRUNC as the engine asks)."""
     data = topic.encode()
-    g = nb.Groups(64, 8, 4)  # small on purpose: exercises the truncation path
+    g = nb.ChunkBuffers(64, 8, 4)  # small on purpose: exercises the truncation path
     while True:
         st_ = nb.lib.cst_match(r._h, data, len(data), g.s)
         if st_ == nb.lib.CST_ETRUNC:
             s = g.s
-            g.resize(2 * s.need_pat + 16, 2 * s.need_ids + 16, 2 * s.need_groups + 16)
+            g.resize(2 * s.need_pat + 16, 2 * s.need_ids + 16, 2 * s.need_entries + 16)
             continue
         if st_ < 0:
             nb.raise_status(st_, r._dialect, "topic", topic)

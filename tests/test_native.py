@@ -1,7 +1,7 @@
 """The C-level tests of the engine, run through ``stress/Makefile``.
 
-``make -C stress test asan`` builds and runs the C unit test
-(``tests/native/test_engine.c``) plainly and under AddressSanitizer + UBSan,
+``make -C stress test asan`` builds and runs the C unit tests (every
+``tests/native/*.c``, one program) plainly and under AddressSanitizer + UBSan,
 together with the two pthread torture programs (``stress/torture_trie.c``,
 ``stress/torture_ebr.c``).  ``make -C stress tsan`` runs the same three under
 ThreadSanitizer; it is slower, so it is a test of its own.  Any sanitizer

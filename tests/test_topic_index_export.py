@@ -41,6 +41,7 @@ from typing import Any
 
 import oracle
 import pytest
+from helpers import OLD_ENGINE_NAMES
 from topic_index_helpers import expected_query
 
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
@@ -479,6 +480,8 @@ def old_reader() -> Any:
     pkg.mkdir()
     for name in names:
         text = show("show", f"{BEFORE_TOPIC_FILES}:{name}")
+        for old, new in OLD_ENGINE_NAMES.items():
+            text = text.replace(old, new)
         (pkg / Path(name).name).write_text(
             text.replace("cstrie.export", "cstrie_old_export"), encoding="utf-8"
         )

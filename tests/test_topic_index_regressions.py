@@ -1,5 +1,5 @@
 """Regressions of three bugs found in the topic index (``cstrie/topics.py``,
-``native/reverse.c``) while writing the ``reverse`` bench and
+``native/topic_index.c``) while writing the ``reverse`` bench and
 docs/topic-index.md.  No timing: the second counts the retired entries a
 query's release visits."""
 

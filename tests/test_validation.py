@@ -364,3 +364,24 @@ def test_a_text_with_several_faults_gets_one_message_everywhere(dialect: str, te
     assert message(lambda: trie.lookup(text)) == topic
     assert message(lambda: trie.snapshot().match(text)) == topic
     assert message(lambda: index.__setitem__(text, 1)) == topic
+
+
+@pytest.mark.parametrize("dialect", ["amqp", "mqtt", "nats"])
+def test_a_dialect_that_has_checked_text_pickles_and_copies(dialect: str) -> None:
+    """A Dialect crosses processes (Spark ships it to its workers): after it has
+    checked a topic and refused a pattern, pickle and copy give an equal
+    dialect that checks text the same way."""
+    import copy
+    import pickle
+
+    from cstrie.dialect import resolve_dialect
+
+    d = resolve_dialect(dialect)
+    d.split_topic("a")
+    with pytest.raises(ValueError):
+        d.split_pattern("a\ud800")
+    for twin in (pickle.loads(pickle.dumps(d)), copy.copy(d), copy.deepcopy(d)):
+        assert twin == d and hash(twin) == hash(d)
+        assert twin.split_topic("a" + d.separator + "b") == ["a", "b"]
+        with pytest.raises(ValueError):
+            twin.split_pattern("a\ud800")

@@ -241,7 +241,7 @@ def write_tsv(trie: Any, out: IO[str]) -> int:
     snap = trie.snapshot()
     check_tsv(snap)
     n = 0
-    for key, subs in snap._groups():
+    for key, subs in snap._entries():
         if isinstance(key, Shared):
             key = f"{d.share_prefix}{d.separator}{key.group}{d.separator}{key.pattern}"
         for s in subs:

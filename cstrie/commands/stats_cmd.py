@@ -32,7 +32,7 @@ def collect(trie: Any, top: int) -> dict[str, Any]:
     wild = 0
     biggest: list[tuple[int, str]] = []
     sep, tokens = d.separator, {d.single, d.multi} - {None}
-    for key, subs in trie.snapshot()._groups():
+    for key, subs in trie.snapshot()._entries():
         # a share-group membership counts for its filter (as in trie.stats())
         pattern = key.pattern if isinstance(key, Shared) else key
         per_sub.update(subs)

@@ -198,7 +198,7 @@ def _put_lines(
         # a quote, backslash or control character somewhere: escape them
         # (otherwise a pattern's JSON text is its own UTF-8 bytes, non-ASCII
         # as it is)
-        heads = [_enc_str(p.decode())[1:-1].encode() for p in c.group_patterns()]
+        heads = [_enc_str(p.decode())[1:-1].encode() for p in c.entry_patterns()]
         pat, pat_end = b"".join(heads), array("q", accumulate(map(len, heads)))
     # Both byte tables are made in this process (the engine's chunk of a
     # snapshot, the tails of its values) and refs numbers them: the engine
@@ -258,7 +258,7 @@ def _write_memberships(
     for c in membership_chunks(snap):
         assert c.share is not None
         lines = []
-        for p, i, share in zip(c.group_patterns(), c.ids, c.share, strict=True):
+        for p, i, share in zip(c.entry_patterns(), c.ids, c.share, strict=True):
             sub = texts.get(i)
             if sub is None:
                 sub = texts[i] = _json_text(values[i])

@@ -226,7 +226,7 @@ def _large_strings(c: Chunk) -> Any:
     pa = require_pyarrow()
     pat_off = array("q", (0,))
     pat_off += c.pat_end  # a copy at C speed
-    return pa.LargeStringArray.from_buffers(c.ngroups, pa.py_buffer(pat_off), pa.py_buffer(c.pat))
+    return pa.LargeStringArray.from_buffers(c.nentries, pa.py_buffer(pat_off), pa.py_buffer(c.pat))
 
 
 def write_topics(
@@ -314,7 +314,7 @@ def write(
             n = c.npairs
             patterns = _large_strings(c)
             if not c.simple:
-                parents = array("q", chain.from_iterable(map(repeat, range(c.ngroups), c.counts())))
+                parents = array("q", chain.from_iterable(map(repeat, range(c.nentries), c.counts())))
                 patterns = pc.take(patterns, _int64(parents))
             cols = [patterns, *subscriber_cols(c.ids)]
             if prep.groups:

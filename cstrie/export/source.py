@@ -1,7 +1,7 @@
 """Raw, columnar chunks of a snapshot for the exporters.
 
 :func:`chunks` walks a consistent engine snapshot with ``cst_iter_next`` and
-hands out each chunk as flat buffers (the engine's own group layout), so the
+hands out each chunk as flat buffers (the engine's own entry layout), so the
 formats can turn a chunk into file bytes with a few C-speed operations instead
 of making Python objects per pair.  Memory is bounded by the chunk size.
 """
@@ -37,8 +37,8 @@ CHUNK_PAIRS = nb.CHUNK_PAIRS
 
 @dataclass
 class Chunk:
-    """Groups of (pattern, subscriber ids): group g's pattern is
-    ``pat[pat_end[g-1]:pat_end[g]]`` and its ids ``ids[ids_end[g-1]:ids_end[g]]``
+    """Entries of (pattern, subscriber ids): entry e's pattern is
+    ``pat[pat_end[e-1]:pat_end[e]]`` and its ids ``ids[ids_end[e-1]:ids_end[e]]``
     (the -1 entries being 0).  Ids are engine subscriber ids."""
 
     pat: bytes
@@ -46,8 +46,8 @@ class Chunk:
     ids: array[int]
     ids_end: array[int]
     _simple: bool | None = None
-    #: with ``shared``: per group, 0 for an ordinary pattern's subscribers, else
-    #: the engine id of the share group whose members the group's ids are
+    #: with ``shared``: per entry, 0 for an ordinary pattern's subscribers, else
+    #: the engine id of the share group whose members the entry's ids are
     share: array[int] | None = None
 
     @property
@@ -55,17 +55,17 @@ class Chunk:
         return len(self.ids)
 
     @property
-    def ngroups(self) -> int:
+    def nentries(self) -> int:
         return len(self.pat_end)
 
     def counts(self) -> list[int]:
-        """Ids per group (a group can have none: it continues in the next chunk)."""
+        """Ids per entry (an entry can have none: it continues in the next chunk)."""
         ends = self.ids_end
         return list(map(sub, ends, chain((0,), ends)))
 
     @property
     def simple(self) -> bool:
-        """Every group has exactly one id (so groups and pairs line up)."""
+        """Every entry has exactly one id (so entries and pairs line up)."""
         if self._simple is None:
             n = len(self.ids_end)
             self._simple = n == len(self.ids) and self.ids_end == array("q", range(1, n + 1))
@@ -73,8 +73,8 @@ class Chunk:
 
     def pair_patterns(self, base: int = 0) -> tuple[bytes, list[int]]:
         """Every pair's pattern back to back, and each pair's end offset in that
-        blob plus ``base`` (a group's pattern is repeated once per id).  Runs of
-        one-id groups are copied as they are; only the others are expanded."""
+        blob plus ``base`` (an entry's pattern is repeated once per id).  Runs of
+        one-id entries are copied as they are; only the others are expanded."""
         pat = self.pat
         ends = self.pat_end.tolist()
         if self.simple:
@@ -82,9 +82,9 @@ class Chunk:
         counts = self.counts()
         pieces: list[bytes] = []
         out: list[int] = []
-        prev = 0  # first group not yet emitted
-        shift = base  # added to the engine's offsets of the groups from prev on
-        start = 0  # byte offset in pat of group prev
+        prev = 0  # first entry not yet emitted
+        shift = base  # added to the engine's offsets of the entries from prev on
+        start = 0  # byte offset in pat of entry prev
         for g in [g for g, k in enumerate(counts) if k != 1]:
             g_start = ends[g - 1] if g else 0
             if g > prev:
@@ -102,8 +102,8 @@ class Chunk:
             out.extend([shift + e for e in ends[prev:]] if shift else ends[prev:])
         return b"".join(pieces), out
 
-    def group_patterns(self) -> list[bytes]:
-        """Each group's pattern as bytes."""
+    def entry_patterns(self) -> list[bytes]:
+        """Each entry's pattern as bytes."""
         ends = self.pat_end
         return list(map(self.pat.__getitem__, map(slice, chain((0,), ends), ends)))
 
@@ -136,14 +136,14 @@ def chunks(
     reader: Any, chunk_pairs: int = CHUNK_PAIRS, per_pair: bool = False, shared: bool = False
 ) -> Iterator[Chunk]:
     """The chunks of ``reader``'s engine handle (a Snapshot or a TopicSnapshot:
-    it is immutable, so every walk over it gives the same pairs).  With ``per_pair`` every group is
+    it is immutable, so every walk over it gives the same pairs).  With ``per_pair`` every entry is
     one pair (the engine repeats a pattern once per subscriber), so every chunk
     is :attr:`Chunk.simple`: what the row-per-pair formats want.  Without
     ``shared`` the walk gives the ordinary pairs only (share-group memberships
     are skipped in the engine); with it, memberships too, told apart by
     :attr:`Chunk.share`."""
     # a Snapshot's engine handle, or a TopicSnapshot's (one id per topic, so
-    # every group of a topic snapshot is one (topic, value id) pair)
+    # every entry of a topic snapshot is one (topic, value id) pair)
     handle = reader._handle if hasattr(reader, "_handle") else reader._h
     simple = True if per_pair else None
     for c in nb.chunks(handle, per_pair=per_pair, shared=shared, pairs=chunk_pairs):

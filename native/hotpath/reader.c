@@ -307,15 +307,15 @@ static PyObject *reader_has_subscribers(Reader *self, PyObject *const *args, Py_
  * match
  * ---------------------------------------------------------------------- */
 
-typedef struct groups_buf {
-    cst_groups g;
+typedef struct chunk_buf {
+    cst_chunk g;
     char pat_local[2048];
     uint64_t ids_local[LOCAL_IDS];
     int64_t ends_local[2][64];
     int heap;
-} groups_buf;
+} chunk_buf;
 
-static void gb_init(groups_buf *b)
+static void cb_init(chunk_buf *b)
 {
     memset(&b->g, 0, sizeof b->g);
     b->g.pat = b->pat_local;
@@ -324,11 +324,11 @@ static void gb_init(groups_buf *b)
     b->g.ids_cap = LOCAL_IDS;
     b->g.pat_end = b->ends_local[0];
     b->g.ids_end = b->ends_local[1];
-    b->g.groups_cap = 64;
+    b->g.entries_cap = 64;
     b->heap = 0;
 }
 
-static void gb_free(groups_buf *b)
+static void cb_free(chunk_buf *b)
 {
     if (b->heap) {
         PyMem_Free(b->g.pat);
@@ -339,11 +339,11 @@ static void gb_free(groups_buf *b)
 }
 
 /* Room for what the engine said it needs (twice that). */
-static int gb_grow(groups_buf *b)
+static int cb_grow(chunk_buf *b)
 {
     size_t pc = b->g.need_pat * 2 + 16, ic = b->g.need_ids * 2 + 16,
-           gc = b->g.need_groups * 2 + 16;
-    gb_free(b);
+           gc = b->g.need_entries * 2 + 16;
+    cb_free(b);
     b->g.pat = PyMem_Malloc(pc);
     b->g.ids = PyMem_Malloc(ic * sizeof(uint64_t));
     b->g.pat_end = PyMem_Malloc(gc * sizeof(int64_t));
@@ -355,14 +355,14 @@ static int gb_grow(groups_buf *b)
     }
     b->g.pat_cap = pc;
     b->g.ids_cap = ic;
-    b->g.groups_cap = gc;
+    b->g.entries_cap = gc;
     return 0;
 }
 
 static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_ssize_t len)
 {
-    groups_buf b;
-    gb_init(&b);
+    chunk_buf b;
+    cb_init(&b);
     Registry *reg = self->reg;
     PyObject *out = NULL;
     int64_t pin = 0;
@@ -381,7 +381,7 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
         walk_disarm();
         if (r == CST_ETRUNC) {
             cst_engine->read_exit(sec);
-            if (gb_grow(&b) < 0)
+            if (cb_grow(&b) < 0)
                 break;
             attempt--;
             continue;
@@ -395,7 +395,7 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
             cst_engine->read_exit(sec);
             break;
         }
-        size_t ng = b.g.ngroups;
+        size_t ng = b.g.nentries;
         out = PyList_New(ng ? (Py_ssize_t)b.g.ids_end[ng - 1] : 0);
         if (out == NULL) {
             cst_engine->read_exit(sec);
@@ -439,7 +439,7 @@ static PyObject *match_encoded(Reader *self, PyObject *topic, const char *s, Py_
     }
     if (pin > 0 && reg_unpin(reg, pin) < 0)
         Py_CLEAR(out);
-    gb_free(&b);
+    cb_free(&b);
     return out;
 }
 

@@ -1,14 +1,15 @@
 /*
- * support.h - helpers shared by the engine's C test programs: the unit test
- * (tests/native/test_engine.c) and the torture programs (stress/torture_trie.c, stress/torture_ebr.c).
+ * support.h - helpers shared by the engine's C test programs: the unit tests
+ * (tests/native/, whose harness is unit.h), the torture programs
+ * (stress/torture_trie.c, stress/torture_ebr.c) and the fuzz targets.
  *
  * Allocation that aborts instead of returning NULL (the programs test the
  * engine's allocator, not the system's), a seeded splitmix64 stream, a
  * monotonic clock, and the brute-force reference matcher the engine's answers
  * are checked against: a dynamic program over (pattern word, topic word)
- * written straight from the dialect rules of DESIGN.md, with no trie in it.
- * Everything is static inline, so a program that uses only part of it
- * compiles without unused-function warnings.
+ * written straight from the dialect rules (docs/api.md, "Dialects"), with no
+ * trie in it.  Everything is static inline, so a program that uses only part
+ * of it compiles without unused-function warnings.
  */
 #ifndef CSTRIE_TEST_SUPPORT_H
 #define CSTRIE_TEST_SUPPORT_H

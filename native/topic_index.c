@@ -1,11 +1,15 @@
 /*
- * reverse.c - reverse queries: every stored topic of a topic index that a
- * filter matches (the retained-message question: a client subscribes to
- * sensors/+/temp; which stored topics does it get?).
+ * topic_index.c - the topic index: a trie used the other way round.  Its
+ * keys are literal topics, each holding one id (cst_topic_put, _remove and
+ * _get: ordinary updates and reads of the topic's words, every one literal),
+ * and it answers reverse queries: every stored topic that a filter matches
+ * (the retained-message question: a client subscribes to sensors/+/temp;
+ * which stored topics does it get?).  The same walk over a subscription
+ * trie lists the stored filters that may share a topic with a filter
+ * (cst_rquery_filters).
  *
- * A topic index is a trie whose keys are literal topics (cst_topic_put in
- * trie.c), so its levels hold literal words only.  The query runs the filter
- * as an automaton down that tree.
+ * An index's levels hold literal words only.  A reverse query runs the
+ * filter as an automaton down that tree.
  *
  * The filter, normalised (as cstrie/relations.py does it): a run of wildcards
  * with s one-word wildcards and k >= 1 many-word ones matches any
@@ -38,6 +42,78 @@
 #include <string.h>
 
 #include "internal.h"
+
+/* ------------------------------------------------------------------------
+ * Keys: literal topics with one id each
+ * ---------------------------------------------------------------------- */
+
+/* A topic's words as an index stores them, in this thread's scratch (*scp):
+ * every word literal (a wildcard token in a topic is a literal word, where
+ * the dialect allows one), and the zero-word topic in the top level's
+ * zero-word slot.  The count, or a CST_E* code. */
+static int64_t topic_key_words(cst_trie *t, const char *topic, size_t len, scratch **scp)
+{
+    scratch *sc = *scp = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = parse_words(t, topic, len, 0, sc);
+    if (n == 0)
+        n = parse_words(t, topic, len, 1, sc);
+    return n;
+}
+
+int cst_topic_put(cst_trie *t, const char *topic, size_t len, uint64_t id, uint64_t *old)
+{
+    *old = 0;
+    if (t->readonly)
+        return CST_EREADONLY;
+    scratch *sc;
+    int64_t n = topic_key_words(t, topic, len, &sc);
+    if (n < 0)
+        return (int)n;
+    return words_update(t, sc, n, id, UPD_PUT, old);
+}
+
+int cst_topic_remove(cst_trie *t, const char *topic, size_t len, uint64_t *old)
+{
+    *old = 0;
+    if (t->readonly)
+        return CST_EREADONLY;
+    scratch *sc;
+    int64_t n = topic_key_words(t, topic, len, &sc);
+    if (n < 0)
+        return (int)n;
+    /* Read the id, then remove exactly that id: a put that replaced it in
+     * between makes the removal find nothing, and the loop reads again.
+     * Lock-free: each turn that fails saw another update land. */
+    for (;;) {
+        uint64_t id;
+        int64_t got = words_subscribers(t, sc, n, &id, 1);
+        if (got <= 0)
+            return (int)got;
+        int r = words_update(t, sc, n, id, 0, NULL);
+        if (r != 0) {
+            if (r == 1)
+                *old = id;
+            return r;
+        }
+    }
+}
+
+int cst_topic_get(cst_trie *t, const char *topic, size_t len, uint64_t *id)
+{
+    *id = 0;
+    scratch *sc;
+    int64_t n = topic_key_words(t, topic, len, &sc);
+    if (n < 0)
+        return (int)n;
+    int64_t got = words_subscribers(t, sc, n, id, 1);
+    return got < 0 ? (int)got : got > 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Reverse queries: the query's state
+ * ---------------------------------------------------------------------- */
 
 enum { RQ_LIT, RQ_ANY, RQ_STAR };
 
@@ -451,7 +527,7 @@ out:
 }
 
 /* ------------------------------------------------------------------------
- * The API
+ * Reverse queries: the API
  * ---------------------------------------------------------------------- */
 
 cst_rquery *cst_rquery_new(cst_trie *t, const char *filter, size_t len, int *err)

@@ -1,9 +1,10 @@
 /*
- * subset.c - the persistent subscriber set (CHAMP over mixed 64-bit ids).
- * See subset.h for the layout.  Nodes are immutable after creation; all
+ * idset.c - the persistent set of ids on an S-node (its pattern's
+ * subscribers, past SUBS_INLINE of them): a CHAMP over mixed 64-bit ids.
+ * See idset.h for the layout.  Nodes are immutable after creation; all
  * functions here are pure with respect to their inputs.
  */
-#include "subset.h"
+#include "idset.h"
 
 #include <string.h>
 

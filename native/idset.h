@@ -1,6 +1,7 @@
 /*
- * subset.h - the persistent subscriber set: a CHAMP (compressed hash-array
- * mapped prefix tree) over 64-bit subscriber ids.
+ * idset.h - the persistent set of ids on an S-node (the subscribers of its
+ * pattern): a CHAMP (compressed hash-array mapped prefix tree) over 64-bit
+ * subscriber ids.
  *
  * Nodes are immutable once published and reference counted; insert and remove
  * copy only the O(log32 n) nodes on one path, so adding the 100,000th
@@ -14,8 +15,8 @@
  * a node's own ids, then its children's) is found in O(log32 n) (set_nth):
  * what a share group's round-robin pick needs at 100,000 members.
  */
-#ifndef CSTRIE_SUBSET_H
-#define CSTRIE_SUBSET_H
+#ifndef CSTRIE_IDSET_H
+#define CSTRIE_IDSET_H
 
 #include "nodes.h"
 
