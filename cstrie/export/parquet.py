@@ -314,7 +314,8 @@ def write(
             n = c.npairs
             patterns = _large_strings(c)
             if not c.simple:
-                parents = array("q", chain.from_iterable(map(repeat, range(c.nentries), c.counts())))
+                runs = map(repeat, range(c.nentries), c.counts())
+                parents = array("q", chain.from_iterable(runs))
                 patterns = pc.take(patterns, _int64(parents))
             cols = [patterns, *subscriber_cols(c.ids)]
             if prep.groups:
