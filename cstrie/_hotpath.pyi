@@ -21,6 +21,7 @@ def configure(
     raise_status: Callable[..., Any], make_handle: Callable[[int], Any], snapshot_type: type, /
 ) -> None: ...
 def after_fork_child() -> None: ...
+
 @final
 class Counts:
     @property

@@ -43,8 +43,7 @@ def amqp_rows(quick: bool) -> None:
     topic = ".".join(["a"] * 256)
     sets = {
         f"{n} x '#' + 50-127 of '*'/'a'": [
-            "#." + ".".join(rng.choice("*a") for _ in range(rng.randint(50, 127)))
-            for _ in range(n)
+            "#." + ".".join(rng.choice("*a") for _ in range(rng.randint(50, 127))) for _ in range(n)
         ],
         f"{n} x 3-10 prefix, '#', 50-127 tail": [
             ".".join(rng.choice("*a") for _ in range(rng.randint(3, 10)))
