@@ -14,6 +14,14 @@ their own modules, so this file only wires them together:
   (these seven: :mod:`cstrie.commands`, one module each)
 * ``cstrie bench``  - the benchmark suite (:mod:`cstrie.bench`)
 
+Other installed distributions add subcommands through the entry point group
+``cstrie.commands`` (:data:`PLUGIN_GROUP`): each entry point names a callable
+that takes the subparsers and adds the subcommand of the entry point's name,
+as the modules above do.  A plugin never replaces a built-in subcommand, and
+one that fails to load becomes a subcommand that says why.  The subcommands
+of :data:`PLUGIN_HINTS` say how to install the distribution that provides
+them when none does.
+
 Exit codes: 0 success, 1 a check or comparison failed, 2 bad usage or input.
 """
 
@@ -21,11 +29,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+#: the entry point group of plugin subcommands
+PLUGIN_GROUP = "cstrie.commands"
+
+#: subcommands that another distribution provides: what to install when none does
+PLUGIN_HINTS = {
+    "bench": "the benchmark lab: pip install -e stress/lab (from a cstrie source checkout)",
+    "demo": "the benchmark lab: pip install -e stress/lab (from a cstrie source checkout)",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,15 +73,51 @@ def build_parser() -> argparse.ArgumentParser:
     try:
         from cstrie import bench
     except ImportError:  # pragma: no cover - the bench package is optional
-        return parser
-    if hasattr(bench, "add_parser"):
+        pass
+    else:
         bench.add_parser(sub)
+    add_plugins(sub, plugin_entry_points())
     return parser
+
+
+def plugin_entry_points() -> list[metadata.EntryPoint]:
+    """The installed entry points of :data:`PLUGIN_GROUP`, by name."""
+    return sorted(metadata.entry_points(group=PLUGIN_GROUP), key=lambda ep: ep.name)
+
+
+def add_plugins(sub: Any, entry_points: Iterable[metadata.EntryPoint]) -> None:
+    """Add the plugin subcommands of ``entry_points`` whose names are free, then
+    a stub for each subcommand of :data:`PLUGIN_HINTS` that is still missing."""
+    for ep in entry_points:
+        if ep.name in sub.choices:
+            continue
+        try:
+            add_parser = ep.load()
+            add_parser(sub)
+        except Exception as exc:  # a broken plugin leaves the other subcommands working
+            if ep.name not in sub.choices:
+                _add_stub(sub, ep.name, f"the plugin {ep.value} failed to load: {exc}")
+    for name, hint in PLUGIN_HINTS.items():
+        if name not in sub.choices:
+            _add_stub(sub, name, f"not installed; it comes with {hint}")
+
+
+def _add_stub(sub: Any, name: str, message: str) -> None:
+    """A subcommand that takes any arguments, prints ``message`` and exits 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        print(f"cstrie {name}: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+    p = sub.add_parser(name, help="(not available here: run it to see why)", add_help=False)
+    p.set_defaults(func=run, any_arguments=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or EXIT_OK)
     except (ValueError, TypeError, OSError) as exc:
