@@ -5,7 +5,7 @@ on ``local[2]``:
 
 * the native ``mapInArrow`` pipeline (:class:`cstrie.spark.SparkMatcher`) at least
   3x faster than the *same* pipeline matching with the pure-Python
-  :class:`cstrie.pytrie.PyTrie` (``engine="python"``);
+  :class:`cstrie.pytrie.PyTrie` (``engine=PyMatcher``);
 * at least 200x faster than a cross join of the messages with the subscriptions
   filtered by ``rlike`` (one regex per pattern, :mod:`cstrie.spark.baseline`).
   That baseline takes minutes on the full set, so it runs on subsets of
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cstrie import Trie
     from cstrie.spark import SparkMatcher
-    from cstrie.spark.baseline import rlike_match, with_regex
+    from cstrie.spark.baseline import PyMatcher, rlike_match, with_regex
 
     spark = (
         SparkSession.builder.master(args.master)
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             write_messages(path, size, args.seed + 1 + k, files=2)
             parts.append(spark.read.parquet(path))
         native = SparkMatcher(trie, spark)
-        python = SparkMatcher(trie, spark, engine="python")
+        python = SparkMatcher(trie, spark, engine=PyMatcher)
         results["partitions"] = msgs.rdd.getNumPartitions()
 
         # Warm-up: start the Python workers and build each engine's matcher in them.

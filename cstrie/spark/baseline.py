@@ -3,8 +3,9 @@
 * :func:`rlike_match`: what a Spark user writes without cstrie: a cross join of
   the messages with the subscriptions, filtered by ``rlike`` with one regular
   expression per pattern (:func:`pattern_regex`).
-* ``SparkMatcher(..., engine="python")``: the same ``mapInArrow`` pipeline as the
-  native one, matching with the pure-Python :class:`cstrie.pytrie.PyTrie`.
+* ``SparkMatcher(..., engine=PyMatcher)``: the same ``mapInArrow`` pipeline as
+  the native one, matching with the pure-Python :class:`cstrie.pytrie.PyTrie`
+  (:class:`PyMatcher`).
 
 The regex translation works on the topic with the separator put in front of
 every word (``"a.b"`` -> ``".a.b"``, the empty AMQP topic -> ``""``, zero words),
@@ -27,12 +28,18 @@ and a pattern starting with a wildcard gets ``(?!SEP\\$)`` under the MQTT
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
 
 from cstrie.classic.regex_bindings import pattern_regex as translate
 from cstrie.dialect import Dialect, resolve_dialect
+from cstrie.spark.engine import DEFAULT_CAP, NULL, MatcherBase
+from cstrie.spark.payload import Payload
 
-__all__ = ["pattern_regex", "rlike_match", "topic_key", "with_regex"]
+__all__ = ["PyMatcher", "pattern_regex", "rlike_match", "topic_key", "with_regex"]
 
 
 def _escape(text: str) -> str:
@@ -106,3 +113,44 @@ def rlike_match(
     return (
         keyed.crossJoin(F.broadcast(subs)).where(F.expr("_key RLIKE _regex")).drop("_key", "_regex")
     )
+
+
+class PyMatcher(MatcherBase):
+    """The matcher interface of :class:`cstrie.spark.engine.NativeMatcher` over
+    :class:`cstrie.pytrie.PyTrie` (the benchmark's pure-Python baseline): one
+    ``lookup`` per row, subscribers are pair indexes."""
+
+    def __init__(self, payload: Payload) -> None:
+        from cstrie.pytrie import PyTrie
+
+        self._tables(payload)
+        trie = PyTrie(self.dialect)
+        pats = self.patterns.to_pylist()
+        for k, p in enumerate(self.pair_pattern.tolist()):
+            trie.subscribe(pats[p], k)
+        self._trie = trie
+
+    def scan(
+        self, column: Any, status: np.ndarray, cap: int = DEFAULT_CAP
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        lookup = self._trie.lookup
+        rows: list[int] = []
+        pairs: list[int] = []
+        binary = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+        for r, topic in enumerate(column.to_pylist()):
+            if topic is None:
+                status[r] = NULL
+                continue
+            try:
+                found = lookup(topic.decode() if binary else topic)
+            except (ValueError, UnicodeDecodeError):
+                status[r] = -17
+                continue
+            for k in found:
+                rows.append(r)
+                pairs.append(cast(int, k))
+                if len(rows) == cap:
+                    yield np.array(rows, np.int64), np.array(pairs, np.int64)
+                    rows, pairs = [], []
+        if rows:
+            yield np.array(rows, np.int64), np.array(pairs, np.int64)
