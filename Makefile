@@ -1,22 +1,25 @@
 # cstrie - developer entry points.  The README's two set-up commands are
 # `make demo` (the main job) and `make test` (the test suite; .ci/run calls it).
+# Both install the library and, beside it, the benchmark lab (stress/lab: the
+# baselines, `cstrie bench` and `cstrie demo`).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NATIVE := $(wildcard native/*.c native/*.h)
+LAB := stress/lab
 
 .PHONY: demo test test-ft lint clean
 
-$(VENV)/.installed: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
+$(VENV)/.installed: pyproject.toml $(LAB)/pyproject.toml setup.py cstrie/_build.py $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,spark,kombu,amqtt]'
+	$(PY) -m pip install -q -e '.[dev,spark,kombu,amqtt]' -e $(LAB)
 	touch $@
 
-$(VENV)/.core: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
+$(VENV)/.core: pyproject.toml $(LAB)/pyproject.toml setup.py cstrie/_build.py $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e . -e $(LAB)
 	touch $@
 
 demo: $(VENV)/.core
@@ -35,8 +38,8 @@ test-ft:
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check cstrie tests stress
-	$(VENV)/bin/mypy cstrie
+	$(VENV)/bin/mypy cstrie $(LAB)/cstrie_lab
 	$(MAKE) -s -C native check PYTHON=$(abspath $(PY))
 
 clean:
-	rm -rf $(VENV) .venv-ft build *.egg-info cstrie/_native.* stress/bin
+	rm -rf $(VENV) .venv-ft build *.egg-info $(LAB)/*.egg-info cstrie/_native.* stress/bin

@@ -27,8 +27,9 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    # The engine is imported lazily so that cstrie.dialect and cstrie.pytrie work
-    # (and their tests run) even where the extension is not built.
+    # The engine is imported lazily so that cstrie.dialect, and the pure-Python
+    # tries built on it, work (and their tests run) even where the extension is
+    # not built.
     if name in ("Trie", "Snapshot", "Matcher"):
         from cstrie import trie
 

@@ -3,7 +3,6 @@
 Subcommands register themselves through ``add_parser(subparsers)`` functions in
 their own modules, so this file only wires them together:
 
-* ``cstrie demo``   - the README's main job (:mod:`cstrie.demo`)
 * ``cstrie export`` - convert a subscription file to jsonl/parquet/binary
 * ``cstrie load``   - verify an export, summarise it or convert it back
 * ``cstrie tree``   - the subscription tree as text, JSON, DOT, PNG or SVG
@@ -12,15 +11,16 @@ their own modules, so this file only wires them together:
 * ``cstrie relate`` - is pattern A a subset of B, do they intersect (ACL checks)
 * ``cstrie retained`` - the stored topics that filters match (a topic index)
   (these seven: :mod:`cstrie.commands`, one module each)
-* ``cstrie bench``  - the benchmark suite (:mod:`cstrie.bench`)
+* ``cstrie spark-match`` - match a message log with Spark
 
 Other installed distributions add subcommands through the entry point group
 ``cstrie.commands`` (:data:`PLUGIN_GROUP`): each entry point names a callable
 that takes the subparsers and adds the subcommand of the entry point's name,
 as the modules above do.  A plugin never replaces a built-in subcommand, and
-one that fails to load becomes a subcommand that says why.  The subcommands
-of :data:`PLUGIN_HINTS` say how to install the distribution that provides
-them when none does.
+one that fails to load becomes a subcommand that says why.  The benchmark lab
+(``stress/lab``) adds ``cstrie demo``, the README's main job, and ``cstrie
+bench`` this way; the subcommands of :data:`PLUGIN_HINTS` say how to install
+the distribution that provides them when none does.
 
 Exit codes: 0 success, 1 a check or comparison failed, 2 bad usage or input.
 """
@@ -55,9 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from cstrie import demo
-
-    demo.add_parser(sub)
     try:
         from cstrie import commands
     except ImportError:  # pragma: no cover - a build that left the subpackage out
@@ -70,12 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
             pass
         else:
             spark_match_cmd.add_parser(sub)
-    try:
-        from cstrie import bench
-    except ImportError:  # pragma: no cover - the bench package is optional
-        pass
-    else:
-        bench.add_parser(sub)
     add_plugins(sub, plugin_entry_points())
     return parser
 

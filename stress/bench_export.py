@@ -45,8 +45,8 @@ from typing import Any
 
 from cstrie import Trie
 from cstrie._binding import lib
-from cstrie.demo import workload
 from cstrie.export import export, load
+from cstrie_lab.demo import workload
 
 try:
     _malloc_trim: Callable[[int], int] | None = ctypes.CDLL("libc.so.6").malloc_trim
@@ -59,7 +59,7 @@ Timing = tuple[float, float]  # (cpu seconds, wall seconds)
 
 
 def make_pairs(kind: str, n: int, seed: int) -> tuple[list[tuple[str, Any]], str]:
-    """``iot``: the demo's MQTT fleet (cstrie.demo.workload); ``amqp``: three-word
+    """``iot``: the demo's MQTT fleet (cstrie_lab.demo.workload); ``amqp``: three-word
     keys with 10% ``*`` and 10% ``#``."""
     rng = random.Random(seed)
     if kind == "iot":

@@ -5,9 +5,9 @@ on ``local[2]``:
 
 * the native ``mapInArrow`` pipeline (:class:`cstrie.spark.SparkMatcher`) at least
   3x faster than the *same* pipeline matching with the pure-Python
-  :class:`cstrie.pytrie.PyTrie` (``engine=PyMatcher``);
+  :class:`cstrie_lab.pytrie.PyTrie` (``engine=PyMatcher``);
 * at least 200x faster than a cross join of the messages with the subscriptions
-  filtered by ``rlike`` (one regex per pattern, :mod:`cstrie.spark.baseline`).
+  filtered by ``rlike`` (one regex per pattern, :mod:`cstrie_lab.spark`).
   That baseline takes minutes on the full set, so it runs on subsets of
   ``--rlike-messages`` messages and its time is extrapolated linearly to the
   full count from the largest subset (it is a nested loop: time grows with
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cstrie import Trie
     from cstrie.spark import SparkMatcher
-    from cstrie.spark.baseline import PyMatcher, rlike_match, with_regex
+    from cstrie_lab.spark import PyMatcher, rlike_match, with_regex
 
     spark = (
         SparkSession.builder.master(args.master)

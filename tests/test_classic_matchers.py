@@ -1,4 +1,4 @@
-"""The classic matchers of issue #5 (:mod:`cstrie.classic`), checked from the rules.
+"""The classic matchers of issue #5 (:mod:`cstrie_lab.classic`), checked from the rules.
 
 Every matcher, in every dialect it supports, must answer exactly what the
 independent oracle (``tests/oracle.py``) and :class:`cstrie.Trie` answer, as sets,
@@ -25,10 +25,10 @@ from typing import Any
 import oracle
 import pytest
 
-from cstrie.bench.base import MissingDependency
-from cstrie.classic import CLASSIC, ClassicMatcher, make_classic
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
 from cstrie.trie import Trie
+from cstrie_lab.bench.base import MissingDependency
+from cstrie_lab.classic import CLASSIC, ClassicMatcher, make_classic
 
 SEED = int(os.environ.get("CSTRIE_SEED", "").strip() or random.SystemRandom().randrange(2**32))
 REPLAY = f"replay with CSTRIE_SEED={SEED}"
@@ -651,7 +651,7 @@ def test_deep_topics_and_paho_recursion_limit() -> None:
     """Topics and filters deeper than Python's recursion limit (valid MQTT): every
     matcher answers, except paho, whose recursive ``iter_match`` raises
     ``RecursionError`` once it walks a filter that deep -- paho's own behaviour,
-    documented in cstrie.classic.paho_matcher and kept.  Shallow filters are fine."""
+    documented in cstrie_lab.classic.paho_matcher and kept.  Shallow filters are fine."""
     depth = sys.getrecursionlimit() + 200
     deep = "/".join(["a"] * depth)
     shallow = ["#", "a/#", "+/+/#"]

@@ -61,3 +61,14 @@ def test_a_broken_plugin_says_why(
     err = capsys.readouterr().err
     assert err.startswith("cstrie broken: the plugin no_such_module_anywhere:add_parser failed")
     assert cli.main(["relate", "-q", "subset", "a.b", "a.*"]) == 0  # the others still work
+
+
+@pytest.mark.parametrize("name", sorted(cli.PLUGIN_HINTS))
+def test_a_missing_plugin_subcommand_says_how_to_install_it(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _only(monkeypatch)
+    for argv in ([name], [name, "--help"], [name, "--scenario", "vs-dict", "-q"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == f"cstrie {name}: not installed; it comes with {cli.PLUGIN_HINTS[name]}\n"

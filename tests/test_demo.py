@@ -9,7 +9,7 @@ import re
 import pytest
 
 from cstrie.cli import main
-from cstrie.demo import TRIES
+from cstrie_lab.demo import TRIES
 
 
 def test_demo_prints_every_trie_and_the_ratios(capsys: pytest.CaptureFixture[str]) -> None:
@@ -27,7 +27,7 @@ def test_demo_prints_every_trie_and_the_ratios(capsys: pytest.CaptureFixture[str
 def test_demo_reports_a_mismatch(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cstrie.classic.dict_trie import DictTrie
+    from cstrie_lab.classic.dict_trie import DictTrie
 
     monkeypatch.setattr(DictTrie, "lookup", lambda self, topic: [])
     assert main(["demo", "--filters", "300", "--topics", "100", "--seconds", "0.02"]) == 1

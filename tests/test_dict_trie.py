@@ -1,4 +1,4 @@
-"""The hand-written dict-per-level trie (:class:`cstrie.classic.DictTrie`), checked
+"""The hand-written dict-per-level trie (:class:`cstrie_lab.classic.DictTrie`), checked
 against the independent oracle (``tests/oracle.py``) in both dialects it speaks.
 
 It is the benchmarks' baseline, so its answers must be right: random
@@ -21,8 +21,8 @@ from collections.abc import Hashable
 import oracle
 import pytest
 
-from cstrie.classic import CLASSIC, DictTrie
 from cstrie.dialect import AMQP, MQTT, Dialect
+from cstrie_lab.classic import CLASSIC, DictTrie
 
 SEED = int(os.environ.get("CSTRIE_SEED", "").strip() or random.SystemRandom().randrange(2**32))
 REPLAY = f"replay with CSTRIE_SEED={SEED}"

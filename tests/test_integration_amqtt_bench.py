@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("amqtt")
 pytest.importorskip("paho.mqtt")
 
-from cstrie.bench import main
-from cstrie.bench.scenarios import amqtt as scenario
 from cstrie.dialect import MQTT
+from cstrie_lab.bench import main
+from cstrie_lab.bench.scenarios import amqtt as scenario
 
 
 def test_filters_are_distinct_nine_in_ten_literal() -> None:

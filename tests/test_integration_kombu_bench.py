@@ -14,8 +14,8 @@ pytest.importorskip("kombu")
 
 import kombu_helpers as kh
 
-from cstrie.bench import main
-from cstrie.bench.scenarios import kombu as scenario
+from cstrie_lab.bench import main
+from cstrie_lab.bench.scenarios import kombu as scenario
 
 
 def test_workload_keys_are_distinct_and_each_message_matches_one_binding() -> None:

@@ -35,8 +35,8 @@ import pyarrow.parquet as pq  # noqa: E402
 from cstrie import Trie  # noqa: E402
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect  # noqa: E402
 from cstrie.spark import engine  # noqa: E402
-from cstrie.spark.baseline import PyMatcher, pattern_regex  # noqa: E402
 from cstrie.spark.payload import Payload, digest  # noqa: E402
+from cstrie_lab.spark import PyMatcher, pattern_regex  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -448,7 +448,7 @@ def test_bad_arguments(spark: Any) -> None:
 def test_rlike_baseline_in_spark(spark: Any) -> None:
     """Spark's own rlike with the translated regexes agrees with the engine."""
     from cstrie.spark import SparkMatcher
-    from cstrie.spark.baseline import rlike_match
+    from cstrie_lab.spark import rlike_match
 
     for d in DIALECTS:
         pairs, topics = workload(d, 21, npat=30, ntop=80)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from cstrie.bench import main
-from cstrie.bench.base import Floor
-from cstrie.bench.format import fmt_size, parse_size
-from cstrie.bench.timing import interleave, paired_ratio, summarize
-from cstrie.bench.workloads import (
+from cstrie_lab.bench import main
+from cstrie_lab.bench.base import Floor
+from cstrie_lab.bench.format import fmt_size, parse_size
+from cstrie_lab.bench.timing import interleave, paired_ratio, summarize
+from cstrie_lab.bench.workloads import (
     broker_pairs,
     matching_topics,
     random_mqtt_filters,

@@ -5,7 +5,7 @@ to keep the numbers).  Under pytest-xdist pytest-benchmark disables itself and
 each benchmark body runs once, as a plain test.  Nothing here asserts a time:
 the assertions check the answers, so a broken engine fails here too.
 
-Workload: 10,000 random MQTT filters (:func:`cstrie.bench.workloads.random_mqtt_filters`,
+Workload: 10,000 random MQTT filters (:func:`cstrie_lab.bench.workloads.random_mqtt_filters`,
 the ``lookup-vs-paho`` shape), one subscriber each; topics made from the filters.
 PyTrie has no O(1) snapshot: its ``snapshot`` benchmark is ``list(trie)``, the
 consistent copy a PyTrie user would make.
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from cstrie.bench.workloads import matching_topics, random_mqtt_filters
-from cstrie.pytrie import PyTrie
 from cstrie.trie import Trie
+from cstrie_lab.bench.workloads import matching_topics, random_mqtt_filters
+from cstrie_lab.pytrie import PyTrie
 
 pytest.importorskip("pytest_benchmark")
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from cstrie.bench import main
-from cstrie.bench.base import BenchError
-from cstrie.bench.scenarios import reverse
 from cstrie.topics import TopicIndex
+from cstrie_lab.bench import main
+from cstrie_lab.bench.base import BenchError
+from cstrie_lab.bench.scenarios import reverse
 
 paho = pytest.importorskip("paho.mqtt.client")
 

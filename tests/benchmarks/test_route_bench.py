@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from cstrie.bench.base import BenchError
-from cstrie.bench.scenarios import route
+from cstrie_lab.bench.base import BenchError
+from cstrie_lab.bench.scenarios import route
 
 
 def test_mqtt_workload_shape() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cstrie.bench import main, suite
-from cstrie.bench import scenarios as registry
-from cstrie.bench.workloads import (
+from cstrie_lab.bench import main, suite
+from cstrie_lab.bench import scenarios as registry
+from cstrie_lab.bench.workloads import (
     ARTICLE_SUBJECT,
     digits_workload,
     mix_chunks,

@@ -3,8 +3,8 @@
 subscribe, unsubscribe and lookup, cold (an empty matcher; lookups on one holding
 only ``foo.*.baz.qux.quux``) and hot (1,000 random 5-word subscriptions plus
 ``foo.*.baz.qux.quux``), for cstrie and every classic matcher of
-:mod:`cstrie.classic` -- the workload of ``cstrie bench --scenario suite-ops``
-(:func:`cstrie.bench.workloads.ops_workload`; paho on its exact MQTT translation).
+:mod:`cstrie_lab.classic` -- the workload of ``cstrie bench --scenario suite-ops``
+(:func:`cstrie_lab.bench.workloads.ops_workload`; paho on its exact MQTT translation).
 
 Run them with ``pytest tests/benchmarks/test_suite_micro.py -p no:xdist`` (add
 ``--benchmark-json`` to keep the numbers, ``-k lookup`` for a subset).  Under
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from cstrie.bench import suite
-from cstrie.bench.workloads import OpsWorkload, ops_workload
+from cstrie_lab.bench import suite
+from cstrie_lab.bench.workloads import OpsWorkload, ops_workload
 
 pytest.importorskip("pytest_benchmark")
 

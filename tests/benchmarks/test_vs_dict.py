@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from cstrie.bench import main
-from cstrie.bench import matchers as mk
-from cstrie.bench.workloads import (
+from cstrie_lab.bench import main
+from cstrie_lab.bench import matchers as mk
+from cstrie_lab.bench.workloads import (
     digits_mqtt,
     iot_pairs,
     iot_topics,
     random5_mqtt_filters,
     random5_topics,
 )
-from cstrie.classic import DictTrie
+from cstrie_lab.classic import DictTrie
 
 pytest.importorskip("paho.mqtt.matcher")
 
