@@ -33,7 +33,7 @@ test: $(VENV)/.installed lint
 	$(MAKE) test-ft
 
 test-ft:
-	FT_TEST_PYTEST_ARGS="--ignore=tests/test_spark.py --ignore=tests/test_spark_filter_join.py --ignore=tests/test_native.py --ignore=tests/benchmarks" \
+	FT_TEST_PYTEST_ARGS="--ignore=tests/test_spark.py --ignore=tests/test_spark_filter_join.py --ignore=tests/test_native.py --ignore=tests/lab/bench --ignore=stress/lab/benchmarks" \
 		.ci/ft-test
 
 lint: $(VENV)/.installed

@@ -8,7 +8,7 @@ scenarios rely on.
 The random workloads draw from ``random.Random`` seeded by ``CSTRIE_SEED`` (a fresh
 seed each run unless set); every failure message carries the seed: replay with
 
-    CSTRIE_SEED=<seed> python -m pytest tests/test_classic_matchers.py
+    CSTRIE_SEED=<seed> python -m pytest tests/lab/test_classic_matchers.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Micro benchmarks (pytest-benchmark) of cstrie and PyTrie on a 10k-subscription trie.
 
-Run them with ``pytest tests/benchmarks -p no:xdist`` (add ``--benchmark-json``
+Run them with ``pytest stress/lab/benchmarks -p no:xdist`` (add ``--benchmark-json``
 to keep the numbers).  Under pytest-xdist pytest-benchmark disables itself and
 each benchmark body runs once, as a plain test.  Nothing here asserts a time:
 the assertions check the answers, so a broken engine fails here too.

@@ -8,7 +8,7 @@ only valid input is used.
 
 Seeded by ``CSTRIE_SEED`` (a fresh seed each run unless set); failures carry it:
 
-    CSTRIE_SEED=<seed> python -m pytest tests/test_dict_trie.py
+    CSTRIE_SEED=<seed> python -m pytest tests/lab/test_dict_trie.py
 """
 
 from __future__ import annotations

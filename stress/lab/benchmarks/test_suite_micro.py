@@ -6,7 +6,7 @@ only ``foo.*.baz.qux.quux``) and hot (1,000 random 5-word subscriptions plus
 :mod:`cstrie_lab.classic` -- the workload of ``cstrie bench --scenario suite-ops``
 (:func:`cstrie_lab.bench.workloads.ops_workload`; paho on its exact MQTT translation).
 
-Run them with ``pytest tests/benchmarks/test_suite_micro.py -p no:xdist`` (add
+Run them with ``pytest stress/lab/benchmarks/test_suite_micro.py -p no:xdist`` (add
 ``--benchmark-json`` to keep the numbers, ``-k lookup`` for a subset).  Under
 pytest-xdist pytest-benchmark switches itself off and each body runs once, as a
 plain test.  Nothing here asserts a time: the assertions check the answers (the
