@@ -1,4 +1,4 @@
-"""The scaling benchmark runs end to end: ``python -m stress.scaling`` and the C
+"""The scaling benchmark runs end to end: ``python -m stress.lab.scaling`` and the C
 program ``stress/scale_engine.c`` (``make -C stress scale``), with tiny
 durations.
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from stress import scaling  # noqa: E402
+from stress.lab import scaling  # noqa: E402
 
 FIELDS = {
     "bench",

@@ -5,7 +5,7 @@ index build (one ``put`` per distinct topic) and one ``count`` per filter.
 Topics: random 4-word AMQP topics over ``bench_spark.LEVELS``; filters:
 ``bench_spark.make_patterns`` (the ``typical`` mix).  The table in
 docs/spark.md ("Which filters match which stored topics") comes from
-``python stress/bench_filter_join.py``.
+``python stress/lab/bench_filter_join.py``.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ counts must agree, or the run fails.
 
 Usage::
 
-    python stress/bench_spark.py                          # 1,000,000 x 1,000
-    python stress/bench_spark.py --messages 200000 --repeat 3 --check-floors
-    python stress/bench_spark.py --json out.json --master 'local[2]'
+    python stress/lab/bench_spark.py                          # 1,000,000 x 1,000
+    python stress/lab/bench_spark.py --messages 200000 --repeat 3 --check-floors
+    python stress/lab/bench_spark.py --json out.json --master 'local[2]'
 
 Exit status: 0 done (and floors met with --check-floors), 1 a floor missed or
 the pipelines disagree.
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "rlike_subsets": subsets,
         "master": args.master,
         "batch_rows": args.batch_rows,
-        "command": " ".join(["python", "stress/bench_spark.py", *(argv or sys.argv[1:])]),
+        "command": " ".join(["python", "stress/lab/bench_spark.py", *(argv or sys.argv[1:])]),
         "machine": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),

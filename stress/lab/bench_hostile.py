@@ -1,6 +1,6 @@
 """What hostile patterns and clients cost one lookup or one route.
 
-    python stress/bench_hostile.py [--quick]
+    python stress/lab/bench_hostile.py [--quick]
 
 Rows (each the median of a few calls, after one warm-up):
 

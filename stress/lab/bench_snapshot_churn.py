@@ -7,7 +7,7 @@ holds none of their pairs.  This measures the process's resident set before
 and after N such clients (each with a 10 KB buffer, as a session object
 would have), once with no snapshot open and once with one, in one process.
 
-    python stress/bench_snapshot_churn.py [--clients 100000] [--size 10000]
+    python stress/lab/bench_snapshot_churn.py [--clients 100000] [--size 10000]
 
 Prints the RSS growth of both runs and the registry's size; exits 1 when the
 run with the snapshot grew more than 5% (the floor) over its start.

@@ -1,6 +1,6 @@
 """Scaling with threads: how much more work cstrie does per thread added.
 
-``python -m stress.scaling [--threads 1,2,4,...] [--seconds 0.5] [--repeat 1]
+``python -m stress.lab.scaling [--threads 1,2,4,...] [--seconds 0.5] [--repeat 1]
 [--json FILE] [--plot FILE.png] [ROW ...]``
 
 Each row is one workload on ``cstrie.Trie`` from Python; for every thread
@@ -681,7 +681,7 @@ def _thread_list(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m stress.scaling",
+        prog="python -m stress.lab.scaling",
         description=(__doc__ or "").split("\n\n")[0],
         epilog="rows: "
         + "; ".join(f"{k}: {v.what}" for k, v in ROWS.items())
@@ -779,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.no_gc:
         gc.disable()
-    cmd = "python -m stress.scaling " + " ".join(argv if argv is not None else sys.argv[1:])
+    cmd = "python -m stress.lab.scaling " + " ".join(argv if argv is not None else sys.argv[1:])
     meta = {
         "bench": "python",
         "command": cmd.strip(),
@@ -793,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_at_start": env["loadavg_at_start"],
     }
     print(
-        f"stress.scaling: python {env['python']}, free-threaded build "
+        f"stress.lab.scaling: python {env['python']}, free-threaded build "
         f"{env['free_threaded_build']}, GIL enabled {env['gil_enabled']}, {meta['cpus']} CPUs, "
         f"threads {','.join(map(str, threads))}, {args.seconds} s per run, best of "
         f"{args.repeat}, load average {env['loadavg_at_start']}; one op = one call"

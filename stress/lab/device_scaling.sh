@@ -3,12 +3,13 @@
 # lent 16-core machine (no network; gcc; the free-threaded Python comes in .device/).
 #
 # Here, first (from the project root; .device/ is ignored by git):
-#     ../shared/device/ft-bundle atomics      # interpreter + this checkout + the harness's clock
+#     ../shared/device/ft-bundle atomics ./stress/lab  # interpreter + this checkout, its lab
+#                                                      # (the harness's baselines) + the harness's clock
 # There (the device tool runs bash in the repository root with $OUT set; carry .device):
-#     bash stress/device_scaling.sh
+#     bash stress/lab/device_scaling.sh
 # Here, to try it on 2 cores with small sizes:
 #     OUT=/tmp/x DEVICE_SECONDS=0.2 THREADS=1,2 HARNESS_OPS=20000 MIX_DURATION=0.3 \
-#         bash stress/device_scaling.sh
+#         bash stress/lab/device_scaling.sh
 #
 # Steps, each under its own `timeout`, all output under $OUT (one .txt per step):
 #   machine       CPU, kernel, gcc, load, the source fingerprint  -> machine.txt
@@ -18,7 +19,7 @@
 #                 cstrie leaves the GIL off                       -> bundle.txt
 #   build         make -C stress scale (gcc -O2)                  -> build.txt
 #   engine        stress/bin/scale_engine, every row at THREADS    -> engine.txt, engine.jsonl
-#   python        python -m stress.scaling, every row at THREADS   -> python.txt, python.jsonl
+#   python        python -m stress.lab.scaling, every row at THREADS   -> python.txt, python.jsonl
 #   harness-90-10 python -m stress.harness --mix 90/10 at 1 and N threads, per-thread
 #                 matcher beside its baselines (throughput only)  -> harness-90-10.{txt,json}
 #   harness-50-50 the same at 50/50                                -> harness-50-50.{txt,json}
@@ -32,7 +33,7 @@
 # (N = the largest of THREADS.)  scaling.png is drawn there only if the Python that
 # summarises (the machine's python3, else the bundle's) has matplotlib (the bundle has
 # not: with it, it is 37 MB instead of 6); otherwise, here:
-#     python -m stress.scaling --from-json OUT/engine.jsonl OUT/python.jsonl --plot scaling.png
+#     python -m stress.lab.scaling --from-json OUT/engine.jsonl OUT/python.jsonl --plot scaling.png
 #
 # Knobs (environment):
 #   DEVICE_SECONDS  seconds per measured run (default 0.5)
@@ -47,7 +48,7 @@
 # step ran and exited 0, 1 otherwise (the summary says which).
 
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to the output directory (the device tool sets it)}"
 mkdir -p "$OUT"
 
@@ -117,10 +118,10 @@ echo "device_scaling: $NCPU CPUs, threads $THREADS, ${S}s per run, best of $R, O
     echo "gcc: $(gcc --version 2>/dev/null | head -1)"
     echo "load average: $(cat /proc/loadavg)"
     echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo 'no .git here')"
-    echo "sources (sha256 of native/*.[ch] stress/scale_engine.c stress/scaling.py): $(
-        cat native/*.c native/*.h stress/scale_engine.c stress/scaling.py | sha256sum | cut -c1-16)"
+    echo "sources (sha256 of native/*.[ch] stress/scale_engine.c stress/lab/scaling.py): $(
+        cat native/*.c native/*.h stress/scale_engine.c stress/lab/scaling.py | sha256sum | cut -c1-16)"
     if [[ -f .device/ft-bundle.tar.xz ]]; then
-        newer=$(find native cstrie -newer .device/ft-bundle.tar.xz -type f 2>/dev/null | head -5)
+        newer=$(find native cstrie stress/lab/cstrie_lab -newer .device/ft-bundle.tar.xz -type f 2>/dev/null | head -5)
         [[ -z "$newer" ]] || echo "WARNING: changed after the bundle was made (rerun ft-bundle): $newer"
     fi
 } >"$OUT/machine.txt" 2>&1
@@ -129,7 +130,7 @@ grep -E 'model name|^os:|^git:|^WARNING' "$OUT/machine.txt"
 # -- bundle ---------------------------------------------------------------------------
 check_bundle() {
     [[ -f .device/ft-bundle.tar.xz && -f .device/ft-run ]] || {
-        echo "no .device/ft-bundle.tar.xz: run ../shared/device/ft-bundle atomics here first"
+        echo "no .device/ft-bundle.tar.xz: run ../shared/device/ft-bundle atomics ./stress/lab here first"
         return 2
     }
     # ft-run unpacks into /tmp/cstrie-ft only when no interpreter is there: a warm
@@ -145,6 +146,10 @@ check_bundle() {
     bash .device/ft-run python -P - <<'PY'
 import sys, sysconfig
 import cstrie, cstrie.trie
+try:
+    import cstrie_lab.pytrie  # noqa: F401  (the harness's baselines)
+except ImportError:
+    sys.exit("the bundle has no cstrie_lab: run ../shared/device/ft-bundle atomics ./stress/lab")
 t = cstrie.Trie()
 t.subscribe("a.*", 1)
 assert t.lookup("a.b") == [1]
@@ -178,7 +183,7 @@ fi
 # -- Python ---------------------------------------------------------------------------
 if ((have_py == 0)); then
     step python "$(limit_for 15 "$NCOUNTS" "$S" 0.3 30)" \
-        "${FT[@]}" python -P -m stress.scaling --threads "$THREADS" --seconds "$S" \
+        "${FT[@]}" python -P -m stress.lab.scaling --threads "$THREADS" --seconds "$S" \
         --repeat "$R" --json "$OUT/python.jsonl"
     for mix in 90/10 50/50; do
         # 3 implementations x 2 thread counts; generating the op sequences takes seconds
@@ -214,9 +219,9 @@ fi
         "${PYS[@]}" -c 'import matplotlib' 2>/dev/null && PLOT_ARGS=(--plot "$OUT/scaling.png")
         harness_args=()
         ((${#hjs[@]})) && harness_args=(--harness-json "${hjs[@]}")
-        "${PYS[@]}" -m stress.scaling --from-json "${jsons[@]}" "${harness_args[@]}" \
+        "${PYS[@]}" -m stress.lab.scaling --from-json "${jsons[@]}" "${harness_args[@]}" \
             --summary-only "${PLOT_ARGS[@]}"
-        "${PYS[@]}" -m stress.scaling --from-json "${jsons[@]}" --markdown >"$OUT/tables.md"
+        "${PYS[@]}" -m stress.lab.scaling --from-json "${jsons[@]}" --markdown >"$OUT/tables.md"
     fi
     if [[ -f "$OUT/linearizability.txt" ]]; then
         echo "linearizability at $NMAX threads:"

@@ -16,9 +16,9 @@ in (so the ceiling for load), and with ``--memory`` the peak Python memory
 
 Usage::
 
-    python stress/bench_export.py                       # 1,000,000 pairs, 3 rounds
-    python stress/bench_export.py --pairs 200000 --repeat 1 --check-floors
-    python stress/bench_export.py --memory --json out.json
+    python stress/lab/bench_export.py                       # 1,000,000 pairs, 3 rounds
+    python stress/lab/bench_export.py --pairs 200000 --repeat 1 --check-floors
+    python stress/lab/bench_export.py --memory --json out.json
 
 Exit status: 0 done (and floors met with --check-floors), 1 a floor missed or
 a round trip lost pairs, 2 bad usage (e.g. pyarrow missing for parquet).
