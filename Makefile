@@ -42,4 +42,4 @@ lint: $(VENV)/.installed
 	$(MAKE) -s -C native check PYTHON=$(abspath $(PY))
 
 clean:
-	rm -rf $(VENV) .venv-ft build *.egg-info $(LAB)/*.egg-info cstrie/_native.* stress/bin
+	rm -rf $(VENV) .venv-ft build *.egg-info $(LAB)/build $(LAB)/*.egg-info cstrie/_native.* stress/bin
