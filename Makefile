@@ -1,22 +1,25 @@
 # cstrie - developer entry points.  The README's two set-up commands are
 # `make demo` (the main job) and `make test` (the test suite; .ci/run calls it).
+# Both install the library and, beside it, the benchmark lab (stress/lab: the
+# baselines, `cstrie bench` and `cstrie demo`).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NATIVE := $(wildcard native/*.c native/*.h)
+LAB := stress/lab
 
 .PHONY: demo test test-ft lint clean redis-server
 
-$(VENV)/.installed: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
+$(VENV)/.installed: pyproject.toml $(LAB)/pyproject.toml setup.py cstrie/_build.py $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,spark,kombu,amqtt]'
+	$(PY) -m pip install -q -e '.[dev,spark,kombu,amqtt]' -e $(LAB)
 	touch $@
 
-$(VENV)/.core: pyproject.toml setup.py cstrie/_build.py $(NATIVE)
+$(VENV)/.core: pyproject.toml $(LAB)/pyproject.toml setup.py cstrie/_build.py $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e . -e $(LAB)
 	touch $@
 
 demo: $(VENV)/.core
@@ -36,13 +39,13 @@ redis-server:
 	@.ci/redis-server >/dev/null || echo "make: no redis-server: the kombu Redis tests will skip" >&2
 
 test-ft:
-	FT_TEST_PYTEST_ARGS="--ignore=tests/test_spark.py --ignore=tests/test_spark_filter_join.py --ignore=tests/test_native.py --ignore=tests/benchmarks" \
+	FT_TEST_PYTEST_ARGS="--ignore=tests/test_spark.py --ignore=tests/test_spark_filter_join.py --ignore=tests/test_native.py --ignore=tests/lab/bench --ignore=stress/lab/benchmarks" \
 		.ci/ft-test
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check cstrie tests stress
-	$(VENV)/bin/mypy cstrie
+	$(VENV)/bin/mypy cstrie $(LAB)/cstrie_lab
 	$(MAKE) -s -C native check PYTHON=$(abspath $(PY))
 
 clean:
-	rm -rf $(VENV) .venv-ft build *.egg-info cstrie/_native.c cstrie/_native.o cstrie/_native.*.so stress/bin
+	rm -rf $(VENV) .venv-ft build *.egg-info $(LAB)/build $(LAB)/*.egg-info cstrie/_native.* stress/bin

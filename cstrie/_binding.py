@@ -967,6 +967,17 @@ def live_bytes() -> int:
     return int(lib.cst_live_bytes())
 
 
+def live_allocations() -> int:
+    """Blocks the engine holds now, all tries together."""
+    return int(lib.cst_live_allocations())
+
+
+def reclaim() -> int:
+    """Free what this thread can of the engine's retired memory now: the
+    number of retired blocks still waiting (on other threads' epochs)."""
+    return int(lib.cst_reclaim())
+
+
 def stats(handle: Any) -> dict[str, int]:
     s = ffi.new("cst_stats *")
     check(lib.cst_stats_get(handle, s))

@@ -3,7 +3,6 @@
 Subcommands register themselves through ``add_parser(subparsers)`` functions in
 their own modules, so this file only wires them together:
 
-* ``cstrie demo``   - the README's main job (:mod:`cstrie.demo`)
 * ``cstrie export`` - convert a subscription file to jsonl/parquet/binary
 * ``cstrie load``   - verify an export, summarise it or convert it back
 * ``cstrie tree``   - the subscription tree as text, JSON, DOT, PNG or SVG
@@ -12,7 +11,16 @@ their own modules, so this file only wires them together:
 * ``cstrie relate`` - is pattern A a subset of B, do they intersect (ACL checks)
 * ``cstrie retained`` - the stored topics that filters match (a topic index)
   (these seven: :mod:`cstrie.commands`, one module each)
-* ``cstrie bench``  - the benchmark suite (:mod:`cstrie.bench`)
+* ``cstrie spark-match`` - match a message log with Spark
+
+Other installed distributions add subcommands through the entry point group
+``cstrie.commands`` (:data:`PLUGIN_GROUP`): each entry point names a callable
+that takes the subparsers and adds the subcommand of the entry point's name,
+as the modules above do.  A plugin never replaces a built-in subcommand, and
+one that fails to load becomes a subcommand that says why.  The benchmark lab
+(``stress/lab``) adds ``cstrie demo``, the README's main job, and ``cstrie
+bench`` this way; the subcommands of :data:`PLUGIN_HINTS` say how to install
+the distribution that provides them when none does.
 
 Exit codes: 0 success, 1 a check or comparison failed, 2 bad usage or input.
 """
@@ -22,11 +30,22 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+#: the entry point group of plugin subcommands
+PLUGIN_GROUP = "cstrie.commands"
+
+#: subcommands that another distribution provides: what to install when none does
+PLUGIN_HINTS = {
+    "bench": "the benchmark lab: pip install -e stress/lab (from a cstrie source checkout)",
+    "demo": "the benchmark lab: pip install -e stress/lab (from a cstrie source checkout)",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,9 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=PlainHelpParser)
     sub.required = True
-    from cstrie import demo
-
-    demo.add_parser(sub)
     try:
         from cstrie import commands
     except ImportError:  # pragma: no cover - a build that left the subpackage out
@@ -52,18 +68,48 @@ def build_parser() -> argparse.ArgumentParser:
             pass
         else:
             spark_match_cmd.add_parser(sub)
-    try:
-        from cstrie import bench
-    except ImportError:  # pragma: no cover - the bench package is optional
-        return parser
-    if hasattr(bench, "add_parser"):
-        bench.add_parser(sub)
+    add_plugins(sub, plugin_entry_points())
     return parser
+
+
+def plugin_entry_points() -> list[metadata.EntryPoint]:
+    """The installed entry points of :data:`PLUGIN_GROUP`, by name."""
+    return sorted(metadata.entry_points(group=PLUGIN_GROUP), key=lambda ep: ep.name)
+
+
+def add_plugins(sub: Any, entry_points: Iterable[metadata.EntryPoint]) -> None:
+    """Add the plugin subcommands of ``entry_points`` whose names are free, then
+    a stub for each subcommand of :data:`PLUGIN_HINTS` that is still missing."""
+    for ep in entry_points:
+        if ep.name in sub.choices:
+            continue
+        try:
+            add_parser = ep.load()
+            add_parser(sub)
+        except Exception as exc:  # a broken plugin leaves the other subcommands working
+            if ep.name not in sub.choices:
+                _add_stub(sub, ep.name, f"the plugin {ep.value} failed to load: {exc}")
+    for name, hint in PLUGIN_HINTS.items():
+        if name not in sub.choices:
+            _add_stub(sub, name, f"not installed; it comes with {hint}")
+
+
+def _add_stub(sub: Any, name: str, message: str) -> None:
+    """A subcommand that takes any arguments, prints ``message`` and exits 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        print(f"cstrie {name}: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+    p = sub.add_parser(name, help="(not available here: run it to see why)", add_help=False)
+    p.set_defaults(func=run, any_arguments=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or EXIT_OK)
     except (ValueError, TypeError, OSError) as exc:

@@ -1,6 +1,6 @@
 """Shared fixtures: every conformance test runs against each trie implementation.
 
-``trie_cls`` is :class:`cstrie.pytrie.PyTrie` and ``cstrie.Trie`` (the native engine):
+``trie_cls`` is :class:`cstrie_lab.pytrie.PyTrie` and ``cstrie.Trie`` (the native engine):
 every rule is checked on both, and a broken engine build fails the suite.
 
 ``matcher`` answers "does this one pattern match this topic?" through a real trie,
@@ -17,8 +17,8 @@ import oracle  # tests/ is on sys.path (pyproject: pythonpath)
 import pytest
 
 from cstrie.dialect import Dialect, resolve_dialect
-from cstrie.pytrie import PyTrie
 from cstrie.trie import Trie
+from cstrie_lab.pytrie import PyTrie
 
 _IMPLEMENTATIONS = [pytest.param(PyTrie, id="PyTrie"), pytest.param(Trie, id="Trie")]
 

@@ -1,6 +1,6 @@
 """An independent, deliberately slow reference matcher written straight from the rules.
 
-It shares no code with ``cstrie.pytrie``, the native engine or even
+It shares no code with ``cstrie_lab.pytrie``, the native engine or even
 ``cstrie.dialect``'s splitting/validation: it reads only the *field values* of a
 :class:`~cstrie.dialect.Dialect` and re-implements every rule from the dialect table
 in docs/api.md ("Dialects") and the ``Dialect`` field documentation:

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from cstrie.dialect import NATS
-from cstrie.pytrie import PyTrie
 from cstrie.trie import Trie
+from cstrie_lab.pytrie import PyTrie
 
 Matcher = Callable[..., bool]  # the ``matcher`` fixture: (dialect, pattern, topic) -> bool
 

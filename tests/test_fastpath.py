@@ -598,7 +598,7 @@ def test_wrong_argument_counts_to_reads_raise_type_error(method: str) -> None:
 )
 def test_reads_take_their_argument_by_keyword(method: str, keyword: str, arg: Any) -> None:
     """The documented parameter names work as keywords, as in the Python API."""
-    from cstrie.pytrie import PyTrie
+    from cstrie_lab.pytrie import PyTrie
 
     baseline = getattr(PyTrie(), method, None)  # PyTrie has no lookup_many
     if baseline is not None:

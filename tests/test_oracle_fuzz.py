@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cstrie.dialect import AMQP, Dialect
-from cstrie.pytrie import PyTrie
+from cstrie_lab.pytrie import PyTrie
 
 SEED = oracle.choose_seed()
 DIALECTS = oracle.FUZZ_DIALECTS

@@ -35,8 +35,8 @@ import pyarrow.parquet as pq  # noqa: E402
 from cstrie import Trie  # noqa: E402
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect  # noqa: E402
 from cstrie.spark import engine  # noqa: E402
-from cstrie.spark.baseline import pattern_regex  # noqa: E402
 from cstrie.spark.payload import Payload, digest  # noqa: E402
+from cstrie_lab.spark import PyMatcher, pattern_regex  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -162,7 +162,7 @@ def test_scan_matches_oracle_on_arrow_layouts(d: Dialect) -> None:
     pairs, topics = workload(d, 7, npat=40, ntop=120)
     payload = Payload.from_pairs(pairs, d)
     m = engine.NativeMatcher(payload)
-    py = engine.PyMatcher(payload)
+    py = PyMatcher(payload)
     pats, subs = payload.patterns.to_pylist(), payload.subscribers.to_pylist()
     pp, ps = payload.pair_pattern.to_pylist(), payload.pair_subscriber.to_pylist()
 
@@ -336,9 +336,12 @@ def test_summaries_and_python_engine(spark: Any) -> None:
     unmatched = {r.id for r in m.unmatched(msgs).collect()}
     assert unmatched == {i for i, _ in valid} - {i for i, _, _ in hits}
     # The pure-Python baseline engine gives the same rows through the same pipeline.
-    py = SparkMatcher(trie, spark, engine="python")
+    py = SparkMatcher(trie, spark, engine=PyMatcher)
     got = {(r.id, r.pattern, r.subscriber) for r in py.match(msgs).collect()}
     assert got == hits
+    for bad in ("python", Trie, PyMatcher(py.payload)):
+        with pytest.raises(ValueError, match="MatcherBase"):
+            SparkMatcher(trie, spark, engine=bad)
 
 
 def test_subscription_sources(spark: Any, tmp_path: Path) -> None:
@@ -445,7 +448,7 @@ def test_bad_arguments(spark: Any) -> None:
 def test_rlike_baseline_in_spark(spark: Any) -> None:
     """Spark's own rlike with the translated regexes agrees with the engine."""
     from cstrie.spark import SparkMatcher
-    from cstrie.spark.baseline import rlike_match
+    from cstrie_lab.spark import rlike_match
 
     for d in DIALECTS:
         pairs, topics = workload(d, 21, npat=30, ntop=80)

@@ -152,8 +152,8 @@ def test_engine_and_validator_give_the_same_error(dialect: str, text: str, what:
     ValueError, word for word (the engine's code is turned into the validator's
     message; an engine that refused what the validator accepts would show here)."""
     from cstrie.dialect import resolve_dialect
-    from cstrie.pytrie import PyTrie
     from cstrie.trie import Trie
+    from cstrie_lab.pytrie import PyTrie
 
     d = resolve_dialect(dialect)
     split = d.split_pattern if what == "pattern" else d.split_topic

@@ -154,8 +154,9 @@ class SparkMatcher:
 
     Every method returns a lazy DataFrame (except :meth:`summary`); each Python
     worker rebuilds the matcher once and keeps it (see :mod:`cstrie.spark.engine`).
-    ``engine="python"`` matches with :class:`cstrie.pytrie.PyTrie` instead (the
-    benchmark's baseline; same pipeline otherwise).
+    ``engine``, a :class:`~cstrie.spark.engine.MatcherBase` subclass, matches
+    with it instead of the native engine (the benchmark's pure-Python baseline;
+    same pipeline otherwise): it must be importable in the workers.
 
     Raises ``ValueError`` naming the first invalid pattern, before any job runs.
     """
@@ -170,10 +171,15 @@ class SparkMatcher:
         subscriber_col: str = "subscriber",
         group_col: str = "group",
         policies: Mapping[str, str] | None = None,
-        engine: str = "native",
+        engine: str | type[_eng.MatcherBase] = "native",
     ) -> None:
-        if engine not in ("native", "python"):
-            raise ValueError(f"engine must be 'native' or 'python', not {engine!r}")
+        if engine != "native" and not (
+            isinstance(engine, type) and issubclass(engine, _eng.MatcherBase)
+        ):
+            raise ValueError(
+                "engine must be 'native' or a subclass of cstrie.spark.engine.MatcherBase, "
+                f"not {engine!r}"
+            )
         if spark is None:
             if isinstance(subscriptions, DataFrame):
                 spark = subscriptions.sparkSession

@@ -57,9 +57,9 @@ __all__ = [
     "CACHE_SIZE",
     "FilterSet",
     "JoinPlan",
+    "MatcherBase",
     "NativeMatcher",
     "Plan",
-    "PyMatcher",
     "Router",
     "build_count",
     "cache_info",
@@ -87,12 +87,22 @@ COUNTERS = {
 
 
 # ------------------------------------------------------------------ matchers
-class _Base:
+class MatcherBase:
+    """What the pipeline needs of a matcher: built from a payload
+    (``cls(payload)``, once per worker process and payload, :func:`get_matcher`),
+    the payload's tables (:meth:`_tables`, which this constructor calls) and
+    :meth:`scan`.  :class:`NativeMatcher` is the engine's;
+    ``SparkMatcher(..., engine=cls)`` runs the same pipeline with another
+    subclass (the benchmark's pure-Python baseline)."""
+
     payload: Payload
     patterns: Any
     subscribers: Any
     pair_pattern: np.ndarray
     pair_subscriber: np.ndarray
+
+    def __init__(self, payload: Payload) -> None:
+        self._tables(payload)
 
     def _tables(self, payload: Payload) -> None:
         self.payload = payload
@@ -131,7 +141,7 @@ class _Base:
         raise NotImplementedError
 
 
-class NativeMatcher(_Base):
+class NativeMatcher(MatcherBase):
     """The engine built from a payload: engine id ``k + 1`` is pair ``k``."""
 
     def __init__(self, payload: Payload) -> None:
@@ -204,46 +214,6 @@ class NativeMatcher(_Base):
             yield rows[:got].copy(), ids[:got].astype(np.int64) - 1
 
 
-class PyMatcher(_Base):
-    """The same interface over :class:`cstrie.pytrie.PyTrie` (the benchmark's
-    pure-Python baseline): one ``lookup`` per row, subscribers are pair indexes."""
-
-    def __init__(self, payload: Payload) -> None:
-        from cstrie.pytrie import PyTrie
-
-        self._tables(payload)
-        trie = PyTrie(self.dialect)
-        pats = self.patterns.to_pylist()
-        for k, p in enumerate(self.pair_pattern.tolist()):
-            trie.subscribe(pats[p], k)
-        self._trie = trie
-
-    def scan(
-        self, column: Any, status: np.ndarray, cap: int = DEFAULT_CAP
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        lookup = self._trie.lookup
-        rows: list[int] = []
-        pairs: list[int] = []
-        binary = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
-        for r, topic in enumerate(column.to_pylist()):
-            if topic is None:
-                status[r] = NULL
-                continue
-            try:
-                found = lookup(topic.decode() if binary else topic)
-            except (ValueError, UnicodeDecodeError):
-                status[r] = -17
-                continue
-            for k in found:
-                rows.append(r)
-                pairs.append(cast(int, k))
-                if len(rows) == cap:
-                    yield np.array(rows, np.int64), np.array(pairs, np.int64)
-                    rows, pairs = [], []
-        if rows:
-            yield np.array(rows, np.int64), np.array(pairs, np.int64)
-
-
 class Router:
     """A :class:`cstrie.Trie` of the payload's ordinary pairs and share-group
     memberships, for deliveries: its subscribers are the indexes of the
@@ -291,18 +261,19 @@ class Router:
         return routed
 
 
-ENGINES: dict[str, Any] = {"native": NativeMatcher, "python": PyMatcher, "router": Router}
+ENGINES: dict[str, Any] = {"native": NativeMatcher, "router": Router}
 
 
 # --------------------------------------------------------------------- cache
-_CACHE: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, Any], Any] = OrderedDict()
 _LOCK = threading.Lock()
 _BUILDS = [0]
 
 
-def get_matcher(key: str, source: Any, engine: str = "native") -> Any:
+def get_matcher(key: str, source: Any, engine: str | type[MatcherBase] = "native") -> Any:
     """The matcher for payload ``key``, built at most once per process
-    (``engine``: "native", "python" or "router", a :class:`Router`).
+    (``engine``: "native", "router", a :class:`Router`, or a
+    :class:`MatcherBase` subclass).
 
     ``source`` is the payload's bytes or anything with a ``.value`` holding them
     (a Spark Broadcast); it is read only when the matcher is not cached.
@@ -316,7 +287,8 @@ def get_matcher(key: str, source: Any, engine: str = "native") -> Any:
         raw = source if isinstance(source, (bytes, bytearray, memoryview)) else source.value
         if digest(raw) != key:
             raise ValueError("the matcher payload does not match its SHA-256 (corrupt broadcast)")
-        m = ENGINES[engine](Payload.from_bytes(raw))
+        make = ENGINES[engine] if isinstance(engine, str) else engine
+        m = make(Payload.from_bytes(raw))
         _CACHE[ck] = m
         _BUILDS[0] += 1
         while len(_CACHE) > max(CACHE_SIZE, 1):
@@ -361,7 +333,7 @@ class Plan:
     reason_col: str = "reason"
     keep_unmatched: bool = False
     cap: int = DEFAULT_CAP
-    engine: str = "native"
+    engine: str | type[MatcherBase] = "native"
     key_col: str | None = None
     extra: list[tuple[str, Any]] = field(default_factory=list)  # appended (name, Arrow type)
     stats: Any = None  # an accumulator (added to once per partition) or None
@@ -429,7 +401,7 @@ def run(bc: Any, plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
         )
 
 
-def _batch(m: _Base, plan: Plan, batch: Any, counts: _Counts, schema: Any) -> Iterator[Any]:
+def _batch(m: MatcherBase, plan: Plan, batch: Any, counts: _Counts, schema: Any) -> Iterator[Any]:
     n = batch.num_rows
     if n == 0:
         return

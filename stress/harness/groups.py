@@ -10,7 +10,7 @@ The space (:func:`build_space`)
 -------------------------------
 A fixed, small design written in generic words (``+`` one level, ``#`` many)
 and turned into the dialect's syntax; which filter matches which topic is
-decided by :class:`cstrie.pytrie.PyTrie` (pure Python, not the engine)::
+decided by :class:`cstrie_lab.pytrie.PyTrie` (pure Python, not the engine)::
 
     F0 g/+/temp   F1 g/a/#   F2 g/+/+/alarm   F3 g/#   F4 g/a/temp
 
@@ -85,7 +85,7 @@ from typing import Any
 
 from cstrie.dialect import Dialect, resolve_dialect
 from cstrie.groups import Shared
-from cstrie.pytrie import PyTrie
+from cstrie_lab.pytrie import PyTrie
 from stress.harness.clock import Clock
 from stress.harness.progress import Counter, Progress
 

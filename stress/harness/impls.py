@@ -4,7 +4,7 @@
   (in recorded runs one lookup in eight goes through ``Trie.lookup``), updates
   through ``Trie.subscribe``/``unsubscribe``, snapshots with ``Trie.snapshot()``,
   batches with ``Trie.lookup_many``.
-* ``pytrie``: :class:`cstrie.pytrie.PyTrie`, pure Python behind one lock; its
+* ``pytrie``: :class:`cstrie_lab.pytrie.PyTrie`, pure Python behind one lock; its
   "snapshot" is ``list(trie)`` (a consistent copy made under its lock), its
   ``lookup_many`` one ``lookup`` per topic.
 * ``locked``: the native trie with every call behind one global
@@ -149,7 +149,7 @@ class PyTrieImpl(Impl):
     label = "PyTrie (pure Python, one Lock)"
 
     def create(self, dialect: str) -> Any:
-        from cstrie.pytrie import PyTrie
+        from cstrie_lab.pytrie import PyTrie
 
         return PyTrie(dialect)
 

@@ -15,7 +15,7 @@ A run works on a fixed, seeded set of *patterns*, *topics* and *subscribers*:
   small-int cache, so they behave like ordinary heap objects), which lets the
   checker read a lookup result without any translation table.
 
-Which patterns match which topic is computed once with :class:`cstrie.pytrie.PyTrie`
+Which patterns match which topic is computed once with :class:`cstrie_lab.pytrie.PyTrie`
 (pure Python, independent of the C engine), giving for every topic the subscribers
 whose state a lookup of it reveals and the mask of their candidates that match
 (``interest``).  A lookup result containing ``BASE + s`` thus says
@@ -53,7 +53,7 @@ import random
 from dataclasses import dataclass, field
 
 from cstrie.dialect import Dialect, resolve_dialect
-from cstrie.pytrie import PyTrie
+from cstrie_lab.pytrie import PyTrie
 
 __all__ = [
     "BASE",

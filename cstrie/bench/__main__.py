@@ -1,7 +1,0 @@
-"""``python -m cstrie.bench`` is ``cstrie bench``."""
-
-import sys
-
-from cstrie.bench import main
-
-sys.exit(main())
