@@ -10,7 +10,7 @@
 
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static CST_TLS scratch *tls_scratch;
+CST_TLS scratch *cst_tls_scratch;
 
 static void scratch_free(void *p)
 {
@@ -37,21 +37,19 @@ static void scratch_free(void *p)
     free(sc->thash);
     free(sc->reads);
     free(sc);
-    tls_scratch = NULL;
+    cst_tls_scratch = NULL;
 }
 
 static void scratch_key_init(void) { (void)pthread_key_create(&scratch_key, scratch_free); }
 
-scratch *scratch_get(void)
+scratch *scratch_make(void)
 {
-    scratch *sc = tls_scratch;
-    if (sc != NULL)
-        return sc;
+    scratch *sc;
     pthread_once(&scratch_once, scratch_key_init);
     sc = calloc(1, sizeof *sc);
     if (sc == NULL)
         return NULL;
-    tls_scratch = sc;
+    cst_tls_scratch = sc;
     pthread_setspecific(scratch_key, sc);
     return sc;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "nodes.h"
+#include "tls.h"
 
 typedef struct scratch {
     struct word *w;            /* a topic or pattern split (words.c) */
@@ -60,9 +61,20 @@ typedef struct scratch {
     int64_t fault_at, fault_word;
 } scratch;
 
+/* This thread's scratch buffers, once made (scratch_make). */
+extern CST_TLS scratch *cst_tls_scratch;
+/* Make this thread's scratch buffers (its first engine call); NULL when out
+ * of memory. */
+scratch *scratch_make(void);
+
 /* This thread's scratch buffers (made on its first call); NULL when out of
- * memory. */
-scratch *scratch_get(void);
+ * memory.  Inline: every engine call takes it, and one %fs load is all it
+ * costs once the buffers exist. */
+static inline scratch *scratch_get(void)
+{
+    scratch *sc = cst_tls_scratch;
+    return sc != NULL ? sc : scratch_make();
+}
 /* Grow *buf, of *cap elements of elem bytes, to at least need elements
  * (doubling): 0, or -1 when out of memory (the buffer is left as it was). */
 int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem);

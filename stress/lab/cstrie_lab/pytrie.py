@@ -4,8 +4,8 @@
 engine: one trie node per pattern word (a ``dict`` of literal word -> child plus one
 slot for each wildcard), a ``set`` of subscribers on the node where a pattern ends,
 and one :class:`threading.Lock` around every operation.  It has the same API subset
-as the native :class:`cstrie.Trie` and validates through the same
-:meth:`Dialect.split_pattern` / :meth:`Dialect.split_topic`, so errors are identical.
+as the native :class:`cstrie.Trie`, and checks text in Python with
+:mod:`cstrie_lab.words`, which refuses what the library refuses with the same errors.
 The demo, the stress harness and the benchmarks use it as the baseline.
 
 Complexities use ``w`` for the number of words in the pattern/topic and ``s`` for the
@@ -45,6 +45,7 @@ import threading
 from collections.abc import Hashable, Iterator
 
 from cstrie.dialect import Dialect, resolve_dialect
+from cstrie_lab.words import split_pattern, split_topic
 
 __all__ = ["PyTrie"]
 
@@ -161,7 +162,7 @@ class PyTrie:
         ``ValueError`` for a pattern invalid in this dialect; the trie is then
         unchanged.  O(w).
         """
-        words = self._dialect.split_pattern(pattern)
+        words = split_pattern(self._dialect, pattern)
         hash(subscriber)  # unhashable: fail before touching the trie
         single = self._single
         multi = self._multi
@@ -201,7 +202,7 @@ class PyTrie:
 
         Raises like :meth:`subscribe`; the trie is then unchanged.  O(w).
         """
-        words = self._dialect.split_pattern(pattern)
+        words = split_pattern(self._dialect, pattern)
         hash(subscriber)
         single = self._single
         multi = self._multi
@@ -245,7 +246,7 @@ class PyTrie:
     # ---------------------------------------------------------------- queries
     def subscribers(self, pattern: str) -> list[Hashable]:
         """The subscribers of exactly ``pattern`` (no matching).  O(w + s)."""
-        words = self._dialect.split_pattern(pattern)
+        words = split_pattern(self._dialect, pattern)
         single = self._single
         multi = self._multi
         with self._lock:
@@ -269,7 +270,7 @@ class PyTrie:
         Raises ``TypeError`` for a non-str and ``ValueError`` for a topic invalid in
         this dialect.  See the module docstring for the cost of the walk.
         """
-        words = self._dialect.split_topic(topic)
+        words = split_topic(self._dialect, topic)
         with self._lock:
             nodes = self._walk(words, False)
             if not nodes:
@@ -286,7 +287,7 @@ class PyTrie:
 
         Raises like :meth:`lookup`.
         """
-        words = self._dialect.split_topic(topic)
+        words = split_topic(self._dialect, topic)
         with self._lock:
             nodes = self._walk(words, False)
             # A node can be reached more than once (``#.a.#``); keep each once.
@@ -297,7 +298,7 @@ class PyTrie:
 
         Stops at the first match.  Raises like :meth:`lookup`.
         """
-        words = self._dialect.split_topic(topic)
+        words = split_topic(self._dialect, topic)
         with self._lock:
             return bool(self._walk(words, True))
 

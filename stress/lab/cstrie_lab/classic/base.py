@@ -1,9 +1,8 @@
 """What every classic matcher shares: the interface, validation and pattern programs.
 
 :class:`ClassicMatcher` is the abstract base class.  It resolves the dialect, checks
-input the way :class:`cstrie.Trie` does (patterns through
-:meth:`Dialect.split_pattern`, topics through :meth:`Dialect.split_topic`, so an
-invalid pattern or topic raises the same ``ValueError``/``TypeError``; an
+input the way :class:`cstrie.Trie` does (in Python, with :mod:`cstrie_lab.words`:
+an invalid pattern or topic raises the library's ``ValueError``/``TypeError``; an
 unhashable subscriber raises ``TypeError``), always *before* anything changes, and
 counts (pattern, subscriber) pairs.  A subclass implements :meth:`_add`,
 :meth:`_remove` and :meth:`lookup`.
@@ -22,10 +21,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from operator import itemgetter
 from typing import Any, ClassVar
 
 from cstrie.dialect import Dialect, resolve_dialect
+from cstrie_lab.words import split_pattern, split_topic
 
 __all__ = [
     "ClassicMatcher",
@@ -90,8 +91,8 @@ class ClassicMatcher(ABC):
     def _setup(self, dialect: Dialect) -> None:
         self._check_dialect(dialect)
         self._dialect = dialect
-        self._split_pattern = dialect.split_pattern
-        self._split_topic = dialect.split_topic
+        self._split_pattern = partial(split_pattern, dialect)
+        self._split_topic = partial(split_topic, dialect)
         self._size = 0
 
     def _check_dialect(self, dialect: Dialect) -> None:
