@@ -18,6 +18,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from cstrie._version import __version__
 from cstrie.dialect import Dialect
 from cstrie.export.codec import Decode, dialect_from_json, dialect_to_json
 from cstrie.export.errors import FormatError
@@ -68,8 +69,6 @@ Progress = Callable[[int, int], None]
 
 
 def make_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str, Any]:
-    from cstrie import __version__
-
     return {
         "format": f"cstrie-{fmt}",
         "version": VERSION,
@@ -83,8 +82,6 @@ def make_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str,
 def make_topic_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str, Any]:
     """The header of a topic index file (``value_codec`` where a subscription
     file has ``subscriber_codec``)."""
-    from cstrie import __version__
-
     return {
         "format": f"cstrie-topics-{fmt}",
         "version": TOPICS_VERSION,
