@@ -52,12 +52,15 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from cstrie.export.codec import Decode, keep_encoded
 from cstrie.export.errors import FormatError
 from cstrie.export.writer import FORMATS, _canonical, _is_path, export
 from cstrie.export.writer import _from_suffix as _from_suffix  # the commands use it
+
+if TYPE_CHECKING:
+    from cstrie.export.meta import Classes
 
 __all__ = [
     "FORMATS",
@@ -112,7 +115,7 @@ def load(
         if fmt == "parquet":
             from cstrie.export import parquet
 
-            return parquet.read(str(path), decode)
+            return parquet.read(str(path), _classes(), decode)
         with open(path, "rb") as f:
             return _load_stream(f, fmt, decode)
     stream: IO[bytes] = src  # type: ignore[assignment]
@@ -133,19 +136,29 @@ def load(
 
         if not stream.seekable():
             stream = io.BytesIO(stream.read())
-        return parquet.read(stream, decode)
+        return parquet.read(stream, _classes(), decode)
     return _load_stream(stream, fmt, decode)
+
+
+def _classes() -> Classes:
+    """What the readers build: the formats import neither class (the classes
+    import the formats' writer), so the loader hands them down."""
+    from cstrie.export.meta import Classes
+    from cstrie.topics import TopicIndex
+    from cstrie.trie import Trie
+
+    return Classes(Trie, TopicIndex)
 
 
 def _load_stream(f: IO[bytes], fmt: str | None, decode: Decode | None) -> Any:
     if fmt == "jsonl":
         from cstrie.export import jsonl
 
-        return jsonl.read(f, decode)  # type: ignore[arg-type]
+        return jsonl.read(f, _classes(), decode)  # type: ignore[arg-type]
     if fmt == "binary":
         from cstrie.export import binary
 
-        return binary.read(f, decode)  # type: ignore[arg-type]
+        return binary.read(f, _classes(), decode)  # type: ignore[arg-type]
     raise FormatError(
         f"not a cstrie export: unknown file format (expected one of {sorted(FORMATS)})"
     )
