@@ -10,6 +10,7 @@ True
 
 from typing import TYPE_CHECKING
 
+from cstrie._version import __version__ as __version__
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect, resolve_dialect
 
 if TYPE_CHECKING:  # what __getattr__ below imports on first use, for type checkers
@@ -31,7 +32,6 @@ __all__ = [
     "load",
     "resolve_dialect",
 ]
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:

@@ -192,7 +192,7 @@ class Dialect:
         """True if every topic that pattern ``a`` matches, pattern ``b`` matches too
         (an ACL check): ``MQTT.is_subset("sensors/+/temp", "sensors/#")`` is True.
         See :func:`cstrie.relations.is_subset`; O(m * n) for m and n words."""
-        from cstrie.relations import is_subset
+        from cstrie._relations import is_subset
 
         return is_subset(self, a, b)
 
@@ -200,7 +200,7 @@ class Dialect:
         """True if some valid topic matches both patterns ``a`` and ``b``:
         ``MQTT.intersects("+/x", "$a/x")`` is False (the ``$`` rule).  See
         :func:`cstrie.relations.intersects`; O(m * n) for m and n words."""
-        from cstrie.relations import intersects
+        from cstrie._relations import intersects
 
         return intersects(self, a, b)
 

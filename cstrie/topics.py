@@ -257,7 +257,7 @@ class _Reader:
         >>> sorted(cstrie.load(io.BytesIO(buf.getvalue())).items())
         [('a.b', 1), ('a.c', 1)]
         """
-        from cstrie.export import export
+        from cstrie.export.writer import export
 
         return export(self, dest, format, encode, progress=progress)
 

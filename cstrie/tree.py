@@ -62,6 +62,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,9 +120,7 @@ def tree(
     """
     if max_depth is not None and max_depth < 0:
         raise ValueError("max_depth must be >= 0")
-    from cstrie.topics import _Reader as TopicReader
-
-    if isinstance(reader, TopicReader):
+    if _is_topic_reader(reader):
         if subscribers is not None:
             raise TypeError("a topic index's tree lists values (values=), not subscribers")
         return _topic_tree(reader.snapshot(), max_depth, bool(values))
@@ -152,6 +151,16 @@ def tree(
         if listed:
             node["subscribers"].extend(subs)
     return root
+
+
+def _is_topic_reader(reader: object) -> bool:
+    """Is ``reader`` a :class:`~cstrie.TopicIndex` or a snapshot of one?
+
+    ``cstrie.topics`` imports this module (``TopicIndex.tree``), so its class is
+    looked up, not imported: while ``cstrie.topics`` is not loaded, no object
+    can be one of its classes."""
+    topics = sys.modules.get("cstrie.topics")
+    return topics is not None and isinstance(reader, topics._Reader)
 
 
 def _descend(

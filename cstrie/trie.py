@@ -260,7 +260,7 @@ class _ReadMethods:
         binary file) as JSON Lines, Parquet or the compact binary form; the format
         defaults from the suffix.  See :func:`cstrie.export.export` and
         docs/export.md.  Returns the number of pairs written."""
-        from cstrie.export import export
+        from cstrie.export.writer import export
 
         return export(self, dest, format, encode, progress=progress)
 

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from cstrie.commands import TOPICS, add_common, codec_of, output_stream, read_source
+from cstrie.commands._common import TOPICS, add_common, codec_of, output_stream, read_source
 from cstrie.commands._progress import Bar, enabled
 
 

@@ -23,7 +23,7 @@ import json
 import sys
 from typing import Any
 
-from cstrie.commands import (
+from cstrie.commands._common import (
     TEXT_SUFFIXES,
     TOPICS,
     add_common,

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
-from cstrie.commands import add_common, read_subscriptions
+from cstrie.commands._common import add_common, read_subscriptions
 from cstrie.commands._progress import Bar, enabled
 
 BATCH = 8192

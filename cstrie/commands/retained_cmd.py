@@ -87,7 +87,7 @@ def source_format(path: str | None, choice: str = "auto") -> str:
     ``--input-format``, else the suffix (.tsv/.txt/.tab: text), else the
     first bytes (a binary or Parquet export's magic, a JSON Lines export's
     header), else text."""
-    from cstrie.commands import TEXT_SUFFIXES
+    from cstrie.commands._common import TEXT_SUFFIXES
     from cstrie.export import _from_suffix
     from cstrie.export.binary import MAGIC
 
@@ -126,7 +126,7 @@ def _check_filters(dialect: Dialect, filters: list[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     fmt = source_format(args.topics, args.input_format)
     if fmt != "text":
-        from cstrie.commands import TOPICS, read_source
+        from cstrie.commands._common import TOPICS, read_source
 
         # a topic index export carries its dialect (--dialect, when given,
         # must be the same); its records are loaded whole, then the filters

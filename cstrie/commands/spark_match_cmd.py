@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from cstrie.commands import add_common, read_subscriptions
+from cstrie.commands._common import add_common, read_subscriptions
 from cstrie.commands._progress import Bar, enabled
 
 GROUP = "cstrie-spark-match"

@@ -19,7 +19,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from cstrie.commands import TOPICS, add_common, read_source
+from cstrie.commands._common import TOPICS, add_common, read_source
 from cstrie.groups import Shared
 
 

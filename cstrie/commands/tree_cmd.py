@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from cstrie.commands import TOPICS, add_common, read_source
+from cstrie.commands._common import TOPICS, add_common, read_source
 
 FORMATS = ("text", "json", "dot", "png", "svg")
 

@@ -51,14 +51,16 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any
 
-from cstrie.export import codec as _codec
-from cstrie.export.codec import Decode, Encode, keep_encoded
+from cstrie.export.codec import Decode, keep_encoded
 from cstrie.export.errors import FormatError
+from cstrie.export.writer import FORMATS, _canonical, _is_path, export
+from cstrie.export.writer import _from_suffix as _from_suffix  # the commands use it
+
+if TYPE_CHECKING:
+    from cstrie.export.meta import Classes
 
 __all__ = [
     "FORMATS",
@@ -70,38 +72,6 @@ __all__ = [
     "load",
     "read_header",
 ]
-
-#: canonical format name -> file suffixes
-FORMATS: dict[str, tuple[str, ...]] = {
-    "jsonl": (".jsonl", ".ndjson"),
-    "parquet": (".parquet", ".pq"),
-    "binary": (".cstrie", ".cst", ".bin"),
-}
-_ALIASES = {"ndjson": "jsonl", "json-lines": "jsonl", "pq": "parquet", "cstrie": "binary"}
-
-Progress = Callable[[int, int], None]
-Dest = str | os.PathLike[str] | IO[bytes]
-
-
-def _canonical(fmt: str) -> str:
-    name = _ALIASES.get(fmt.lower(), fmt.lower())
-    if name not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; expected one of {sorted(FORMATS)}")
-    return name
-
-
-def _from_suffix(name: str | os.PathLike[str] | None) -> str | None:
-    if name is None:
-        return None
-    suffix = Path(os.fspath(name)).suffix.lower()
-    for fmt, suffixes in FORMATS.items():
-        if suffix in suffixes:
-            return fmt
-    return None
-
-
-def _is_path(x: object) -> bool:
-    return isinstance(x, (str, os.PathLike))
 
 
 def detect_format(head: bytes) -> str | None:
@@ -115,128 +85,6 @@ def detect_format(head: bytes) -> str | None:
     if head.lstrip().startswith(b"{"):
         return "jsonl"
     return None
-
-
-def export(
-    reader: Any,
-    dest: Dest,
-    format: str | None = None,
-    encode: Encode | None = None,
-    *,
-    progress: Progress | None = None,
-) -> int:
-    """Write the subscriptions of ``reader`` (a Trie or Snapshot), or the
-    topics of a :class:`~cstrie.TopicIndex` or
-    :class:`~cstrie.TopicSnapshot`, to ``dest``.
-
-    ``dest`` is a path or a writable binary file.  ``format`` is ``"jsonl"``,
-    ``"parquet"`` or ``"binary"``; by default it comes from the path's suffix.
-    Subscribers (values) must be str, int or bytes unless ``encode`` (object ->
-    str|int|bytes, applied to every subscriber or value) is given; one that
-    cannot be stored raises ``TypeError`` before anything is written (and no
-    file is created).  ``progress(done, total)`` is called after each chunk.
-    Returns the number of pairs written, share-group memberships included (as
-    ``len(reader)``), or of topics.  O(n) time, memory O(subscribers + one
-    chunk) (a topic index: O(distinct values + one chunk)).
-
-    A topic index is written as a topic index file (``"format":
-    "cstrie-topics-<fmt>"``, see ``docs/export.md``): the records of one O(1)
-    snapshot, so writers may carry on meanwhile.
-
-    >>> import io
-    >>> from cstrie import TopicIndex
-    >>> idx = TopicIndex("mqtt"); idx["a/b"] = b"1"; idx["a/c"] = b"1"
-    >>> buf = io.BytesIO(); export(idx, buf, format="jsonl")
-    2
-    >>> sorted(load(io.BytesIO(buf.getvalue())).items())
-    [('a/b', b'1'), ('a/c', b'1')]
-    """
-    if format is None:
-        name = dest if _is_path(dest) else getattr(dest, "name", None)
-        format = _from_suffix(name) if isinstance(name, (str, os.PathLike)) else None
-        if format is None:
-            raise ValueError(
-                f"cannot tell the export format from {dest!r}; pass format= "
-                f"(one of {sorted(FORMATS)}) or use a suffix such as .jsonl, .parquet, .cstrie"
-            )
-    fmt = _canonical(format)
-    snap = reader.snapshot()
-    if _is_topic_reader(snap):
-        return _write_to(dest, _topic_writer(snap, fmt, encode, progress))
-    plan = _codec.plan(snap, encode)
-    if fmt == "jsonl":
-        from cstrie.export import jsonl
-
-        def write(f: BinaryIO) -> None:
-            jsonl.write(snap, f, plan, progress)
-
-    elif fmt == "parquet":
-        from cstrie.export import parquet
-
-        prep = parquet.prepare(plan)
-
-        def write(f: BinaryIO) -> None:
-            parquet.write(snap, f, plan, prep, progress)
-
-    else:
-        from cstrie.export import binary
-
-        def write(f: BinaryIO) -> None:
-            binary.write(snap, f, plan, progress)
-
-    def write_all(f: BinaryIO) -> int:
-        write(f)
-        return len(snap)
-
-    return _write_to(dest, write_all)
-
-
-def _is_topic_reader(reader: object) -> bool:
-    from cstrie.topics import _Reader
-
-    return isinstance(reader, _Reader)
-
-
-def _topic_writer(
-    snap: Any, fmt: str, encode: Encode | None, progress: Progress | None
-) -> Callable[[BinaryIO], int]:
-    """The writer of a topic index file of format ``fmt``; its values are
-    checked (and encoded) now, before anything is written."""
-    from cstrie.export import topicfile
-
-    tplan = topicfile.plan(snap, encode, members=fmt == "parquet")
-    if fmt == "jsonl":
-        from cstrie.export import jsonl
-
-        return lambda f: jsonl.write_topics(snap, f, tplan, progress)
-    if fmt == "parquet":
-        from cstrie.export import parquet
-
-        prep = parquet.prepare_topics(tplan)
-        return lambda f: parquet.write_topics(snap, f, tplan, prep, progress)
-    from cstrie.export import binary
-
-    return lambda f: binary.write_topics(snap, f, tplan, progress)
-
-
-def _write_to(dest: Dest, write: Callable[[BinaryIO], int]) -> int:
-    """Run ``write`` on ``dest``: a file as it is, a path through a temporary
-    file in the same directory that replaces it only when ``write`` is done."""
-    if not _is_path(dest):
-        return write(dest)  # type: ignore[arg-type]
-    path = Path(os.fspath(dest))  # type: ignore[arg-type]
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            n = write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return n
 
 
 def load(
@@ -267,7 +115,7 @@ def load(
         if fmt == "parquet":
             from cstrie.export import parquet
 
-            return parquet.read(str(path), decode)
+            return parquet.read(str(path), _classes(), decode)
         with open(path, "rb") as f:
             return _load_stream(f, fmt, decode)
     stream: IO[bytes] = src  # type: ignore[assignment]
@@ -288,19 +136,29 @@ def load(
 
         if not stream.seekable():
             stream = io.BytesIO(stream.read())
-        return parquet.read(stream, decode)
+        return parquet.read(stream, _classes(), decode)
     return _load_stream(stream, fmt, decode)
+
+
+def _classes() -> Classes:
+    """What the readers build: the formats import neither class (the classes
+    import the formats' writer), so the loader hands them down."""
+    from cstrie.export.meta import Classes
+    from cstrie.topics import TopicIndex
+    from cstrie.trie import Trie
+
+    return Classes(Trie, TopicIndex)
 
 
 def _load_stream(f: IO[bytes], fmt: str | None, decode: Decode | None) -> Any:
     if fmt == "jsonl":
         from cstrie.export import jsonl
 
-        return jsonl.read(f, decode)  # type: ignore[arg-type]
+        return jsonl.read(f, _classes(), decode)  # type: ignore[arg-type]
     if fmt == "binary":
         from cstrie.export import binary
 
-        return binary.read(f, decode)  # type: ignore[arg-type]
+        return binary.read(f, _classes(), decode)  # type: ignore[arg-type]
     raise FormatError(
         f"not a cstrie export: unknown file format (expected one of {sorted(FORMATS)})"
     )

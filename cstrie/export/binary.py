@@ -287,10 +287,10 @@ def _decode_values(kinds: bytes, ends: array[int], blob: bytes) -> list[str | in
     return out
 
 
-def read(f: BinaryIO, decode: Decode | None = None) -> Any:
+def read(f: BinaryIO, classes: m.Classes, decode: Decode | None = None) -> Any:
     """Load a binary export from the file ``f``; returns a :class:`cstrie.Trie`."""
     raw = f.read()
-    return loads(raw, decode)
+    return loads(raw, classes, decode)
 
 
 class _Body:
@@ -421,12 +421,12 @@ def _check_version(version: int, meta: dict[str, Any]) -> None:
         )
 
 
-def loads(raw: bytes, decode: Decode | None = None) -> Any:
+def loads(raw: bytes, classes: m.Classes, decode: Decode | None = None) -> Any:
     """Load a binary export held in memory: a :class:`cstrie.Trie`, or a
     :class:`cstrie.TopicIndex` for a topic index file."""
     version, meta, body = _open(raw)
     if m.content_of(meta, "binary") == m.TOPICS:
-        return _load_topics(version, meta, body, decode)
+        return _load_topics(version, meta, body, decode, classes)
     dialect, codec = m.check_meta(meta, "binary")
     _check_version(version, meta)
     offsets, (refs,), data, nsections = body.runs(b"PAIR", 1)
@@ -447,10 +447,12 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
         else ([], None)
     )
     values = m.decode_values(values, codec, decode)
-    return m.build_trie(data, offsets, refs, values, dialect, memberships, policies)
+    return m.build_trie(classes.trie, data, offsets, refs, values, dialect, memberships, policies)
 
 
-def _load_topics(version: int, meta: Any, body: _Body, decode: Decode | None) -> Any:
+def _load_topics(
+    version: int, meta: Any, body: _Body, decode: Decode | None, classes: m.Classes
+) -> Any:
     """The rest of a topic index file: TOPS sections, the VALS table, the
     trailer (its counts checked); the index is built by engine puts."""
     dialect, codec = m.check_topic_meta(meta, "binary")
@@ -461,7 +463,7 @@ def _load_topics(version: int, meta: Any, body: _Body, decode: Decode | None) ->
     if len(refs) != total or len(data) != total_bytes or sections != nsections:
         raise FormatError("the trailer's counts do not match the file")
     values = load_values(_values(kinds, ends, blob), codec, decode)
-    return build_index(data, offsets, refs, values, dialect)
+    return build_index(classes.topic_index, data, offsets, refs, values, dialect)
 
 
 def _memberships(

@@ -303,9 +303,9 @@ def _line_error(body_lines: list[bytes], first_line: int, groups: bool = True) -
     return FormatError("invalid pair lines")
 
 
-def read(f: BinaryIO, decode: Decode | None = None) -> Any:
+def read(f: BinaryIO, classes: m.Classes, decode: Decode | None = None) -> Any:
     """Load a JSON Lines export from the binary file ``f``."""
-    return loads(f.read(), decode)
+    return loads(f.read(), classes, decode)
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
@@ -489,7 +489,7 @@ def _footer(raw: bytes, head_end: int, keys: set[str], count: str) -> tuple[int,
     return foot_start, end
 
 
-def loads(raw: bytes, decode: Decode | None = None) -> Any:
+def loads(raw: bytes, classes: m.Classes, decode: Decode | None = None) -> Any:
     """Load a JSON Lines export held in memory: a :class:`cstrie.Trie`, or a
     :class:`cstrie.TopicIndex` for a topic index file."""
     if not raw:
@@ -502,7 +502,7 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
     except m.JSON_ERRORS:
         raise FormatError("not a cstrie JSON Lines export (the first line is not JSON)") from None
     if m.content_of(header, "jsonl") == m.TOPICS:
-        return _load_topics(raw, head_end, header, decode)
+        return _load_topics(raw, head_end, header, decode, classes)
     dialect, codec = m.check_meta(header, "jsonl")
     groups = m.version_of(header) >= m.GROUPS_SINCE
     keys = {"pairs", "crc32"} | ({"memberships", "policies"} if groups else set())
@@ -542,10 +542,17 @@ def loads(raw: bytes, decode: Decode | None = None) -> Any:
             values, memberships = _with_members(values, members)
             values = m.decode_values(values, codec, decode)
             return m.build_trie(
-                data_buf, offsets_buf, refs_buf, values, dialect, memberships, policies
+                classes.trie,
+                data_buf,
+                offsets_buf,
+                refs_buf,
+                values,
+                dialect,
+                memberships,
+                policies,
             )
     return _general(
-        raw, head_end, foot_start, pairs, nmem, groups, codec, decode, dialect, policies
+        raw, head_end, foot_start, pairs, nmem, groups, codec, decode, dialect, policies, classes
     )
 
 
@@ -560,6 +567,7 @@ def _general(
     decode: Decode | None,
     dialect: Any,
     policies: dict[str, str] | None,
+    classes: m.Classes,
 ) -> Any:
     """The pure-Python reader: any JSON spacing, key order and line order."""
     nlines = raw.count(b"\n", head_end + 1, foot_start)
@@ -619,10 +627,12 @@ def _general(
     data = b"".join(pb)
     del pb
     values = m.decode_values(values, codec, decode)
-    return m.build_trie(data, offsets, refs, values, dialect, memberships, policies)
+    return m.build_trie(classes.trie, data, offsets, refs, values, dialect, memberships, policies)
 
 
-def _load_topics(raw: bytes, head_end: int, header: Any, decode: Decode | None) -> Any:
+def _load_topics(
+    raw: bytes, head_end: int, header: Any, decode: Decode | None, classes: m.Classes
+) -> Any:
     """A topic index file: ``{"topic": ..., "value": ...}`` lines (any JSON
     spacing and key order), checked against the footer's count and CRC."""
     dialect, codec = m.check_topic_meta(header, "jsonl")
@@ -659,7 +669,7 @@ def _load_topics(raw: bytes, head_end: int, header: Any, decode: Decode | None) 
     del stored, index
     offsets = array("q", accumulate(map(len, encoded), initial=0))
     values = load_values(values, codec, decode)
-    return build_index(b"".join(encoded), offsets, refs, values, dialect)
+    return build_index(classes.topic_index, b"".join(encoded), offsets, refs, values, dialect)
 
 
 def _topic_line_error(lines: list[bytes]) -> FormatError:

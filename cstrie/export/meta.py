@@ -16,11 +16,16 @@ import operator
 from array import array
 from collections.abc import Callable
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cstrie._version import __version__
 from cstrie.dialect import Dialect
 from cstrie.export.codec import Decode, dialect_from_json, dialect_to_json
 from cstrie.export.errors import FormatError
+
+if TYPE_CHECKING:
+    from cstrie.topics import TopicIndex
+    from cstrie.trie import Trie
 
 __all__ = [
     "GROUPS_SINCE",
@@ -29,6 +34,7 @@ __all__ = [
     "TOPICS",
     "TOPICS_VERSION",
     "VERSION",
+    "Classes",
     "Membership",
     "build_trie",
     "check_any_meta",
@@ -67,9 +73,16 @@ Membership = tuple[str, int, str]
 Progress = Callable[[int, int], None]
 
 
-def make_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str, Any]:
-    from cstrie import __version__
+class Classes(NamedTuple):
+    """The classes a loaded file becomes, which :func:`cstrie.export.load` hands
+    to the readers: ``Trie.export`` and ``TopicIndex.export`` import the
+    formats, so the formats do not import the classes."""
 
+    trie: type[Trie]
+    topic_index: type[TopicIndex]
+
+
+def make_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str, Any]:
     return {
         "format": f"cstrie-{fmt}",
         "version": VERSION,
@@ -83,8 +96,6 @@ def make_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str,
 def make_topic_meta(fmt: str, dialect: Dialect, codec: str, **extra: Any) -> dict[str, Any]:
     """The header of a topic index file (``value_codec`` where a subscription
     file has ``subscriber_codec``)."""
-    from cstrie import __version__
-
     return {
         "format": f"cstrie-topics-{fmt}",
         "version": TOPICS_VERSION,
@@ -226,6 +237,7 @@ def check_utf8(data: bytes | memoryview, offsets: array[int], what: str = "patte
 
 
 def build_trie(
+    trie_cls: type[Trie],
     data: Any,
     offsets: Any,
     refs: Any,
@@ -234,15 +246,15 @@ def build_trie(
     memberships: list[Membership] | None = None,
     policies: dict[str, str] | None = None,
 ) -> Any:
-    """``Trie.from_buffers`` with the file's errors reported as FormatError,
-    then the share-group memberships (each member ``subscribers[ref - 1]``,
-    joined one by one: the bulk build knows no groups) and the groups'
-    policies (when given, exactly the groups of the memberships)."""
+    """``trie_cls.from_buffers`` (``trie_cls`` is :class:`~cstrie.Trie`) with
+    the file's errors reported as FormatError, then the share-group memberships
+    (each member ``subscribers[ref - 1]``, joined one by one: the bulk build
+    knows no groups) and the groups' policies (when given, exactly the groups
+    of the memberships)."""
     from cstrie.groups import Shared
-    from cstrie.trie import Trie
 
     try:
-        trie = Trie.from_buffers(data, offsets, refs, subscribers, dialect)
+        trie = trie_cls.from_buffers(data, offsets, refs, subscribers, dialect)
     except ValueError as exc:
         if "appears twice" in str(exc):
             raise ValueError(f"decode made two subscribers equal: {exc}") from None

@@ -473,7 +473,7 @@ def _u64_buffer(arr: Any) -> memoryview:
     return memoryview(arr.buffers()[1])[arr.offset * 8 : (arr.offset + len(arr)) * 8]
 
 
-def read(f: Any, decode: Decode | None = None) -> Any:
+def read(f: Any, classes: m.Classes, decode: Decode | None = None) -> Any:
     """Load a Parquet export (``f``: a path or a seekable binary file): a
     :class:`cstrie.Trie`, or a :class:`cstrie.TopicIndex` for a topic index
     file."""
@@ -482,7 +482,7 @@ def read(f: Any, decode: Decode | None = None) -> Any:
 
     pf, header, end = _open(f)
     if m.content_of(header, "parquet") == m.TOPICS:
-        return _read_topics(pf, header, end, decode)
+        return _read_topics(pf, header, end, decode, classes)
     dialect, codec = m.check_meta(header, "parquet")
     kind = header.get("subscriber_kind")
     if kind not in _KIND_TYPES:
@@ -528,10 +528,12 @@ def read(f: Any, decode: Decode | None = None) -> Any:
             patterns, refs = pa.concat_arrays([patterns]), pa.concat_arrays([refs])
     values = m.decode_values(values, codec, decode)
     data, offsets = _string_buffers(patterns)
-    return m.build_trie(data, offsets, _u64_buffer(refs), values, dialect, memberships, policies)
+    return m.build_trie(
+        classes.trie, data, offsets, _u64_buffer(refs), values, dialect, memberships, policies
+    )
 
 
-def _read_topics(pf: Any, header: Any, end: Any, decode: Decode | None) -> Any:
+def _read_topics(pf: Any, header: Any, end: Any, decode: Decode | None, classes: m.Classes) -> Any:
     """A topic index file: ``topic`` and ``value`` (+ ``value_type``) columns,
     checked against the end record; the index is built by engine puts."""
     dialect, codec = m.check_topic_meta(header, "parquet")
@@ -544,7 +546,9 @@ def _read_topics(pf: Any, header: Any, end: Any, decode: Decode | None) -> Any:
     refs, values = _distinct(cols[1], cols[2] if kind == "mixed" else None, kind)
     values = load_values(values, codec, decode)
     data, offsets = _string_buffers(cols[0])
-    return build_index(data, offsets.cast("q"), _u64_buffer(refs).cast("Q"), values, dialect)
+    return build_index(
+        classes.topic_index, data, offsets.cast("q"), _u64_buffer(refs).cast("Q"), values, dialect
+    )
 
 
 def _from_text(v: str) -> str | int | bytes:

@@ -25,7 +25,7 @@ against the dialect; an invalid or repeated topic is a
 
 >>> from cstrie import TopicIndex
 >>> from cstrie.export.topicfile import build_index
->>> idx = build_index(b"a/bc/d", [0, 3, 6], [1, 1], ["v"], "mqtt")
+>>> idx = build_index(TopicIndex, b"a/bc/d", [0, 3, 6], [1, 1], ["v"], "mqtt")
 >>> sorted(idx.items())
 [('a/b', 'v'), ('c/d', 'v')]
 """
@@ -37,7 +37,7 @@ import operator
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import compress, islice, repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cstrie import _binding as nb
 from cstrie.dialect import Dialect, resolve_dialect
@@ -52,6 +52,9 @@ from cstrie.export.codec import (
 from cstrie.export.errors import FormatError
 from cstrie.export.meta import decode_values
 from cstrie.export.source import chunks
+
+if TYPE_CHECKING:
+    from cstrie.topics import TopicIndex
 
 __all__ = ["TopicPlan", "ValueTable", "build_index", "plan"]
 
@@ -174,13 +177,14 @@ class ValueTable:
 
 
 def build_index(
+    index_cls: type[TopicIndex],
     data: Any,
     offsets: Sequence[int],
     refs: Sequence[int],
     values: list[Any],
     dialect: str | Dialect,
 ) -> Any:
-    """A new :class:`~cstrie.TopicIndex` holding topic ``k`` =
+    """A new ``index_cls`` (:class:`~cstrie.TopicIndex`) holding topic ``k`` =
     ``data[offsets[k]:offsets[k + 1]]`` (UTF-8) with value ``values[refs[k] - 1]``.
 
     Everything read from a file is checked: offsets (start at 0, never
@@ -189,8 +193,6 @@ def build_index(
     comes twice; any fault is a :class:`FormatError` and no index is returned.
     O(n * levels): one engine put per topic.
     """
-    from cstrie.topics import TopicIndex
-
     d = resolve_dialect(dialect)
     n = len(refs)
     if len(offsets) != n + 1:
@@ -216,7 +218,7 @@ def build_index(
             o = offsets[k]
             if o < len(raw) and raw[o] & 0xC0 == 0x80:
                 raise FormatError(f"topic {k} starts inside a UTF-8 character (corrupt file)")
-    index = TopicIndex(d)
+    index = index_cls(d)
     handle = index._handle
     failed = nb.topic_put_table(handle, raw, offsets)
     if failed is not None:

@@ -89,7 +89,7 @@ def _to_payload(
             subscriptions, d or "amqp", pattern_col, subscriber_col, group_col
         )
     elif isinstance(subscriptions, (str, os.PathLike)):
-        from cstrie.commands import read_subscriptions
+        from cstrie.commands._common import read_subscriptions
 
         trie, _ = read_subscriptions(
             os.fspath(subscriptions), d.name if d is not None and d.name != "custom" else None
