@@ -7,7 +7,7 @@ reached below the last hash level), with 0x1f words collide in groups of about
 trie, so each check runs in a fresh interpreter (``subprocess``), never disturbing
 other tests of the same xdist worker, with a timeout in case an update loops.
 
-Checked against the independent oracle (tests/oracle.py): lookups, match,
+Checked against the independent oracle (tests/support/oracle.py): lookups, match,
 has_subscribers, subscribers, iteration, len, snapshots and copies, unsubscribe,
 and the structural invariants, with hundreds of colliding words.
 """
@@ -47,7 +47,9 @@ def run_isolated(body: str, mask: int, timeout: float = 90.0) -> None:
     on a timeout (an engine update that never finishes), or without its DONE line."""
     code = PRELUDE.format(mask=mask) + textwrap.dedent(body) + EPILOGUE
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), str(TESTS / "support"), env.get("PYTHONPATH", "")]
+    )
     try:
         proc = subprocess.run(
             [sys.executable, "-c", code],

@@ -6,7 +6,7 @@ Every test here checks those calls against something that does not go through
 them: the cffi engine calls (``_binding.ids_call(lib.cst_lookup, ...)``,
 ``lib.cst_has_subscribers``, ``lib.cst_match`` with a ``_binding.Groups``
 buffer) mapped through the registry's public ``objects`` list, the independent
-matcher in ``tests/oracle.py``, and ``Dialect.split_topic`` /
+matcher in ``tests/support/oracle.py``, and ``Dialect.split_topic`` /
 ``Dialect.split_pattern``, the single source of error messages.
 
 Sections, each stating the rule it proves:

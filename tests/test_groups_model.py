@@ -6,7 +6,7 @@ The model of a writable handle is two dicts:
 * ``ordinary``: ``pattern -> set[subscriber]`` (what ``lookup`` answers from);
 * ``shared``: ``(filter, group) -> set[member]``.
 
-Matching is ``oracle.matches`` (``tests/oracle.py``, the independent matcher).
+Matching is ``oracle.matches`` (``tests/support/oracle.py``, the independent matcher).
 From them, for a topic, the model expects (rules of ``cstrie/groups.py``):
 
 * ``lookup``/``match``/``has_subscribers``: the ordinary subscriptions only;

@@ -15,7 +15,7 @@ Every call must give one of two outcomes:
 
 * the right answer: the trie accepts exactly the texts that
   ``Dialect.split_pattern``/``split_topic`` accept (and those agree with the
-  independent rules of ``tests/oracle.py``), and its answers agree with the
+  independent rules of ``tests/support/oracle.py``), and its answers agree with the
   oracle's matcher;
 * ``ValueError`` or ``TypeError`` (exactly these types), with the validator's
   message, after which the trie holds exactly what it held before

@@ -5,7 +5,7 @@ Rules under test:
 
 * '#' may stand anywhere in an AMQP pattern and matches zero or more words
   (RabbitMQ's topic exchange); a pattern matches exactly when the slow
-  dynamic program of ``tests/oracle.py`` says so, for every mix of '#', '*',
+  dynamic program of ``tests/support/oracle.py`` says so, for every mix of '#', '*',
   literal and empty words.
 * Hostile input: every pattern comes from an attacker.  A lookup takes each
   S-node of the trie at most once (plus the nodes above the first '#'), so its

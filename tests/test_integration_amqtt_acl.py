@@ -1,6 +1,6 @@
 """Access control: amqtt's topic ACL plugin with real paho-mqtt clients over
 127.0.0.1, each scenario on stock ``amqtt.broker.Broker`` and on
-``CstrieBroker`` (``tests/amqtt_helpers.py``).
+``CstrieBroker`` (``tests/support/amqtt_helpers.py``).
 
 The plugin is configured as amqtt's documentation shows it, in the
 ``plugins`` section: ``TopicAccessControlListPlugin`` with ``acl`` (who may

@@ -1,5 +1,5 @@
 """MQTT rules, one by one, with real paho-mqtt clients over 127.0.0.1 against an
-in-process ``CstrieBroker`` (``tests/amqtt_helpers.py``).
+in-process ``CstrieBroker`` (``tests/support/amqtt_helpers.py``).
 
 Written from MQTT 3.1.1 (and MQTT 5 for shared subscriptions); section numbers
 in the docstrings.  The places where the integration deliberately differs from

@@ -9,12 +9,12 @@ and buffer comes from an attacker.
   offset (negative, decreasing or past the end of the data) or pair.
 
 The corpus of crafted files (``tests/loader_corpus/``, written by
-``python tests/loader_fuzz.py --write-corpus tests/loader_corpus`` plus
+``python tests/support/loader_fuzz.py --write-corpus tests/loader_corpus`` plus
 ``fuzz-*`` files that the mutator found) is replayed in a child process, so
 that a crash fails one test and names the file.  The seeded mutator
 (:mod:`loader_fuzz`) makes ``CSTRIE_LOADER_FUZZ_CASES`` (default 1500) files
 from seed ``CSTRIE_LOADER_FUZZ_SEED`` (default 1); a failure names the case,
-and ``python tests/loader_fuzz.py --seed S --start I --cases 1`` replays it.
+and ``python tests/support/loader_fuzz.py --seed S --start I --cases 1`` replays it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from cstrie import Trie
 
 CORPUS = Path(__file__).parent / "loader_corpus"
-FUZZ = Path(__file__).parent / "loader_fuzz.py"
+FUZZ = Path(__file__).parent / "support" / "loader_fuzz.py"
 CASES = int(os.environ.get("CSTRIE_LOADER_FUZZ_CASES", "1500"))
 SEED = int(os.environ.get("CSTRIE_LOADER_FUZZ_SEED", "1"))
 EXAMPLES = int(os.environ.get("CSTRIE_HOSTILE_EXAMPLES", "200"))

@@ -4,7 +4,7 @@ One hypothesis ``RuleBasedStateMachine`` per built-in dialect drives ``cstrie.Tr
 and compares every answer with a model written straight from the spec:
 
 * a writable handle is modelled by ``dict[pattern, set[subscriber]]``;
-* matching is ``oracle.matches`` (the independent slow matcher in ``tests/oracle.py``);
+* matching is ``oracle.matches`` (the independent slow matcher in ``tests/support/oracle.py``);
 * a snapshot is modelled by a frozen copy of its handle's model at the moment it was
   taken, and must keep answering like that copy while the handles change;
 * ``copy()`` starts a second independent handle (and model) that then diverges.

@@ -1,6 +1,6 @@
 """``cstrie.spark.filter_join``: which filters match which stored topics.
 
-Every answer is checked against the slow reference matcher (``tests/oracle.py``)
+Every answer is checked against the slow reference matcher (``tests/support/oracle.py``)
 over all (filter row, topic row) pairs, as a multiset: a pair found twice or
 missed fails.  The workloads mix hand-picked cases (the MQTT ``$`` rule, AMQP
 ``#`` in the middle, NATS ``>``, a filter matching nothing, duplicate topics

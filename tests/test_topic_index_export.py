@@ -17,7 +17,7 @@
 * writers may carry on during an export: the file holds exactly the snapshot.
 
 Every expected answer comes from a model (a dict) and the independent oracle
-(``tests/oracle.py``), never from the exporter.
+(``tests/support/oracle.py``), never from the exporter.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ operations against a plain ``dict`` model, one hypothesis
 ``RuleBasedStateMachine`` per built-in dialect.
 
 The model is ``topic -> value``; what a filter matches comes from the
-independent oracle (``tests/oracle.py``).  Values are fresh objects (dicts,
+independent oracle (``tests/support/oracle.py``).  Values are fresh objects (dicts,
 lists, ``None``, tuples) and must come back as the very object put.  A
 snapshot is modelled by a frozen copy of the model when it was taken and is
 checked again after later writes; an iterator taken with ``query`` and

@@ -3,7 +3,7 @@
 A topic index stores literal topics, one value each, and answers a *filter*
 with every stored ``(topic, value)`` that the filter matches (the reverse of a
 subscription lookup).  Every expected answer below is written out by hand from
-the rules and also asked of the independent oracle (``tests/oracle.py``), so a
+the rules and also asked of the independent oracle (``tests/support/oracle.py``), so a
 wrong expectation fails as loudly as a wrong answer.  Sources:
 
 * MQTT 5.0 section 4.7 (topic names and filters): 4.7.1.2 ``#`` (last level,

@@ -5,7 +5,7 @@ A model of an index is a plain ``dict`` topic -> value.  Values may be
 unhashable (dicts, lists) or ``None``, so answers are compared as dicts, and a
 value must come back as the very object that was put (``is``), as a dict
 would hand it back.  What a filter should match comes from the independent
-oracle (``tests/oracle.py``), never from ``cstrie``.
+oracle (``tests/support/oracle.py``), never from ``cstrie``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 It shares no code with ``cstrie/relations.py``.  It decides the relations by
 listing topics over a small alphabet, in order of length, and asking the matching
-oracle of ``tests/oracle.py`` (``oracle.matches``, ``oracle.valid_topic``) about
+oracle of ``tests/support/oracle.py`` (``oracle.matches``, ``oracle.valid_topic``) about
 each one:
 
 * ``is_subset(a, b)`` is False iff some valid topic t has ``matches(a, t)`` and

@@ -23,7 +23,7 @@ AssertionError naming any other outcome.
 
 Run it by hand for long runs (and under valgrind or an ASan build)::
 
-    python tests/loader_fuzz.py --cases 20000 --seed 1 [--save DIR]
+    python tests/support/loader_fuzz.py --cases 20000 --seed 1 [--save DIR]
 
 ``--save`` writes each case whose outcome is not loaded/FormatError to DIR
 (``tests/loader_corpus/`` keeps such files: ``tests/test_loader_fuzz.py``
