@@ -341,7 +341,7 @@ def test_disallowed_code_points_are_accepted(matcher: Matcher, ch: str) -> None:
 
 def test_shared_subscription_prefix_without_share_syntax(matcher: Matcher) -> None:
     """4.8.2 shared subscriptions ("$share/{ShareName}/{filter}") are parsed by the
-    MQTT dialect (tests/test_groups_rules.py).  A dialect without that syntax
+    MQTT dialect (tests/groups/test_groups_rules.py).  A dialect without that syntax
     (share_prefix None: an MQTT 3.1.1 server) keeps "$share/g/a/+" a filter whose
     first level is "$share"."""
     mqtt311 = dataclasses.replace(MQTT, name="mqtt311", share_prefix=None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "shared-subscriptions.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "shared-subscriptions.md"
 
 
 def test_the_broker_example_runs() -> None:
