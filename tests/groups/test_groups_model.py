@@ -29,18 +29,23 @@ exactly the live subscribers and groups.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 import oracle
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from test_model_stateful import check_reader, instantiate
 
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
 from cstrie.groups import Group, Shared
 from cstrie.trie import Snapshot, Trie
+
+# the trie's stateful model test (tests/trie/) lends its reader checks
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trie"))
+from test_model_stateful import check_reader, instantiate
 
 Ordinary = dict[str, set[Hashable]]
 SharedModel = dict[tuple[str, str], set[Hashable]]

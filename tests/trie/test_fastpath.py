@@ -146,7 +146,7 @@ def contents(r: Trie | Snapshot) -> list[tuple[str, Any]]:
 
 def _run_child(script: str, timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``script`` in a fresh interpreter (this one), from the repository."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         capture_output=True,

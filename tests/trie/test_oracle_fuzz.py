@@ -4,7 +4,7 @@ Every test draws from ``random.Random`` seeded by ``CSTRIE_SEED`` (a fresh seed 
 run unless that variable is set; under pytest-xdist all workers share one).  The seed
 is printed, and pytest shows it with any failure: replay with
 
-    CSTRIE_SEED=<seed> python -m pytest tests/test_oracle_fuzz.py
+    CSTRIE_SEED=<seed> python -m pytest tests/trie/test_oracle_fuzz.py
 
 The hypothesis tests at the end shrink a failure to a minimal pattern/topic.
 """

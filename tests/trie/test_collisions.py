@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 MASKS = {"mask0": 0, "mask1f": 0x1F}
 
