@@ -5,7 +5,7 @@
 The seed comes from ``CSTRIE_SEED`` (a fresh one each run otherwise; all xdist
 workers share it) and is printed; replay a failure with
 
-    CSTRIE_SEED=<seed> python -m pytest tests/test_relations_fuzz.py
+    CSTRIE_SEED=<seed> python -m pytest tests/relations/test_relations_fuzz.py
 """
 
 from __future__ import annotations
