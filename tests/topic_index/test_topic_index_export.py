@@ -459,7 +459,7 @@ def old_reader() -> Any:
     (imported as ``cstrie_old_export``, over today's engine and Trie)."""
     import importlib
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     git = shutil.which("git")
     if git is None:
         pytest.skip("git is not installed")

@@ -5,7 +5,7 @@ Every test draws from ``random.Random`` seeded by ``CSTRIE_SEED`` (a fresh seed
 each run unless that variable is set; under pytest-xdist all workers share
 one).  The seed is printed, and every assertion message carries it: replay with
 
-    CSTRIE_SEED=<seed> python -m pytest tests/test_topic_index_fuzz.py
+    CSTRIE_SEED=<seed> python -m pytest tests/topic_index/test_topic_index_fuzz.py
 
 Besides the three built-in dialects, custom dialects exercise the general
 ``Dialect`` fields (multi-character wildcard tokens, a many-word wildcard that

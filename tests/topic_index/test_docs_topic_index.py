@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "topic-index.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "topic-index.md"
 TEXT = DOC.read_text(encoding="utf-8")
 MARK = "@@next-command@@"
 
