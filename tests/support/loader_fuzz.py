@@ -26,7 +26,7 @@ Run it by hand for long runs (and under valgrind or an ASan build)::
     python tests/support/loader_fuzz.py --cases 20000 --seed 1 [--save DIR]
 
 ``--save`` writes each case whose outcome is not loaded/FormatError to DIR
-(``tests/loader_corpus/`` keeps such files: ``tests/test_loader_fuzz.py``
+(``tests/export/loader_corpus/`` keeps such files: ``tests/export/test_loader_fuzz.py``
 replays them).
 """
 

@@ -8,8 +8,8 @@ and buffer comes from an attacker.
   pairs its buffers hold, or raises ``ValueError`` naming the first bad
   offset (negative, decreasing or past the end of the data) or pair.
 
-The corpus of crafted files (``tests/loader_corpus/``, written by
-``python tests/support/loader_fuzz.py --write-corpus tests/loader_corpus`` plus
+The corpus of crafted files (``tests/export/loader_corpus/``, written by
+``python tests/support/loader_fuzz.py --write-corpus tests/export/loader_corpus`` plus
 ``fuzz-*`` files that the mutator found) is replayed in a child process, so
 that a crash fails one test and names the file.  The seeded mutator
 (:mod:`loader_fuzz`) makes ``CSTRIE_LOADER_FUZZ_CASES`` (default 1500) files
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from cstrie import Trie
 
 CORPUS = Path(__file__).parent / "loader_corpus"
-FUZZ = Path(__file__).parent / "support" / "loader_fuzz.py"
+FUZZ = Path(__file__).parents[1] / "support" / "loader_fuzz.py"
 CASES = int(os.environ.get("CSTRIE_LOADER_FUZZ_CASES", "1500"))
 SEED = int(os.environ.get("CSTRIE_LOADER_FUZZ_SEED", "1"))
 EXAMPLES = int(os.environ.get("CSTRIE_HOSTILE_EXAMPLES", "200"))

@@ -1289,7 +1289,7 @@ def v1() -> Any:
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     git = shutil.which("git")
     if git is None:
         pytest.skip("git is not installed")
