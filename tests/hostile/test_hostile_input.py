@@ -28,7 +28,7 @@ on, one with a many-level wildcard allowed anywhere).
 Sizes: ``CSTRIE_HOSTILE_EXAMPLES`` (default 10) examples per test, a few
 seconds in all; set it to 1000 or more for a long run.  On a failure hypothesis
 prints the falsifying example and a ``@reproduce_failure`` blob; a run replays
-with ``--hypothesis-seed=N`` (``python -m pytest tests/test_hostile_input.py
+with ``--hypothesis-seed=N`` (``python -m pytest tests/hostile/test_hostile_input.py
 --hypothesis-seed=N``).
 """
 
