@@ -249,7 +249,7 @@ def test_filter_join_inputs_and_errors(spark: Any) -> None:
 def test_the_docs_example_runs(spark: Any, capsys: Any) -> None:
     """docs/spark.md, "Which filters match which stored topics": the example
     runs as written (in the running session) and prints the table shown."""
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "spark.md").read_text("utf-8")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text("utf-8")
     section = doc.split("## Which filters match which stored topics", 1)[1].split("\n## ", 1)[0]
     code, shown = re.findall(r"```(?:python)?\n(.*?)```", section, re.S)[:2]
     exec(compile(code, "docs/spark.md", "exec"), {"__name__": "docs_example"})
