@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("kombu")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "stress" / "kombu_suite.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "stress" / "kombu_suite.py"
 UNAVAILABLE = 3
 
 

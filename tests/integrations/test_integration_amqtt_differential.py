@@ -88,7 +88,7 @@ script).  The model also follows amqtt in keeping a resumed session's will
 RETAIN flag.
 
 0 differences are required.  Replay one seed with
-``CSTRIE_AMQTT_DIFF_SEEDS=7 pytest tests/test_integration_amqtt_differential.py -s``
+``CSTRIE_AMQTT_DIFF_SEEDS=7 pytest tests/integrations/test_integration_amqtt_differential.py -s``
 (comma-separated seeds; ``CSTRIE_AMQTT_DIFF_ACL_SEEDS`` for the ACL run,
 ``CSTRIE_AMQTT_DIFF_STEPS`` sets the script length).
 """

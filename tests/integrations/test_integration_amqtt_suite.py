@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("amqtt")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "stress" / "amqtt_suite.py"
 _spec = importlib.util.spec_from_file_location("amqtt_suite", SCRIPT)
 assert _spec is not None and _spec.loader is not None
