@@ -13,7 +13,7 @@ How a subscription names its group:
 - NATS, AMQP and custom dialects: the ``group=`` argument (NATS calls it the
   queue name).
 
-Rules (``tests/test_groups_rules.py``):
+Rules (``tests/groups/test_groups_rules.py``):
 
 1. A group is a name, per trie family (a trie, its snapshots and copies).
    One message is delivered **once per group name**, however many of the

@@ -13,7 +13,7 @@ mapping a lookup's ids to objects is one C-level ``list.__getitem__`` per id:
 two memory reads (the slot, the object) where a dict of a million ints needed
 four (index, entry, key object, value).
 
-Rules (tests: ``tests/test_registry.py``, the races in ``tests/test_threads.py``):
+Rules (tests: ``tests/trie/test_registry.py``, the races in ``tests/trie/test_threads.py``):
 
 1. An object has at most one id at a time.  A freed id's slot holds
    :data:`FREE` and is reused for a later new subscriber.

@@ -1930,7 +1930,7 @@ static void op_tables(reader *r, handle *h)
 
 static int64_t g_live0 = -1;
 
-/* A bug found by this target, fixed (tests/test_hostile_input.py::
+/* A bug found by this target, fixed (tests/hostile/test_hostile_input.py::
  * test_update_over_a_tomb_out_of_memory, stress/fuzz_known/): an update that
  * met a tomb left by a cleanup that ran out of memory helped clean it, and
  * when that cleanup could not allocate either it restarted forever instead of

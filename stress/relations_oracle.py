@@ -3,7 +3,7 @@
     python stress/relations_oracle.py [--count 100000] [--seed N] [--jobs 2]
                                       [--dialects amqp,mqtt,...] [--max-len 5]
 
-For every dialect of ``tests/relation_oracle.py``'s ``FUZZ_DIALECTS`` (or those
+For every dialect of ``tests/support/relation_oracle.py``'s ``FUZZ_DIALECTS`` (or those
 named), ``--count`` random pattern pairs (``random_pair``: independent, or one
 a widened/narrowed mutation of the other) are checked twice each:
 ``is_subset(a, b)`` against the oracle's counterexample search and
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 import relation_oracle as ro  # noqa: E402

@@ -5,7 +5,7 @@ every rule is checked on both, and a broken engine build fails the suite.
 
 ``matcher`` answers "does this one pattern match this topic?" through a real trie,
 checking that ``lookup``, ``match`` and ``has_subscribers`` agree with each other and
-with the independent oracle in ``tests/oracle.py``.
+with the independent oracle in ``tests/support/oracle.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import oracle  # tests/ is on sys.path (pyproject: pythonpath)
+import oracle  # tests/support/ is on sys.path (pyproject: pythonpath)
 import pytest
 
 from cstrie.dialect import Dialect, resolve_dialect

@@ -109,7 +109,7 @@ subscription (capped by ``max-qos``), topic filtering plugins asked for
 every receiver, and messages queued for disconnected persistent sessions
 (QoS 1 and 2).  Where stock is wrong, or where this broker chooses another
 behaviour the specification allows, it differs
-(``tests/test_integration_amqtt_rules.py`` pins each one, running it on
+(``tests/integrations/test_integration_amqtt_rules.py`` pins each one, running it on
 stock too, and ``docs/brokers.md`` lists them):
 
 1. **CONNECT delivers no retained messages.**  Stock sends, at QoS 0, the

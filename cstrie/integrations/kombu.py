@@ -30,7 +30,7 @@ that merely contains ``*`` or ``#`` (``a*``, ``#b``) is a literal.  A message is
 delivered once to each queue with at least one matching binding.
 
 Where stock kombu differs (its regular expressions; pinned by
-``tests/test_integration_kombu.py``):
+``tests/integrations/test_integration_kombu.py``):
 
 * ``*`` never matches an empty word (``a.*.c`` misses ``a..c``).
 * ``#`` next to a dot must match at least one word: ``a.#`` misses ``a``,

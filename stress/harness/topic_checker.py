@@ -46,7 +46,7 @@ The checks
 ----------
 results
     No operation raised; every answer is well formed: a query returns each
-    topic once, only topics its filter matches (by ``tests/oracle.py``), and
+    topic once, only topics its filter matches (by ``tests/support/oracle.py``), and
     every value returned (by get, pop, query, snapshot) was put under that
     very topic.
 own-writes
@@ -381,7 +381,9 @@ class _TopicChecker:
                 out.append(f"{sp.topic(x)} twice")
             seen.add(x)
             if match is not None and x not in match:
-                out.append(f"{sp.topic(x)}, which the filter does not match (tests/oracle.py)")
+                out.append(
+                    f"{sp.topic(x)}, which the filter does not match (tests/support/oracle.py)"
+                )
             if not self._put_of(v, x):
                 out.append(f"{sp.topic(x)} -> {value_name(v)}, a value never put there")
         return out

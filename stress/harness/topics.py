@@ -23,7 +23,7 @@ literal topics, ``+`` single-level (``r1/+/x0``, ``+/+/+``), ``#``/``>``
 multi-level (``#``, ``r0/#``, ``+/m1/#``; in AMQP also ``#.x0`` and
 ``r0.#.e1``), filters that match nothing (``zz/+/none``, ``zz/#``) and, in
 MQTT, ``$s/#``.  Which filter matches which topic is decided by the
-independent reference matcher ``tests/oracle.py`` (written from the dialect
+independent reference matcher ``tests/support/oracle.py`` (written from the dialect
 rules; it shares no code with cstrie), never by cstrie's own query.
 
 The run (:func:`record_topics`)
@@ -115,11 +115,11 @@ _oracle: ModuleType | None = None
 
 
 def oracle() -> ModuleType:
-    """``tests/oracle.py``, the reference matcher written from the dialect rules
+    """``tests/support/oracle.py``, the reference matcher written from the dialect rules
     (loaded from the file: ``tests`` is not a package)."""
     global _oracle
     if _oracle is None:
-        path = Path(__file__).resolve().parents[2] / "tests" / "oracle.py"
+        path = Path(__file__).resolve().parents[2] / "tests" / "support" / "oracle.py"
         spec = importlib.util.spec_from_file_location("cstrie_stress_oracle", path)
         if spec is None or spec.loader is None:  # pragma: no cover
             raise ImportError(f"cannot load the reference matcher {path}")
@@ -156,7 +156,7 @@ class TopicSpace:
     filters: list[str]
     #: per filter: literal, single, multi, single+multi, none
     shapes: list[str]
-    #: per filter: the topics it matches (tests/oracle.py)
+    #: per filter: the topics it matches (tests/support/oracle.py)
     matches: list[frozenset[int]]
     threads: int
     own: list[list[int]] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """The classic matchers of issue #5 (:mod:`cstrie_lab.classic`), checked from the rules.
 
 Every matcher, in every dialect it supports, must answer exactly what the
-independent oracle (``tests/oracle.py``) and :class:`cstrie.Trie` answer, as sets,
+independent oracle (``tests/support/oracle.py``) and :class:`cstrie.Trie` answer, as sets,
 with each subscriber once; validate like cstrie; and keep the contract the benchmark
 scenarios rely on.
 

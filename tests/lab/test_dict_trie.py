@@ -1,5 +1,5 @@
 """The hand-written dict-per-level trie (:class:`cstrie_lab.classic.DictTrie`), checked
-against the independent oracle (``tests/oracle.py``) in both dialects it speaks.
+against the independent oracle (``tests/support/oracle.py``) in both dialects it speaks.
 
 It is the benchmarks' baseline, so its answers must be right: random
 subscribe/unsubscribe batches, each followed by lookups that must equal the
