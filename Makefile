@@ -39,7 +39,7 @@ redis-server:
 	@.ci/redis-server >/dev/null || echo "make: no redis-server: the kombu Redis tests will skip" >&2
 
 test-ft:
-	FT_TEST_PYTEST_ARGS="--ignore=tests/spark --ignore=tests/test_native.py --ignore=tests/lab/bench --ignore=stress/lab/benchmarks" \
+	FT_TEST_PYTEST_ARGS="--ignore=tests/spark --ignore=tests/native/test_native.py --ignore=tests/lab/bench --ignore=stress/lab/benchmarks" \
 		.ci/ft-test
 
 lint: $(VENV)/.installed

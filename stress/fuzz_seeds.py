@@ -560,7 +560,7 @@ def known_bugs() -> dict[str, bytes]:
     """Inputs that show an engine bug not fixed yet (``make fuzz-known``).
 
     They live apart from the seed corpus so that ``make fuzz-replay`` stays
-    green; tests/test_native.py replays them as a strict xfail."""
+    green; tests/native/test_native.py replays them as a strict xfail."""
     return {
         # An update meets the tomb that a cleanup left when it ran out of
         # memory, helps clean it, cannot allocate either, and restarts

@@ -10,7 +10,7 @@ walks the frozen generation.  These tests force that last path on every walk
 slow oracle says, that updates after a freeze land in the live trie only, and
 that the frozen generations are reclaimed.  The concurrent form of the rule
 (a subscriber that is always on one of two matching filters is never missed)
-is in ``tests/test_harness.py``, ``test_*_is_one_state_across_branches``.
+is in ``tests/harness/test_harness.py``, ``test_*_is_one_state_across_branches``.
 """
 
 from __future__ import annotations

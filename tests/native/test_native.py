@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STRESS = ROOT / "stress"
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed$")
 SANITIZER_REPORTS = (

@@ -1,4 +1,4 @@
-"""A user's program with type errors: tests/test_typing.py type-checks it
+"""A user's program with type errors: tests/package/test_typing.py type-checks it
 with ``mypy --strict`` against the installed cstrie and expects exactly the
 errors marked ``# E: <code>`` on their lines (never run)."""
 

@@ -1,5 +1,5 @@
 """A user's program: type-checked with ``mypy --strict`` against the installed
-cstrie by tests/test_typing.py (never run).  Every call here is correct, so
+cstrie by tests/package/test_typing.py (never run).  Every call here is correct, so
 mypy must report nothing."""
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ the methods ``Trie`` and ``Snapshot`` inherit from C; ``_native.pyi``).  These
 tests check the stubs against the built modules (mypy's stubtest) and run
 ``mypy --strict`` on two user programs, with cstrie found the way an installed
 package is (on a site-packages path, where mypy reads only packages that have
-``py.typed``): tests/typecheck/user_program.py must pass, and
-tests/typecheck/user_mistakes.py must fail with exactly the errors it marks.
+``py.typed``): tests/package/typecheck/user_program.py must pass, and
+tests/package/typecheck/user_mistakes.py must fail with exactly the errors it marks.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ pytest.importorskip("mypy")
 
 import cstrie
 
-ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = ROOT / "tests" / "typecheck"
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "tests" / "package" / "typecheck"
 PACKAGE = Path(cstrie.__file__).resolve().parent
 
 
