@@ -20,6 +20,9 @@ from cstrie.dialect import Dialect, resolve_dialect
 from cstrie.trie import Trie
 from cstrie_lab.pytrie import PyTrie
 
+#: the backstop behind pytest-timeout for a test hung in C (tests/support/watchdog.py)
+pytest_plugins = ["watchdog"]
+
 _IMPLEMENTATIONS = [pytest.param(PyTrie, id="PyTrie"), pytest.param(Trie, id="Trie")]
 
 
