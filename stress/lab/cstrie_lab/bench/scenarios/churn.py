@@ -109,8 +109,8 @@ def churn(
 
     def snapper(k: int) -> None:
         # Reads the snapshot through the engine only (has_subscribers, len): a
-        # Snapshot.lookup can spin forever on an id freed before the snapshot was
-        # pinned (see docs/benchmarks.md, "Findings"), which would stall this thread.
+        # Snapshot.lookup could spin forever on an id freed before the snapshot was
+        # pinned (tests/trie/test_threads.py replays it), which would stall this thread.
         topics = broker_topics(random.Random(f"{seed}:snap:{k}"), base_clients, 20)
         taken = looked = 0
         try:
