@@ -786,7 +786,7 @@ static Py_ssize_t registry_len(Registry *r)
     return (Py_ssize_t)n;
 }
 
-/* Count a free (a statistic: `freed`; reads no longer check it). */
+/* Count a free (a statistic: `freed`; no read checks it). */
 static void count_free(Registry *r)
 {
     /* relaxed: nothing is ordered by it */

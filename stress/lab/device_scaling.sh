@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# device_scaling.sh - every many-core measurement of issue 24 in one run, for the
+# device_scaling.sh - every many-core measurement of the scaling floors in one run, for the
 # lent 16-core machine (no network; gcc; the free-threaded Python comes in .device/).
 #
 # Here, first (from the project root; .device/ is ignored by git):

@@ -553,7 +553,7 @@ def plot(records: Sequence[dict[str, Any]], path: str, title: str) -> str | None
     return None
 
 
-# The floors of issue 24 that these records show: (bench, row, threads, speedup).
+# The scaling floors that these records show: (bench, row, threads, speedup).
 FLOORS: list[tuple[str, str, int, float]] = [
     ("engine", "update-own-trie", 2, 1.8),
     ("engine", "update-disjoint", 2, 1.7),
@@ -633,7 +633,7 @@ def markdown(records: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-# Floors of issue 24 on the stress harness's mixed scenario: mix -> {threads: ratio}.
+# The scaling floors on the stress harness's mixed scenario: mix -> {threads: ratio}.
 HARNESS_FLOORS: dict[str, dict[int, float]] = {"90/10": {2: 1.8, 16: 10.0}, "50/50": {16: 6.0}}
 
 

@@ -1,4 +1,4 @@
-"""The classic matchers of issue #5 (:mod:`cstrie_lab.classic`), checked from the rules.
+"""The classic matchers (:mod:`cstrie_lab.classic`), checked from the rules.
 
 Every matcher, in every dialect it supports, must answer exactly what the
 independent oracle (``tests/support/oracle.py``) and :class:`cstrie.Trie` answer, as sets,

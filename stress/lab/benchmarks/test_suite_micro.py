@@ -1,4 +1,4 @@
-"""Micro benchmarks (pytest-benchmark) of workload (a) of issue 5, per matcher.
+"""Micro benchmarks (pytest-benchmark) of workload (a) of the classic-matchers suite, per matcher.
 
 subscribe, unsubscribe and lookup, cold (an empty matcher; lookups on one holding
 only ``foo.*.baz.qux.quux``) and hot (1,000 random 5-word subscriptions plus

@@ -1,4 +1,4 @@
-"""The ``reverse`` bench scenario (issue 15: the topic index): its workload,
+"""The ``reverse`` bench scenario (the topic index): its workload,
 its answer checks, and the report's shape in quick mode.
 
 No assertion on any time or ratio (the machine is shared and noisy; floors are

@@ -1,4 +1,4 @@
-"""The ``route`` bench scenario's workloads and answer check (issue 14).
+"""The ``route`` bench scenario's workloads and answer check (share groups).
 
 Tiny sizes; no assertion on any time or ratio (floors are checked by
 ``cstrie bench --check-floors``).

@@ -1,4 +1,4 @@
-"""Smoke tests of issue 5's suite scenarios through ``cstrie bench`` (``--quick``).
+"""Smoke tests of the classic-matchers suite's scenarios through ``cstrie bench`` (``--quick``).
 
 Tiny sizes, few repetitions; no assertion on any time or ratio (the machine is
 shared and noisy; floors are checked by ``cstrie bench --check-floors``).  They

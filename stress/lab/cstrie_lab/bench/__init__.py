@@ -38,7 +38,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="NAME",
         help=f"run this scenario (repeatable; default: all). One of: {', '.join(registry.names())}"
-        "; or 'suite' for issue 5's four suite-* scenarios (cstrie beside the classic "
+        "; or 'suite' for the four suite-* scenarios (cstrie beside the classic "
         "matchers: ops, throughput, threads, scale)",
     )
     p.add_argument(

@@ -26,7 +26,7 @@ Built in:
                         union of the sets ``iter_match`` yields (each subscriber
                         once): for workloads with several subscribers per filter.
 
-The classic matchers of :mod:`cstrie_lab.classic` (issue 5's suite) register through
+The classic matchers of :mod:`cstrie_lab.classic` (the suite's) register through
 one generic adapter, :class:`ClassicAdapter`: ``naive``, ``inverted-bitmap``
 (needs the topic space up front: ``make(..., topics=...)``), ``level-bitmap``,
 ``locked-trie``, ``regex`` and ``paho-classic`` (paho's ``MQTTMatcher`` with a set

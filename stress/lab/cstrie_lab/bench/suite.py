@@ -1,4 +1,4 @@
-"""What the four scenarios of issue 5's suite share (``suite-ops``,
+"""What the four scenarios of the classic-matchers suite share (``suite-ops``,
 ``suite-throughput``, ``suite-threads``, ``suite-scale``).
 
 The suite puts :class:`cstrie.Trie` beside the classic matchers of

@@ -275,7 +275,7 @@ def harsh_topics(rng: random.Random, pairs: list[tuple[str, str]], count: int) -
     return [rng.choice(pairs)[0] for _ in range(count)]
 
 
-# ------------------------------------------------- issue 5: the articles' workloads
+# ------------------------------------ the classic-matchers suite: the articles' workloads
 # AMQP throughout (the articles' dialect): ``.`` between words, ``*`` one word,
 # ``#`` zero or more words.  paho-mqtt only speaks MQTT, so it is given the exact
 # MQTT translation of the same workload (:func:`to_mqtt`) where one exists.

@@ -1,4 +1,4 @@
-"""The classic topic-matching algorithms, for comparison with cstrie (issue #5).
+"""The classic topic-matching algorithms, for comparison with cstrie.
 
 Every matcher has :class:`cstrie.Trie`'s update/lookup interface and its exact
 answers (as sets), validates input the same way, and registers in :data:`CLASSIC`:

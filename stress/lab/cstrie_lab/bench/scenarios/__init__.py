@@ -23,7 +23,7 @@ REGISTRY: dict[str, str] = {
     "fan": "cstrie_lab.bench.scenarios.fan",
     "memory": "cstrie_lab.bench.scenarios.memory",
     "churn": "cstrie_lab.bench.scenarios.churn",
-    # issue 5: cstrie beside the classic matchers (``--scenario suite`` runs these)
+    # cstrie beside the classic matchers (``--scenario suite`` runs these)
     "suite-ops": "cstrie_lab.bench.scenarios.suite_ops",
     "suite-throughput": "cstrie_lab.bench.scenarios.suite_throughput",
     "suite-threads": "cstrie_lab.bench.scenarios.suite_threads",
@@ -32,9 +32,9 @@ REGISTRY: dict[str, str] = {
     "kombu": "cstrie_lab.bench.scenarios.kombu",
     # cstrie inside amqtt (asyncio MQTT broker): paho clients over loopback
     "amqtt": "cstrie_lab.bench.scenarios.amqtt",
-    # issue 14: share groups (Trie.route vs Trie.lookup, round-robin spread)
+    # share groups (Trie.route vs Trie.lookup, round-robin spread)
     "route": "cstrie_lab.bench.scenarios.route",
-    # issue 15: the topic index (reverse queries: filter -> stored topics, retained messages)
+    # the topic index (reverse queries: filter -> stored topics, retained messages)
     "reverse": "cstrie_lab.bench.scenarios.reverse",
 }
 

@@ -1,5 +1,5 @@
 """``reverse``: what a reverse query (filter -> stored topics) costs on a
-:class:`~cstrie.topics.TopicIndex` (issue 15, retained messages).
+:class:`~cstrie.topics.TopicIndex` (retained messages).
 
 Workload: an MQTT index of ``n`` topics ``site{s}/dev{d}/{metric}``, 10
 devices per site and 10 metrics per device (``temp`` among them), ``n / 100``

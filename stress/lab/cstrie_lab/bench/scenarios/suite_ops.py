@@ -1,4 +1,4 @@
-"""``suite-ops``: workload (a) of issue 5 -- subscribe, unsubscribe and lookup
+"""``suite-ops``: workload (a) of the classic-matchers suite -- subscribe, unsubscribe and lookup
 cost, cold and hot, for cstrie and every classic matcher.
 
 Workload (:func:`~cstrie_lab.bench.workloads.ops_workload`, AMQP, the method of the
@@ -268,5 +268,5 @@ def plot(res: Result, out: Path) -> list[Path]:
 
 
 SCENARIO = Scenario(
-    NAME, "issue 5 (a): subscribe/unsubscribe/lookup cost, cold and hot, all matchers", run, plot
+    NAME, "suite (a): subscribe/unsubscribe/lookup cost, cold and hot, all matchers", run, plot
 )

@@ -1,4 +1,4 @@
-"""``suite-scale``: workload (d) of issue 5 -- 10k, 100k and 1M subscriptions.
+"""``suite-scale``: workload (d) of the classic-matchers suite -- 10k, 100k and 1M subscriptions.
 
 Workload (AMQP): the first ``n`` of one seeded list of random 5-word patterns
 (:func:`~cstrie_lab.bench.workloads.article_patterns` with 32 words per level, ``*``
@@ -403,7 +403,7 @@ def plot(res: Result, out: Path) -> list[Path]:
 
 SCENARIO = Scenario(
     NAME,
-    "issue 5 (d): lookup cost and memory/subscription at 10k, 100k, 1M, all matchers",
+    "suite (d): lookup cost and memory/subscription at 10k, 100k, 1M, all matchers",
     run,
     plot,
     True,

@@ -1,4 +1,5 @@
-"""``suite-threads``: workload (c) of issue 5 -- read/write mixes on 1, 2 and 4 threads.
+"""``suite-threads``: workload (c) of the classic-matchers suite -- read/write
+mixes on 1, 2 and 4 threads.
 
 Each matcher holds the 1,000 digit subscriptions of workload (b)
 (:func:`~cstrie_lab.bench.workloads.digits_workload`).  Every thread runs its own
@@ -312,5 +313,5 @@ def plot(res: Result, out: Path) -> list[Path]:
 
 
 SCENARIO = Scenario(
-    NAME, "issue 5 (c): 50/50 and 90/10 read/write mixes on 1, 2, 4 threads", run, plot
+    NAME, "suite (c): 50/50 and 90/10 read/write mixes on 1, 2, 4 threads", run, plot
 )

@@ -1,4 +1,4 @@
-"""``suite-throughput``: workload (b) of issue 5 -- messages per second.
+"""``suite-throughput``: workload (b) of the classic-matchers suite -- messages per second.
 
 Workload (:func:`~cstrie_lab.bench.workloads.digits_workload`, AMQP, the articles'
 throughput test): 1,000 subscriptions over three levels of digits -- 100 of shape
@@ -196,5 +196,5 @@ def plot(res: Result, out: Path) -> list[Path]:
 
 
 SCENARIO = Scenario(
-    NAME, "issue 5 (b): messages/s, 1k subscriptions over digits, all matchers", run, plot
+    NAME, "suite (b): messages/s, 1k subscriptions over digits, all matchers", run, plot
 )
