@@ -1,4 +1,5 @@
-"""The library's modules import each other without a cycle.
+"""The library's modules import each other without a cycle, nothing of the
+benchmark lab, and only the binding layer touches the engine's cffi module.
 
 The graph is read from the source with :mod:`ast`.  An edge ``a -> b`` is any
 ``import`` or ``from ... import`` in ``a`` that names ``b``, wherever it is:
@@ -10,10 +11,10 @@ is one and to ``pkg`` (its ``__init__``) otherwise.  Importing ``pkg.sub``
 also runs ``pkg/__init__.py``; that implicit edge to a parent package is left
 out, as every module of a package has it.
 
-The lab modules (``cstrie/bench``, ``cstrie/classic``, ``cstrie/pytrie.py``,
-``cstrie/demo.py``) are not part of the library and are left out of the graph,
-with the edges to them.  Imports made by name at run time (``importlib``,
-``__import__``) would be hidden from the graph: the library makes none.
+The benchmark lab (baselines, scenarios, the demo) is a distribution of its
+own, ``cstrie_lab`` in ``stress/lab``: no library module imports it.  Imports
+made by name at run time (``importlib``, ``__import__``) would be hidden from
+the graph: the library makes none.
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ import pytest
 import cstrie
 
 PACKAGE_DIR = Path(cstrie.__file__).resolve().parent
-LAB = ("cstrie.bench", "cstrie.classic", "cstrie.pytrie", "cstrie.demo")
+#: the top-level packages of the benchmark lab (stress/lab)
+LAB = ("cstrie_lab",)
+#: the modules allowed to use the engine's cffi module: the binding layer, and
+#: the cffi build that makes it
+FFI_USERS = ("cstrie._binding", "cstrie._build")
 
 
 def _name(root: Path, package: str, path: Path) -> str:
@@ -132,12 +137,8 @@ def _walk(graph: dict[str, set[str]], path: list[str], found: list[list[str]]) -
 
 
 def library_modules() -> dict[str, Path]:
-    """The library's modules: the package's, less the lab's."""
-    return {
-        name: path
-        for name, path in module_names(PACKAGE_DIR, "cstrie").items()
-        if not any(name == lab or name.startswith(lab + ".") for lab in LAB)
-    }
+    """The library's modules: every module of the installed package."""
+    return module_names(PACKAGE_DIR, "cstrie")
 
 
 def library_graph() -> dict[str, set[str]]:
@@ -171,6 +172,50 @@ def test_no_module_imports_by_name() -> None:
 
 def test_binding_imports_nothing_of_the_library() -> None:
     assert library_graph()["cstrie._binding"] == set()
+
+
+def _imported(tree: ast.AST) -> Iterable[tuple[int, str]]:
+    """(line, absolute module name) of every absolute import in ``tree``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
+def test_the_library_imports_nothing_of_the_lab() -> None:
+    found = [
+        f"{name}:{line} imports {mod}"
+        for name, path in library_modules().items()
+        for line, mod in _imported(ast.parse(path.read_text(encoding="utf-8")))
+        if mod.split(".")[0] in LAB
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_only_the_binding_uses_the_engines_ffi_and_lib() -> None:
+    """No module but the binding layer imports ``cstrie._native`` or reads an
+    ``ffi``/``lib`` attribute (``_binding.lib.cst_lookup``, ``nb.ffi.new``)."""
+    found = []
+    for name, path in library_modules().items():
+        if name in FFI_USERS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                names = {a.name for a in node.names}
+                if node.module.endswith("_native") or "_native" in names:
+                    found.append(f"{name}:{node.lineno} imports the cffi module")
+                if names & {"ffi", "lib"}:
+                    found.append(f"{name}:{node.lineno} imports ffi/lib")
+            elif isinstance(node, ast.Import) and any(
+                a.name.endswith("._native") for a in node.names
+            ):
+                found.append(f"{name}:{node.lineno} imports the cffi module")
+            elif isinstance(node, ast.Attribute) and node.attr in ("ffi", "lib"):
+                found.append(f"{name}:{node.lineno} reads .{node.attr}")
+    assert not found, "\n".join(found)
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
