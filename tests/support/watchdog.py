@@ -14,6 +14,12 @@ limit plus a minute.
 
 The limit is the test's ``@pytest.mark.timeout(seconds)`` if it has one, else
 the ``timeout`` ini setting; ``timeout = 0`` (no limit) arms nothing.
+
+faulthandler's watchdog does not survive ``fork()``: a child that inherits an
+armed one finds its state saying a thread runs that the child does not have,
+and its own ``dump_traceback_later`` then waits for that thread forever.  So
+the watchdog is disarmed just before every fork and armed again in the parent
+just after, for the time the test has left; a child starts with none.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -39,6 +46,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _stderr: int | None = None  # a copy of the process's stderr, made before capture
+_deadline: float | None = None  # time.monotonic() at which the armed watchdog fires
+
+
+def _arm(seconds: float) -> None:
+    global _deadline
+    _deadline = time.monotonic() + seconds
+    faulthandler.dump_traceback_later(
+        seconds, exit=True, file=_stderr if _stderr is not None else sys.__stderr__
+    )
+
+
+def _disarm() -> None:
+    global _deadline
+    _deadline = None
+    faulthandler.cancel_dump_traceback_later()
+
+
+def _before_fork() -> None:
+    if _deadline is not None:
+        faulthandler.cancel_dump_traceback_later()  # _deadline stays: the parent re-arms
+
+
+def _after_fork_in_parent() -> None:
+    if _deadline is not None:
+        _arm(max(_deadline - time.monotonic(), 1.0))
+
+
+def _after_fork_in_child() -> None:
+    global _deadline
+    _deadline = None
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,13 +116,9 @@ def limit_of(item: pytest.Item) -> float:
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     limit = limit_of(item)
     if limit > 0:
-        faulthandler.dump_traceback_later(
-            limit + float(item.config.getini("watchdog_grace")),
-            exit=True,
-            file=_stderr if _stderr is not None else sys.__stderr__,
-        )
+        _arm(limit + float(item.config.getini("watchdog_grace")))
     try:
         return (yield)
     finally:
         if limit > 0:
-            faulthandler.cancel_dump_traceback_later()
+            _disarm()
