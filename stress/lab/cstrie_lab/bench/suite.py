@@ -299,7 +299,7 @@ def memo_note(entries: Iterable[Entry], what: str) -> list[str]:
             f"{what}: {e.label} DFA after the timed lookups: {s['states']:,} states, "
             f"{s['transitions']:,} transitions, {s['positions']:,} NFA positions, "
             f"~{s['bytes'] / 1024:,.0f} KiB by its own count (NFA: {s['nfa_nodes']:,} nodes); "
-            f"dropped {s['drops']:,} times by updates"
+            f"dropped {s['drops']:,} time{'' if s['drops'] == 1 else 's'} by updates"
             + (
                 f", {s['resets']:,} by its {s['max_states']:,}-state budget"
                 if s["max_states"] is not None
