@@ -243,6 +243,7 @@ def test_registry_keys_and_attributes() -> None:
         "level-bitmap",
         "locked-trie",
         "regex",
+        "lazy-dfa",
         "paho",
     ]
     for key, cls in CLASSIC.items():
@@ -275,7 +276,7 @@ def _space(name: str) -> dict[str, Any]:
 def test_make_classic_unknown_name() -> None:
     with pytest.raises(ValueError, match="unknown classic matcher 'nope'"):
         make_classic("nope")
-    for name in ("naive", "locked-trie"):
+    for name in ("naive", "locked-trie", "lazy-dfa"):
         with pytest.raises(TypeError):
             make_classic(name, "amqp", topics=["a"])  # only inverted-bitmap takes a space
 
@@ -615,6 +616,200 @@ def test_level_bitmap_trailing_wildcards_rewritten() -> None:
     n.subscribe(">", 2)
     assert set(n.lookup("a")) == {2}
     assert set(n.lookup("a.b")) == {1, 2}
+
+
+# ---------------------------------------------------------------- lazy DFA
+def _dfa(dialect: str | Dialect = "amqp", **options: Any) -> Any:
+    return make_classic("lazy-dfa", dialect, **options)
+
+
+def test_lazy_dfa_memo_is_reused() -> None:
+    """Repeated lookups make no new states or transitions: the second pass over
+    the same topics only reads the memo."""
+    m = _dfa()
+    for i, p in enumerate(EDGE_PATTERNS["amqp"]):
+        m.subscribe(p, i)
+    assert m.dfa_size()["states"] == 0  # nothing is built before a lookup
+    topics = EDGE_TOPICS["amqp"]
+    first = {t: answer(m, t) for t in topics}
+    built = m.dfa_size()
+    assert built["states"] > 0 and built["transitions"] > 0
+    for _ in range(3):
+        assert {t: answer(m, t) for t in topics} == first
+    assert m.dfa_size() == built
+
+
+def test_lazy_dfa_states_are_shared() -> None:
+    """Words no pattern names share the "other" transition, and equal sets of
+    NFA nodes are one state however a topic reached them."""
+    m = _dfa()
+    m.subscribe("a.*", 1)
+    m.subscribe("*.c", 2)
+    assert m.lookup("a.b") == [1]
+    before = m.dfa_size()
+    assert m.lookup("a.x") == [1]  # "x", like "b", is named by no pattern after "a"
+    assert m.dfa_size() == before
+    assert set(m.lookup("a.c")) == {1, 2}  # "c" is named: one new transition
+    grown = m.dfa_size()
+    assert grown["transitions"] == before["transitions"] + 1
+    assert m.lookup("b.c") == [2]
+    after_b = m.dfa_size()
+    assert m.lookup("z.c") == [2]  # "b" and "z" share the start's "other" transition
+    assert m.dfa_size() == after_b
+
+
+def test_lazy_dfa_update_invalidates_memo() -> None:
+    m = _dfa()
+    m.subscribe("a.*", 1)
+    assert m.lookup("a.b") == [1]
+    assert m.dfa_size()["states"] > 0
+    drops = m.dfa_size()["drops"]
+    assert m.subscribe("#.b", 2)
+    assert m.dfa_size()["states"] == 0 and m.dfa_size()["drops"] == drops + 1
+    assert set(m.lookup("a.b")) == {1, 2}  # the lookup after it sees the new pattern
+    assert m.unsubscribe("a.*", 1)
+    assert m.dfa_size()["states"] == 0
+    assert m.lookup("a.b") == [2]
+    # a no-op update keeps the DFA
+    built = m.dfa_size()
+    assert m.subscribe("#.b", 2) is False
+    assert m.unsubscribe("x.y", 3) is False
+    assert m.dfa_size() == built
+
+
+def test_lazy_dfa_unsubscribe_prunes_the_nfa() -> None:
+    m = _dfa()
+    m.subscribe("a.b.c", 1)
+    m.subscribe("a.#.d", 2)
+    m.subscribe("a.b.c", 3)
+    assert m.dfa_size()["nfa_nodes"] == 6  # root, a, b, c, #, d
+    m.unsubscribe("a.b.c", 1)
+    assert m.dfa_size()["nfa_nodes"] == 6  # a.b.c still has subscriber 3
+    m.unsubscribe("a.b.c", 3)
+    assert m.dfa_size()["nfa_nodes"] == 4
+    m.unsubscribe("a.#.d", 2)
+    assert m.dfa_size()["nfa_nodes"] == 1
+    assert m.lookup("a.b.c") == [] and m.lookup("a.x.d") == []
+
+
+def test_lazy_dfa_state_budget() -> None:
+    """With ``max_states`` the DFA never holds more states than that: it is
+    dropped and rebuilt, and the answers stay exact."""
+    d = AMQP
+    pairs = [(p, i) for i, p in enumerate(EDGE_PATTERNS["amqp"])]
+    m = _dfa(d, max_states=4)
+    for p, s in pairs:
+        m.subscribe(p, s)
+    for _ in range(2):
+        for topic in EDGE_TOPICS["amqp"]:
+            assert answer(m, topic) == oracle.expected_lookup(d, pairs, topic), topic
+            assert m.dfa_size()["states"] <= 4 + 1  # + the '$' start, kept apart
+    assert m.dfa_size()["resets"] > 0
+    unlimited = _dfa(d, max_states=None)
+    for p, s in pairs:
+        unlimited.subscribe(p, s)
+    for topic in EDGE_TOPICS["amqp"]:
+        unlimited.lookup(topic)
+    assert unlimited.dfa_size()["resets"] == 0
+    assert unlimited.dfa_size()["states"] > 4
+    for bad in (0, -1, True):
+        with pytest.raises(ValueError, match="max_states"):
+            _dfa(d, max_states=bad)
+
+
+def test_lazy_dfa_size_report() -> None:
+    m = _dfa()
+    m.subscribe("a.#", 1)
+    m.subscribe("*.b", 2)
+    assert m.dfa_size(measure_bytes=True)["bytes"] > 0
+    m.lookup("a.b")
+    size = m.dfa_size(measure_bytes=True)
+    assert size["states"] >= 3 and size["transitions"] >= 2
+    assert size["positions"] >= size["states"] - 1  # the dead state holds none
+    assert set(size) >= {"states", "transitions", "nfa_nodes", "drops", "resets", "bytes"}
+
+
+@pytest.mark.parametrize(
+    ("dialect", "pattern", "topic"),
+    [
+        # the '$' rule: only patterns whose first word is literal match '$' topics
+        ("mqtt", "#", "$SYS/a"),
+        ("mqtt", "+/a", "$SYS/a"),
+        ("mqtt", "+/#", "$SYS"),
+        ("mqtt", "$SYS/#", "$SYS"),
+        ("mqtt", "a/+", "a/$x"),
+        ("dollar", "#/a", "$x/a"),
+        ("dollar", "#/$x", "$x"),  # '#' taking zero words is still a wildcard first
+        ("dollar", "#/a", "a"),
+        ("dollar", "$x/#/a", "$x/a"),
+        # multi_min: zero words for AMQP '#' and MQTT '#', at least one for NATS '>'
+        ("amqp", "#", ""),
+        ("amqp", "a.#", "a"),
+        ("amqp", "#.a.#", "a"),
+        ("amqp", "a.#.#.b", "a.b"),
+        ("mqtt", "a/#", "a"),
+        ("mqtt", "#", "/"),
+        ("nats", "a.>", "a"),
+        ("nats", "a.>", "a.b"),
+        ("nats", "*.>", "a"),
+        ("plus1", "*:a", "a"),
+        ("plus1", "*:a", "x:a"),
+        ("plus1", "a:*:*", "a:b"),
+        ("plus1", "a:*:*", "a:b:c:d"),
+        # empty words are ordinary words where the dialect allows them
+        ("amqp", "a..b", "a..b"),
+        ("amqp", "*.*", "."),
+        ("amqp", "*", ""),
+        ("mqtt", "a//b", "a//b"),
+        ("mqtt", "+/+", "/"),
+        ("mqtt", "a/+/b", "a//b"),
+        ("glob", "**", ""),
+        ("double", "<one>", ""),
+        ("double", "a::<many>::b", "a::::b"),
+    ],
+)
+def test_lazy_dfa_dialect_rules_against_oracle(dialect: str, pattern: str, topic: str) -> None:
+    d = DIALECTS[dialect]
+    want = oracle.matches(d, pattern, topic)
+    m = _dfa(d)
+    m.subscribe(pattern, "s")
+    # twice: the cold answer (states made now) and the warm one (states reused)
+    for _ in range(2):
+        assert m.lookup(topic) == (["s"] if want else []), (dialect, pattern, topic)
+    # beside other patterns and topics, in both orders of first use
+    other = _dfa(d)
+    for i, p in enumerate(EDGE_PATTERNS[dialect]):
+        other.subscribe(p, i)
+    other.subscribe(pattern, "s")
+    pairs = [*[(p, i) for i, p in enumerate(EDGE_PATTERNS[dialect])], (pattern, "s")]
+    for t in [*EDGE_TOPICS[dialect], topic]:
+        assert answer(other, t) == oracle.expected_lookup(d, pairs, t), (dialect, t)
+
+
+def test_lazy_dfa_wildcard_heavy_workload_matches_oracle() -> None:
+    """Many '#' anywhere (the state blow-up case) over a small vocabulary,
+    every topic looked up twice (cold, then warm), with updates in between."""
+    d = AMQP
+    rng = random.Random(f"{SEED}/lazy-dfa/hashes")
+    m = _dfa(d, max_states=64)
+    pairs: set[tuple[str, Hashable]] = set()
+    vocab = ["a", "b", "#", "*", ""]
+    topics = [oracle.random_topic(rng, d, ["a", "b", "c", ""], 7) for _ in range(40)]
+    for step in range(8):
+        for _ in range(10):
+            p = ".".join(rng.choice(vocab) for _ in range(rng.randint(1, 5)))
+            pair = (p, rng.randrange(5))
+            if rng.random() < 0.8:
+                m.subscribe(*pair)
+                pairs.add(pair)
+            else:
+                m.unsubscribe(*pair)
+                pairs.discard(pair)
+        for _ in range(2):
+            for t in topics:
+                assert answer(m, t) == oracle.expected_lookup(d, pairs, t), (
+                    f"{REPLAY}: step {step}, topic {t!r}"
+                )
 
 
 # -------------------------------------------------------------------- paho

@@ -29,7 +29,8 @@ Built in:
 The classic matchers of :mod:`cstrie_lab.classic` (the suite's) register through
 one generic adapter, :class:`ClassicAdapter`: ``naive``, ``inverted-bitmap``
 (needs the topic space up front: ``make(..., topics=...)``), ``level-bitmap``,
-``locked-trie``, ``regex`` and ``paho-classic`` (paho's ``MQTTMatcher`` with a set
+``locked-trie``, ``regex``, ``lazy-dfa`` (the DFA built lazily and dropped on
+every update) and ``paho-classic`` (paho's ``MQTTMatcher`` with a set
 of subscribers per filter and unsubscribe, MQTT only).  Every matcher that can
 also remove pairs implements :meth:`Matcher.remove`; :attr:`Matcher.thread_safe`
 says whether threads may share it without a lock of their own.
@@ -313,7 +314,15 @@ class ClassicAdapter(Subscribing):
 
 
 #: the keys of :data:`cstrie_lab.classic.CLASSIC`, in the suite's order
-CLASSIC_KEYS = ("inverted-bitmap", "level-bitmap", "locked-trie", "naive", "regex", "paho")
+CLASSIC_KEYS = (
+    "inverted-bitmap",
+    "level-bitmap",
+    "locked-trie",
+    "naive",
+    "regex",
+    "lazy-dfa",
+    "paho",
+)
 #: classic matchers that must be told the topic space up front
 NEEDS_TOPICS = frozenset({"inverted-bitmap"})
 _CLASSIC_DESCRIPTIONS = {
@@ -322,6 +331,8 @@ _CLASSIC_DESCRIPTIONS = {
     "level-bitmap": "cstrie_lab.classic optimised inverted bitmap: per-level bitmaps ANDed",
     "locked-trie": "cstrie_lab.classic trie behind one lock (the classic broker structure)",
     "regex": "cstrie_lab.classic regex per binding (as kombu's in-memory topic exchange)",
+    "lazy-dfa": "cstrie_lab.classic lazy DFA: states made per word on first need, "
+    "dropped on every update (RabbitMQ's experiment)",
     "paho": "cstrie_lab.classic paho: paho-mqtt MQTTMatcher with subscriber sets (MQTT only)",
 }
 

@@ -31,13 +31,16 @@ from cstrie_lab.bench.format import fmt_ratio
 from cstrie_lab.bench.workloads import to_mqtt
 
 __all__ = [
+    "BASELINES",
     "EXEMPT",
     "KINDS",
     "Entry",
     "Skipped",
+    "baseline_note",
     "check_agree",
     "label",
     "lookup_floor",
+    "memo_note",
     "new_entry",
 ]
 
@@ -51,11 +54,16 @@ KINDS = (
     "locked-trie",
     "naive",
     "regex",
+    "lazy-dfa",
     "paho-classic",
 )
-#: the matcher the issue exempts from the lookup floor on workloads (a) and (b):
-#: it needs the whole topic space up front
+#: the matcher exempt from the lookup floor on workloads (a) and (b): it needs
+#: the whole topic space up front
 EXEMPT = "inverted-bitmap"
+#: baselines shown beside the others but exempt from every lookup floor of the
+#: suite, like :data:`EXEMPT`: the lazily built DFA (a reference point for the
+#: trie-vs-DFA question, not a matcher the floors were set against)
+BASELINES = ("lazy-dfa",)
 _LABELS = {"paho-classic": "paho (mqtt)"}
 
 
@@ -263,6 +271,42 @@ def exempt_note(info: dict[str, Any], what: str) -> str | None:
         f"{what}: the full inverted bitmap (exempt) is slower than cstrie here "
         f"({EXEMPT} / cstrie = {fmt_ratio(r)})"
     )
+
+
+def baseline_note(info: dict[str, Any], what: str) -> list[str]:
+    """Notes stating each exempt baseline's ratio to cstrie (:data:`BASELINES`)."""
+    ex = info.get("exempt") or {}
+    out = []
+    for lab in BASELINES:
+        if lab in ex:
+            r = ex[lab]
+            faster = f"{fmt_ratio(1 / r)} faster than" if r < 1 else f"{fmt_ratio(r)} slower than"
+            out.append(f"{what}: {lab} (a baseline, exempt from the floor) is {faster} cstrie")
+    return out
+
+
+def memo_note(entries: Iterable[Entry], what: str) -> list[str]:
+    """The size of every matcher that reports one (the lazy DFA's states and
+    transitions, :meth:`~cstrie_lab.classic.LazyDFA.dfa_size`), as notes: its
+    memory beside its time."""
+    out = []
+    for e in entries:
+        size = getattr(e.matcher.trie, "dfa_size", None) if hasattr(e.matcher, "trie") else None
+        if size is None:
+            continue
+        s = size(measure_bytes=True)
+        out.append(
+            f"{what}: {e.label} DFA after the timed lookups: {s['states']:,} states, "
+            f"{s['transitions']:,} transitions, {s['positions']:,} NFA positions, "
+            f"~{s['bytes'] / 1024:,.0f} KiB by its own count (NFA: {s['nfa_nodes']:,} nodes); "
+            f"dropped {s['drops']:,} time{'' if s['drops'] == 1 else 's'} by updates"
+            + (
+                f", {s['resets']:,} by its {s['max_states']:,}-state budget"
+                if s["max_states"] is not None
+                else ""
+            )
+        )
+    return out
 
 
 def batch_size(ns_per_op: float, target_ns: float, lo: int, hi: int) -> int:

@@ -11,6 +11,8 @@ answers (as sets), validates input the same way, and registers in :data:`CLASSIC
                      rows ANDed with early exit, plus an exact-topic ``dict``
 ``locked-trie``      a pure-Python trie behind one lock (:mod:`cstrie_lab.pytrie`)
 ``regex``            a compiled regex per binding, kombu-style
+``lazy-dfa``         a DFA over topic words built lazily, dropped on every update
+                     (RabbitMQ's experiment)
 ``paho``             paho-mqtt's ``MQTTMatcher`` (MQTT only; needs paho-mqtt)
 ===================  ==========================================================
 
@@ -36,6 +38,7 @@ from cstrie.dialect import Dialect
 from cstrie_lab.classic.base import ClassicMatcher
 from cstrie_lab.classic.dict_trie import DictTrie
 from cstrie_lab.classic.inverted_bitmap import InvertedBitmapMatcher
+from cstrie_lab.classic.lazy_dfa import LazyDFA
 from cstrie_lab.classic.level_bitmap import LevelBitmapMatcher
 from cstrie_lab.classic.locked_trie import LockedTrieMatcher
 from cstrie_lab.classic.naive import NaiveMatcher
@@ -47,6 +50,7 @@ __all__ = [
     "ClassicMatcher",
     "DictTrie",
     "InvertedBitmapMatcher",
+    "LazyDFA",
     "LevelBitmapMatcher",
     "LockedTrieMatcher",
     "NaiveMatcher",
@@ -64,6 +68,7 @@ CLASSIC: dict[str, type[ClassicMatcher]] = {
         LevelBitmapMatcher,
         LockedTrieMatcher,
         RegexMatcher,
+        LazyDFA,
         PahoMatcher,
     )
 }
