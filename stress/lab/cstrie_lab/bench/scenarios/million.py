@@ -417,7 +417,7 @@ def plot(res: Result, out: Path) -> list[Path]:
     bx.bar(list(IMPLS), [mem[i]["bytes_per_subscription"] for i in IMPLS])
     bx.axhline(FLOOR_MEMORY, color="red", linestyle="--", label=f"floor {FLOOR_MEMORY:.0f} B")
     bx.set_ylabel("RSS bytes per subscription")
-    bx.legend(fontsize=8)
+    bx.legend(fontsize=8, loc="lower center")
     fig.suptitle("cstrie vs paho-mqtt on a large trie (no result cache)", fontsize=11)
     path = out / "million.png"
     save(fig, path)
