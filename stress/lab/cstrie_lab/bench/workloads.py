@@ -7,6 +7,7 @@ with the same ``--seed`` builds the same workload.  The shapes are described in
 
 from __future__ import annotations
 
+import bisect
 import random
 import string
 from collections.abc import Iterator
@@ -34,12 +35,16 @@ __all__ = [
     "ops_workload",
     "random5_mqtt_filters",
     "random5_topics",
+    "random5_zipf_topics",
     "random_mqtt_filters",
     "scale_article_topics",
     "scale_extra_pairs",
     "scale_pairs",
     "scale_topics",
     "to_mqtt",
+    "zipf_cumulative",
+    "zipf_sample",
+    "zipf_share",
 ]
 
 # ------------------------------------------------------------ random MQTT filters
@@ -552,6 +557,58 @@ def random5_uniform_topics(rng: random.Random, count: int) -> list[str]:
     the issue's "20k random topics" (most match a few filters, many none)."""
     choice = rng.choice
     return ["/".join(choice(RANDOM5_WORDS) for _ in range(5)) for _ in range(count)]
+
+
+def zipf_cumulative(n: int, s: float) -> list[float]:
+    """Cumulative weights of a Zipf distribution over ranks 1..n: entry ``k - 1``
+    is ``sum(j ** -s for j in 1..k)``, so the last entry is ``H(n, s)``."""
+    if n < 1:
+        raise ValueError(f"a Zipf distribution needs at least one rank, got {n}")
+    cum: list[float] = []
+    total = 0.0
+    for k in range(1, n + 1):
+        total += k**-s
+        cum.append(total)
+    return cum
+
+
+def zipf_share(n: int, s: float, rank: int = 1) -> float:
+    """The probability of ``rank`` (1-based) under Zipf(n, s): ``rank**-s / H(n, s)``."""
+    return float(rank**-s / zipf_cumulative(n, s)[-1])
+
+
+def zipf_sample(rng: random.Random, items: list[Any], count: int, s: float) -> list[Any]:
+    """``count`` draws from ``items`` where ``items[k]`` has rank ``k + 1`` and
+    probability ``(k + 1) ** -s / H(len(items), s)`` (Zipf).
+
+    Inverse CDF: a uniform number in ``[0, H)`` is looked up with :mod:`bisect`
+    in the cumulative weights.  Deterministic for a seeded ``rng``.
+    """
+    cum = zipf_cumulative(len(items), s)
+    total, last = cum[-1], len(items) - 1
+    rand, find = rng.random, bisect.bisect_right
+    # min(): guards the float edge where rand() * total rounds up to total
+    return [items[min(find(cum, rand() * total), last)] for _ in range(count)]
+
+
+def random5_zipf_topics(
+    rng: random.Random, filters: list[str], distinct: int, count: int, s: float
+) -> tuple[list[str], list[str]]:
+    """Skewed traffic over ``filters``: ``distinct`` different topics of
+    :func:`random5_topics` (each matches the filter it was filled from), ranked
+    in the order they were made (a random order), and a stream of ``count``
+    topics drawn from them by :func:`zipf_sample` with exponent ``s``.
+    Returns ``(ranked distinct topics, stream)``."""
+    seen: dict[str, None] = {}
+    for _ in range(50):
+        for t in random5_topics(rng, filters, distinct - len(seen)):
+            seen[t] = None
+        if len(seen) >= distinct:
+            break
+    else:
+        raise ValueError(f"{len(filters)} filters do not make {distinct} distinct topics")
+    ranked = list(seen)
+    return ranked, zipf_sample(rng, ranked, count, s)
 
 
 IOT_SITES = 50

@@ -22,6 +22,8 @@ REGISTRY: dict[str, str] = {
     "scale": "cstrie_lab.bench.scenarios.scale",
     "fan": "cstrie_lab.bench.scenarios.fan",
     "memory": "cstrie_lab.bench.scenarios.memory",
+    # 1M filters: uniform and Zipf-skewed traffic vs paho, lookup_many, memory
+    "million": "cstrie_lab.bench.scenarios.million",
     "churn": "cstrie_lab.bench.scenarios.churn",
     # cstrie beside the classic matchers (``--scenario suite`` runs these)
     "suite-ops": "cstrie_lab.bench.scenarios.suite_ops",
