@@ -6,7 +6,9 @@ pytest-xdist: a hang costs a run its limit, not the whole CI budget."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,17 +42,28 @@ def test_a_hung_test_fails_at_its_limit(kind: str, xdist: bool, tmp_path: Path) 
     if xdist:
         args += ["-n", "1"]
     t0 = time.monotonic()
-    proc = subprocess.run(
+    # Its own process group: if it hangs, the kill reaches its xdist worker
+    # too, which would otherwise spin on after the test.
+    proc = subprocess.Popen(
         [*args, str(tmp_path / "test_hang.py")],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=240,
-        check=False,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the run with a hung test did not end in 240 s")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever it left behind
     took = time.monotonic() - t0
-    out = proc.stdout + proc.stderr
+    out = stdout + stderr
     assert proc.returncode != 0, out
     if xdist:  # the worker ends (its own report is lost with it); the controller says which test
         assert "crashed while running 'test_hang.py::test_hang'" in out, out
