@@ -278,7 +278,9 @@ static inline size_t snode_emit(const snode *sn, uint64_t *out)
 {
     if (sn->nsubs > SUBS_INLINE)
         return set_emit(sn->set, out);
-    memcpy(out, snode_ids(sn), (size_t)sn->nsubs * sizeof(uint64_t));
+    const uint64_t *ids = snode_ids(sn);
+    for (uint32_t i = 0; i < sn->nsubs; i++) /* at most SUBS_INLINE: no memcpy */
+        out[i] = ids[i];
     return sn->nsubs;
 }
 
