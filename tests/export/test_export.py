@@ -24,7 +24,6 @@ import json
 import random
 import re
 import struct
-import tempfile
 import threading
 import tracemalloc
 import zlib
@@ -34,7 +33,7 @@ from typing import Any
 
 import oracle
 import pytest
-from helpers import OLD_ENGINE_NAMES
+from helpers import old_export_package
 
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
 from cstrie.export import FormatError, detect_format, export, keep_encoded, load, read_header
@@ -1286,41 +1285,11 @@ def v1() -> Any:
     imported as ``cstrie_v1_export`` (its own imports redirected to it), over
     today's engine and ``Trie``."""
     import importlib
-    import shutil
-    import subprocess
-    import sys
 
-    repo = Path(__file__).resolve().parents[2]
-    git = shutil.which("git")
-    if git is None:
-        pytest.skip("git is not installed")
-
-    def show(*args: str) -> str:
-        proc = subprocess.run(
-            [git, "-C", str(repo), *args], capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            pytest.skip(f"no git history here ({proc.stderr.strip()})")
-        return proc.stdout
-
-    names = show("ls-tree", "--name-only", V1_COMMIT, "cstrie/export/").split()
-    assert "cstrie/export/meta.py" in names
-    root = Path(tempfile.mkdtemp(prefix="cstrie-v1-"))
-    pkg = root / "cstrie_v1_export"
-    pkg.mkdir()
-    for name in names:
-        text = show("show", f"{V1_COMMIT}:{name}").replace("cstrie.export", "cstrie_v1_export")
-        for old, new in OLD_ENGINE_NAMES.items():
-            text = text.replace(old, new)
-        (pkg / Path(name).name).write_text(text, encoding="utf-8")
-    sys.path.insert(0, str(root))
-    try:
-        mod = importlib.import_module("cstrie_v1_export")
-    finally:
-        sys.path.remove(str(root))
-    assert importlib.import_module("cstrie_v1_export.meta").VERSION == 1
-    yield mod
-    shutil.rmtree(root, ignore_errors=True)
+    with old_export_package(V1_COMMIT, "cstrie_v1_export") as mod:
+        assert (Path(mod.__file__).parent / "meta.py").exists()
+        assert importlib.import_module("cstrie_v1_export.meta").VERSION == 1
+        yield mod
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

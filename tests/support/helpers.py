@@ -1,19 +1,25 @@
 """Helpers shared by the test modules (importable as ``helpers``: pytest runs
-with ``tests`` on the path)."""
+with ``tests/support`` on the path)."""
 
 from __future__ import annotations
 
+import importlib
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 
 __all__ = [
     "JOIN_TIMEOUT",
-    "OLD_ENGINE_NAMES",
     "Sub",
     "exit_description",
+    "old_export_package",
     "run_isolated",
     "run_threads",
 ]
@@ -24,12 +30,55 @@ JOIN_TIMEOUT = 30.0
 #: The fields of the engine's output chunk (``cst_chunk``) and its binding that exporters
 #: taken from git history read, by the names they had then, and today's: the
 #: fixtures that run those exporters over today's engine rewrite them.
-OLD_ENGINE_NAMES = {
+_OLD_ENGINE_NAMES = {
     "s.ngroups": "s.nentries",
     "s.need_groups": "s.need_entries",
     "s.groups_cap": "s.entries_cap",
     "nb.Groups(": "nb.ChunkBuffers(",
 }
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def old_export_package(commit: str, name: str) -> Iterator[ModuleType]:
+    """The ``cstrie.export`` package as it was at ``commit``, taken from git
+    history and imported as ``name`` (its own imports redirected to it), over
+    today's engine and ``Trie``; removed again on exit.  Skips the test where
+    git or the history is missing."""
+    import pytest
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+
+    def show(*args: str) -> str:
+        proc = subprocess.run(
+            [git, "-C", str(REPO), *args], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            pytest.skip(f"no git history here ({proc.stderr.strip()})")
+        return proc.stdout
+
+    files = show("ls-tree", "--name-only", commit, "cstrie/export/").split()
+    root = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    try:
+        pkg = root / name
+        pkg.mkdir()
+        for path in files:
+            text = show("show", f"{commit}:{path}").replace("cstrie.export", name)
+            for old, new in _OLD_ENGINE_NAMES.items():
+                text = text.replace(old, new)
+            (pkg / Path(path).name).write_text(text, encoding="utf-8")
+        sys.path.insert(0, str(root))
+        try:
+            module = importlib.import_module(name)
+        finally:
+            sys.path.remove(str(root))
+        yield module
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 class Sub:

@@ -28,9 +28,7 @@ import io
 import json
 import random
 import re
-import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,7 +39,7 @@ from typing import Any
 
 import oracle
 import pytest
-from helpers import OLD_ENGINE_NAMES
+from helpers import old_export_package
 from topic_index_helpers import expected_query
 
 from cstrie.dialect import AMQP, MQTT, NATS, Dialect
@@ -458,40 +456,10 @@ def test_a_topic_file_read_as_another_format_is_a_format_error() -> None:
 def old_reader() -> Any:
     """``cstrie.export`` as it was before topic index files, from git history
     (imported as ``cstrie_old_export``, over this checkout's engine and Trie)."""
-    import importlib
-
-    repo = Path(__file__).resolve().parents[2]
-    git = shutil.which("git")
-    if git is None:
-        pytest.skip("git is not installed")
-
-    def show(*args: str) -> str:
-        proc = subprocess.run(
-            [git, "-C", str(repo), *args], capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            pytest.skip(f"no git history here ({proc.stderr.strip()})")
-        return proc.stdout
-
-    names = show("ls-tree", "--name-only", BEFORE_TOPIC_FILES, "cstrie/export/").split()
-    assert "cstrie/export/meta.py" in names and "cstrie/export/topicfile.py" not in names
-    root = Path(tempfile.mkdtemp(prefix="cstrie-old-"))
-    pkg = root / "cstrie_old_export"
-    pkg.mkdir()
-    for name in names:
-        text = show("show", f"{BEFORE_TOPIC_FILES}:{name}")
-        for old, new in OLD_ENGINE_NAMES.items():
-            text = text.replace(old, new)
-        (pkg / Path(name).name).write_text(
-            text.replace("cstrie.export", "cstrie_old_export"), encoding="utf-8"
-        )
-    sys.path.insert(0, str(root))
-    try:
-        mod = importlib.import_module("cstrie_old_export")
-    finally:
-        sys.path.remove(str(root))
-    yield mod
-    shutil.rmtree(root, ignore_errors=True)
+    with old_export_package(BEFORE_TOPIC_FILES, "cstrie_old_export") as mod:
+        files = Path(mod.__file__).parent
+        assert (files / "meta.py").exists() and not (files / "topicfile.py").exists()
+        yield mod
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
