@@ -33,6 +33,7 @@ __all__ = [
     "Stats",
     "calibrated_batch",
     "chunks",
+    "full_passes",
     "gc_paused",
     "interleave",
     "measure",
@@ -108,6 +109,30 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def full_passes(
+    cases: Mapping[str, Callable[[], object]], ops: int, rounds: int
+) -> dict[str, dict[str, Any]]:
+    """Time whole passes: each case runs once per round (it performs ``ops``
+    operations), the cases taking turns in rotating order, the GC paused;
+    round 0 warms up.  Per case, ns per operation: ``samples`` (every round),
+    their ``best`` and their ``median``."""
+    names = list(cases)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    clock = time.perf_counter_ns
+    with gc_paused():
+        for r in range(rounds + 1):
+            k = r % len(names)
+            for n in names[k:] + names[:k]:
+                t0 = clock()
+                cases[n]()
+                if r:
+                    samples[n].append((clock() - t0) / ops)
+    return {
+        n: {"best": min(v), "median": statistics.median(v), "samples": v}
+        for n, v in samples.items()
+    }
 
 
 def time_batch(fn: Callable[[], object], ops: int) -> float:

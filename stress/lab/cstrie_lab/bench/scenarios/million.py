@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import gc
 import random
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,7 +53,7 @@ from cstrie_lab.bench.child import run_child
 from cstrie_lab.bench.format import fmt_bytes, fmt_ns, fmt_ratio, fmt_size
 from cstrie_lab.bench.machine import rss_bytes
 from cstrie_lab.bench.plots import save
-from cstrie_lab.bench.timing import chunks, gc_paused
+from cstrie_lab.bench.timing import chunks, full_passes
 from cstrie_lab.bench.workloads import (
     random5_mqtt_filters,
     random5_uniform_topics,
@@ -128,28 +127,6 @@ def _many_batch(trie: Any, topics: Sequence[str]) -> Callable[[], object]:
     return run
 
 
-def _passes(
-    cases: dict[str, Callable[[], object]], ops: int, rounds: int
-) -> dict[str, dict[str, Any]]:
-    """Full passes per case, the cases taking turns in rotating order, GC paused;
-    ns per lookup: every pass, the best and the median."""
-    names = list(cases)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    clock = time.perf_counter_ns
-    with gc_paused():
-        for r in range(rounds + 1):  # round 0 warms up
-            k = r % len(names)
-            for n in names[k:] + names[:k]:
-                t0 = clock()
-                cases[n]()
-                if r:
-                    samples[n].append((clock() - t0) / ops)
-    return {
-        n: {"best": min(v), "median": statistics.median(v), "samples": v}
-        for n, v in samples.items()
-    }
-
-
 def check_answers(paho: mk.Matcher, trie: Any, topics: Sequence[str]) -> dict[str, Any]:
     """paho, ``Trie.lookup`` and ``Trie.lookup_many`` give the same sorted
     answers on every topic of ``topics`` (else :class:`BenchError`)."""
@@ -181,7 +158,7 @@ def _traffic(
         "cstrie-many": _many_batch(trie, topics),
     }
     with ctx.progress.task(f"{NAME}: {label}: {rounds} rounds of full passes", 1):
-        passes = _passes(cases, len(topics), rounds)
+        passes = full_passes(cases, len(topics), rounds)
     best = {n: p["best"] for n, p in passes.items()}
     return {
         "topics": len(topics),

@@ -61,7 +61,15 @@ from cstrie_lab.bench import matchers as mk
 from cstrie_lab.bench.base import BenchError, Context, Floor, Result, Scenario, Table
 from cstrie_lab.bench.format import fmt_ns, fmt_ratio, fmt_size
 from cstrie_lab.bench.plots import save
-from cstrie_lab.bench.timing import chunks, gc_paused, interleave, paired_ratio, rotating, summarize
+from cstrie_lab.bench.timing import (
+    chunks,
+    full_passes,
+    gc_paused,
+    interleave,
+    paired_ratio,
+    rotating,
+    summarize,
+)
 from cstrie_lab.bench.workloads import (
     digits_mqtt,
     iot_pairs,
@@ -94,24 +102,8 @@ WRITERS: dict[str, Callable[[], Any]] = {
 
 
 def _passes(built: dict[str, mk.Matcher], topics: list[str], rounds: int) -> dict[str, Any]:
-    """Full passes over ``topics`` per matcher, the matchers taking turns in
-    rotating order, GC paused; ns per lookup: every pass, and the best."""
-    runs = {col: m.batch(topics) for col, m in built.items()}
-    names = list(runs)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    clock = time.perf_counter_ns
-    with gc_paused():
-        for r in range(rounds + 1):  # round 0 warms up
-            k = r % len(names)
-            for n in names[k:] + names[:k]:
-                t0 = clock()
-                runs[n]()
-                if r:
-                    samples[n].append((clock() - t0) / len(topics))
-    return {
-        n: {"best": min(v), "median": statistics.median(v), "samples": v}
-        for n, v in samples.items()
-    }
+    """Full passes over ``topics`` per matcher (:func:`full_passes`)."""
+    return full_passes({col: m.batch(topics) for col, m in built.items()}, len(topics), rounds)
 
 
 def _lookups(
