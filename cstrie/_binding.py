@@ -176,15 +176,23 @@ def _describe(d: Dialect, what: str, text: str, data: bytes, code: int, at: int,
     return f"{what} {shown(text)} is invalid in the {name} dialect (engine code {code})"
 
 
+def type_name(obj: object) -> str:
+    """The name of ``obj``'s type as the type object holds it (``tp_name``),
+    as the fast path's messages give it: read past any ``__name__`` a
+    metaclass defines, so that naming a hostile object runs none of its code."""
+    name: str = type.__dict__["__name__"].__get__(type(obj), type)
+    return name
+
+
 def encode(text: object, what: str, dialect: Dialect) -> bytes:
     """The UTF-8 of ``text`` (a str or a str subclass: its characters) for
     the engine; ``TypeError`` for a non-str, the dialect's ``ValueError`` for
     text with no UTF-8 form (a lone surrogate).  ``what``: "topic" or
     "pattern".  The fast path's ``text_of`` does the same in C."""
-    if not isinstance(text, str):
-        raise TypeError(f"{what} must be a str, not {type(text).__name__}")
+    if not issubclass(type(text), str):  # by type, as in C: no __class__ asked
+        raise TypeError(f"{what} must be a str, not {type_name(text)}")
     try:
-        return str.encode(text)
+        return str.encode(text)  # type: ignore[arg-type]  # a str by the check above
     except UnicodeEncodeError:
         raise_status(lib.CST_EUTF8, dialect, what, text)
 

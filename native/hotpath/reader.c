@@ -115,11 +115,8 @@ static inline int text_of(Reader *self, PyObject *text, const char *what, const 
         return 0;
     }
     if (!PyUnicode_Check(text)) {
-        PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(text), "__name__");
-        if (name != NULL) {
-            PyErr_Format(PyExc_TypeError, "%s must be a str, not %U", what, name);
-            Py_DECREF(name);
-        }
+        /* tp_name, not __name__: a metaclass can make __name__ run code */
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %.200s", what, Py_TYPE(text)->tp_name);
         return -1;
     }
     if (topic_utf8(text, s, len, keep) == 0)

@@ -1248,3 +1248,38 @@ def test_routes_take_topic_and_key_by_keyword_and_refuse_wrong_calls(method: str
         got = raised(lambda a=args, k=kwargs: fn(*a, **k))  # type: ignore[misc]
         assert isinstance(got, TypeError), got
         assert f"{method}()" in str(got), str(got)
+
+
+def test_a_non_str_topic_is_named_without_running_its_types_code() -> None:
+    """The TypeError for a non-str names its type from the type object itself: a
+    metaclass whose ``__name__`` is a property that runs code (or raises) is
+    never asked, from any entry point."""
+    asked: list[str] = []
+
+    class Meta(type):
+        @property
+        def __name__(cls) -> str:  # type: ignore[override]
+            asked.append("__name__")
+            raise RuntimeError("__name__ ran")
+
+    class Odd(metaclass=Meta):
+        pass
+
+    t = Trie("mqtt")
+    t.subscribe("a/+", 1)
+    calls: list[Callable[[], object]] = [
+        lambda: t.lookup(Odd()),
+        lambda: t.has_subscribers(Odd()),
+        lambda: t.match(Odd()),
+        lambda: t.route(Odd()),
+        lambda: t.lookup_many(["a/b", Odd()]),
+        lambda: t.subscribe(Odd(), 2),
+        lambda: t.unsubscribe(Odd(), 1),
+        lambda: MQTT.split_topic(Odd()),
+        lambda: MQTT.split_pattern(Odd()),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match=r"must be a str, not Odd$"):
+            call()
+    assert asked == []
+    assert t.lookup("a/b") == [1]
