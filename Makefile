@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-NATIVE := $(wildcard native/*.c native/*.h)
+NATIVE := $(wildcard native/*.c native/*.h native/*.mk native/hotpath/*.c native/hotpath/*.h)
 LAB := stress/lab
 
 .PHONY: demo test test-ft lint clean redis-server
