@@ -50,6 +50,18 @@ typedef struct walk_state {
     PyThreadState *saved;
 } walk_state;
 extern CST_TLS walk_state hp_walk;
+
+/* This thread's number: 0, 1, 2, ... in the order threads first ask
+ * (module.c).  Per-thread structures (pin sets, a handle's anchors) are
+ * picked by it modulo their count, so that threads alive together take
+ * different ones until there are more threads than structures. */
+extern CST_TLS unsigned hp_thread_number_1; /* the number + 1; 0: not given yet */
+unsigned hp_thread_number_new(void);
+static inline unsigned hp_thread_number(void)
+{
+    unsigned n = hp_thread_number_1;
+    return n != 0 ? n - 1 : hp_thread_number_new();
+}
 static inline void walk_arm(void) { hp_walk.armed = 1; }
 static inline void walk_disarm(void)
 {
@@ -256,12 +268,29 @@ void registry_after_fork_child(void);
 int registry_module_init(PyObject *m);
 
 /* ---------------------------------------------------------------- Reader */
+/* An anchor: one reference to a handle's dialect and registry, made by one
+ * thread (reader.c, reader_anchor).  A snapshot holds its parent's anchor
+ * of the thread that takes it, not the dialect and the registry: on
+ * free-threaded CPython a thread changes the reference count of an object
+ * it made without an atomic operation, while two threads counting
+ * references to one shared object fight over its cache line. */
+typedef struct Anchor {
+    PyObject_HEAD
+    PyObject *dialect;
+    Registry *reg;
+} Anchor;
+
+#define ANCHOR_SLOTS 64        /* anchors per handle: one per thread number mod 64 (made on
+                                  free-threaded builds only) */
+
 typedef struct Reader {
     PyObject_HEAD
     cst_trie *h;               /* the engine handle ... */
     PyObject *handle;          /* ... owned by this cffi cdata (ffi.gc) */
-    PyObject *dialect;
-    Registry *reg;
+    PyObject *dialect;         /* borrowed from `anchor` when it is set */
+    Registry *reg;             /* borrowed from `anchor` when it is set */
+    Anchor *anchor;            /* a snapshot's: holds dialect and reg for it */
+    _Atomic(Anchor *) *anchors; /* ANCHOR_SLOTS, made by the first snapshot() */
     Counts *counts;            /* writable handles only */
     int64_t pin;               /* a snapshot's pin token (registry rule 3), else 0 */
     PyObject *race_hook;       /* tests: runs after each engine answer */

@@ -22,6 +22,15 @@ static void walk_yield(void)
         hp_walk.saved = PyEval_SaveThread();
 }
 PyObject *cst_FREE;
+
+CST_TLS unsigned hp_thread_number_1;
+
+unsigned hp_thread_number_new(void)
+{
+    static _Atomic unsigned next;
+    hp_thread_number_1 = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
+    return hp_thread_number_1 - 1;
+}
 static PyObject *py_raise_status;
 
 /* ---------------------------------------------------------------- FREE */

@@ -1063,6 +1063,92 @@ PyDoc_STRVAR(snapshot_doc,
 "A read-only, O(1) snapshot of the current subscriptions.  Its ids stay\n"
 "mapped while it is open (registry rule 3).");
 
+/* -- anchors ---------------------------------------------------------------- */
+
+/* Free-threaded builds only: with the GIL no reference count is contended,
+ * and a snapshot holds its dialect and registry itself. */
+#ifdef Py_GIL_DISABLED
+
+static int anchor_traverse(Anchor *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->dialect);
+    Py_VISIT(self->reg);
+    return 0;
+}
+
+/* No tp_clear: a snapshot that holds the anchor reads dialect and reg
+ * through it until its dealloc.  A cycle through an anchor (a subscriber
+ * that holds a snapshot) is broken by registry_clear. */
+static void anchor_dealloc(Anchor *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->dialect);
+    Py_CLEAR(self->reg);
+    PyObject_GC_Del(self);
+}
+
+static PyTypeObject Anchor_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cstrie._hotpath.Anchor",
+    .tp_basicsize = sizeof(Anchor),
+    .tp_dealloc = (destructor)anchor_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "One thread's reference to a handle's dialect and registry (hotpath.h).",
+    .tp_traverse = (traverseproc)anchor_traverse,
+};
+
+/* This thread's anchor of self (borrowed: self's table holds it until self
+ * is freed), made on first use.  A slot is filled once and never replaced,
+ * so a thread that read an anchor from it may take a reference to it at any
+ * time while self lives.  Two threads whose numbers agree modulo
+ * ANCHOR_SLOTS share one: still correct, only their counts are atomic. */
+static Anchor *reader_anchor(Reader *self)
+{
+    /* acquire: pairs with the release CAS below that published the table,
+     * so its zeroed slots are seen as zero */
+    _Atomic(Anchor *) *tab = atomic_load_explicit(&self->anchors, memory_order_acquire);
+    if (tab == NULL) {
+        _Atomic(Anchor *) *mine = PyMem_RawCalloc(ANCHOR_SLOTS, sizeof *mine);
+        if (mine == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        for (size_t i = 0; i < ANCHOR_SLOTS; i++)
+            atomic_init(&mine[i], NULL);
+        tab = NULL;
+        /* release: the slots' initial NULLs before the table is seen;
+         * acquire on failure: as the load above, for the winner's table */
+        if (atomic_compare_exchange_strong_explicit(&self->anchors, &tab, mine,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire))
+            tab = mine;
+        else
+            PyMem_RawFree(mine);
+    }
+    _Atomic(Anchor *) *slot = &tab[hp_thread_number() % ANCHOR_SLOTS];
+    /* acquire: pairs with the release CAS below, so the anchor's fields
+     * (and its object header) are seen as they were made */
+    Anchor *a = atomic_load_explicit(slot, memory_order_acquire);
+    if (a != NULL)
+        return a;
+    /* No registry lock is held here: the allocation may collect garbage and
+     * run finalizers, and one may fill this slot first (then its anchor is
+     * used and this one dropped). */
+    Anchor *made = PyObject_GC_New(Anchor, &Anchor_Type);
+    if (made == NULL)
+        return NULL;
+    made->dialect = Py_NewRef(self->dialect);
+    made->reg = (Registry *)Py_NewRef(self->reg);
+    PyObject_GC_Track(made);
+    /* release: the anchor's fields before it is seen in the slot;
+     * acquire on failure: as the load above, for the other one's anchor */
+    if (atomic_compare_exchange_strong_explicit(slot, &a, made, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return made;
+    Py_DECREF(made);
+    return a;
+}
+#endif /* Py_GIL_DISABLED */
+
 static PyObject *reader_snapshot(Reader *self, PyObject *Py_UNUSED(ignored))
 {
     if (unbound(self))
@@ -1071,6 +1157,11 @@ static PyObject *reader_snapshot(Reader *self, PyObject *Py_UNUSED(ignored))
         PyErr_SetString(PyExc_RuntimeError, "cstrie._hotpath is not configured");
         return NULL;
     }
+#ifdef Py_GIL_DISABLED
+    Anchor *anchor = reader_anchor(self);
+    if (anchor == NULL)
+        return NULL;
+#endif
     Registry *reg = self->reg;
     /* the pin before the engine snapshot (rule 3), done once it exists */
     int64_t pin = reg_pin(reg);
@@ -1090,8 +1181,17 @@ static PyObject *reader_snapshot(Reader *self, PyObject *Py_UNUSED(ignored))
     }
     snap->h = h;
     snap->handle = NULL; /* made on first use (_h) */
+#ifdef Py_GIL_DISABLED
+    /* The dialect and the registry are borrowed from this thread's anchor,
+     * whose count this thread changes without an atomic operation. */
+    snap->anchor = (Anchor *)Py_NewRef(anchor);
+    snap->dialect = anchor->dialect;
+    snap->reg = anchor->reg;
+#else
+    /* With the GIL no count is contended: the snapshot holds its own. */
     snap->dialect = Py_NewRef(self->dialect);
     snap->reg = (Registry *)Py_NewRef(reg);
+#endif
     snap->counts = NULL;
     snap->pin = pin;
     snap->share_syntax = self->share_syntax;
@@ -1107,8 +1207,17 @@ static PyObject *reader_set_race_hook(Reader *self, PyObject *hook)
 static int reader_traverse(Reader *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->handle);
-    Py_VISIT(self->dialect);
-    Py_VISIT(self->reg);
+    if (self->anchor != NULL) {
+        Py_VISIT(self->anchor); /* dialect and reg are borrowed from it */
+    } else {
+        Py_VISIT(self->dialect);
+        Py_VISIT(self->reg);
+    }
+    _Atomic(Anchor *) *tab = atomic_load_explicit(&self->anchors, memory_order_acquire);
+    for (size_t i = 0; tab != NULL && i < ANCHOR_SLOTS; i++) {
+        Anchor *a = atomic_load_explicit(&tab[i], memory_order_acquire);
+        Py_VISIT(a);
+    }
     Py_VISIT(self->counts);
     Py_VISIT(self->race_hook);
     return 0;
@@ -1146,8 +1255,22 @@ static void reader_dealloc(Reader *self)
     }
     Py_CLEAR(self->race_hook);
     Py_CLEAR(self->counts);
+    if (self->anchor != NULL) {
+        /* borrowed from the anchor, released last */
+        self->reg = NULL;
+        self->dialect = NULL;
+    }
     Py_CLEAR(self->reg);
     Py_CLEAR(self->dialect);
+    /* nothing else can read self: the table's plain loads are enough */
+    _Atomic(Anchor *) *tab = atomic_load_explicit(&self->anchors, memory_order_relaxed);
+    if (tab != NULL) {
+        atomic_store_explicit(&self->anchors, NULL, memory_order_relaxed);
+        for (size_t i = 0; i < ANCHOR_SLOTS; i++)
+            Py_XDECREF(atomic_load_explicit(&tab[i], memory_order_relaxed));
+        PyMem_RawFree(tab);
+    }
+    Py_CLEAR(self->anchor);
     Py_CLEAR(self->handle);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1257,6 +1380,10 @@ PyTypeObject Writer_Type = {
 int reader_module_init(PyObject *m)
 {
     Writer_Type.tp_base = &Reader_Type;
+#ifdef Py_GIL_DISABLED
+    if (PyType_Ready(&Anchor_Type) < 0)
+        return -1;
+#endif
     if (PyType_Ready(&Reader_Type) < 0 || PyType_Ready(&Writer_Type) < 0)
         return -1;
     if (PyModule_AddObjectRef(m, "Reader", (PyObject *)&Reader_Type) < 0 ||

@@ -1266,14 +1266,7 @@ static PyObject *registry_drop_handle(Registry *r, PyObject *arg)
 /* -- pins ----------------------------------------------------------------- */
 
 /* This thread's pin set (one per thread, round robin over the sets). */
-static unsigned pin_home(void)
-{
-    static _Atomic unsigned next;
-    static CST_TLS unsigned home;
-    if (home == 0)
-        home = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % PIN_STRIPES + 1;
-    return home - 1;
-}
+static unsigned pin_home(void) { return hp_thread_number() % PIN_STRIPES; }
 
 static int64_t pin_open(Registry *r, int all)
 {

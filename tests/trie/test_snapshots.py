@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
+import weakref
 from collections.abc import Hashable
 from typing import Any
 
@@ -502,3 +503,108 @@ def test_an_iteration_in_progress_keeps_every_id_that_dies_meanwhile() -> None:
     assert len([first, *rest]) == 3
     gc.collect()
     assert len(trie._reg) == 3
+
+
+# -- snapshots taken by many threads ------------------------------------------
+#
+# A snapshot holds its parent's dialect and registry through a reference that
+# the thread taking it made (one per thread, kept by the parent, hotpath.h:
+# Anchor).  What a user sees must not change: snapshots from any number of
+# threads read exactly, keep their subscribers mapped after the trie is gone,
+# cycles through them are collected, and a trie goes with its last reference.
+
+
+class Holder:
+    """A subscriber that can hold a snapshot and be weakly referenced."""
+
+    snap: object = None
+    own: object = None
+
+
+def test_snapshots_from_more_threads_than_a_handle_keeps_references_for() -> None:
+    """80 threads (more than the 64 per-thread references a handle keeps) each
+    take snapshots of one trie and read them; every snapshot answers as the
+    trie did, also after the trie is dropped."""
+    trie = Trie(MQTT)
+    subs = [Sub(("s", k)) for k in range(40)]
+    for k, s in enumerate(subs):
+        trie.subscribe(f"a/{k % 5}/+", s)
+        trie.subscribe("a/#", s)
+    topics = [f"a/{k}/x" for k in range(6)]
+    want = [sorted(map(repr, trie.lookup(t))) for t in topics]
+    snaps: list[list[Snapshot]] = [[] for _ in range(80)]
+    barrier = threading.Barrier(80)
+    errors: list[BaseException] = []
+
+    def take(k: int, snapshot: Any = trie.snapshot) -> None:
+        try:
+            barrier.wait(30)
+            for _ in range(3):
+                s = snapshot()
+                assert [sorted(map(repr, s.lookup(t))) for t in topics] == want
+                snaps[k].append(s)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=take, args=(k,)) for k in range(80)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and all(len(row) == 3 for row in snaps)
+    for s in subs:
+        trie.unsubscribe("a/#", s)
+    del trie, take
+    gc.collect()
+    for row in snaps:
+        for s in row:
+            assert [sorted(map(repr, s.lookup(t))) for t in topics] == want
+
+
+def test_a_trie_whose_snapshots_are_gone_is_freed_without_the_collector() -> None:
+    """Snapshots taken by several threads and dropped leave no cycle: the trie,
+    its registry and its subscribers go with their last reference."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        trie = Trie(AMQP)
+        sub = Holder()
+        trie.subscribe("a.*", sub)
+
+        seen: list[bool] = []
+
+        def take(snapshot: Any = trie.snapshot, sub: object = sub) -> None:
+            seen.append(snapshot().lookup("a.b") == [sub])
+
+        for _ in range(3):
+            t = threading.Thread(target=take)
+            t.start()
+            t.join(30)
+        take()
+        assert seen == [True] * 4
+        gone_trie, gone_sub = weakref.ref(trie), weakref.ref(sub)
+        del trie, sub, take
+        assert gone_trie() is None and gone_sub() is None
+    finally:
+        if was:
+            gc.enable()
+
+
+def test_a_subscriber_holding_a_snapshot_of_its_trie_is_collected() -> None:
+    """A cycle subscriber -> snapshot -> (registry) -> subscriber, made from
+    two threads, is found by the cyclic collector."""
+    trie = Trie(AMQP)
+    sub = Holder()
+    trie.subscribe("a.*", sub)
+
+    def hold(sub: Holder = sub, snapshot: Any = trie.snapshot) -> None:
+        sub.snap = snapshot()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    t.join(30)
+    sub.own = trie.snapshot()
+    gone_trie, gone_sub = weakref.ref(trie), weakref.ref(sub)
+    del trie, sub, t, hold
+    gc.collect()
+    assert gone_trie() is None and gone_sub() is None
