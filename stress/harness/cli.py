@@ -42,6 +42,8 @@ def _positive_int(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from stress.harness.runner import SUBSCRIBER_KINDS
+
     p = argparse.ArgumentParser(
         prog="python -m stress.harness",
         description=(
@@ -113,6 +115,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="crowd subscribers with --many-every (default 4096: rows of ~1,600-2,400 "
         "subscribers, above the 1024 ids one engine call returns)",
+    )
+    g.add_argument(
+        "--subscribers",
+        choices=SUBSCRIBER_KINDS,
+        default="int",
+        help="throughput runs only: each thread subscribes new int objects (default; a "
+        "lookup hands every thread the registered one, so on CPython 3.13t the threads "
+        "share its reference count) or interned strings (immortal on 3.13t)",
     )
     g.add_argument(
         "--keys",
@@ -408,6 +418,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
             "snapshot_every": args.snapshot_every,
             "many_every": args.many_every,
             "many_subs": crowd,
+            "subscribers": args.subscribers,
             "keys": args.keys,
             "thread_counts": counts,
             "duration": duration,
@@ -441,6 +452,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
                         progress,
                         f"{name} x{n}",
                         args.timeout,
+                        args.subscribers,
                     )
                     results.append(res)
                     print(report.format_measure(res, label), flush=True)

@@ -16,6 +16,7 @@ Only the trie itself is shared -- as it would be in a broker.  A
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -110,13 +111,27 @@ def _fresh_str(s: str) -> str:
     return s.encode().decode()
 
 
+#: What a worker subscribes (``measure`` only; a recorded run's checker
+#: reads ``BASE + s`` ints): ``int``, new int objects made by each thread (the
+#: default: a lookup hands every thread the registered one, whose reference
+#: count the threads then share); ``interned``, interned strings (immortal on
+#: CPython 3.13t: no count is changed).
+SUBSCRIBER_KINDS = ("int", "interned")
+
+
+def _subscribers(n: int, kind: str) -> list[Any]:
+    if kind == "interned":
+        return [sys.intern(f"s{s}") for s in range(n)]
+    return [BASE + s for s in range(n)]  # new int objects
+
+
 class _ThreadObjects:
     """The per-thread objects for one op sequence, built in the worker thread."""
 
-    def __init__(self, ks: KeySpace, seq: OpSequence) -> None:
+    def __init__(self, ks: KeySpace, seq: OpSequence, subscribers: str = "int") -> None:
         topics = [_fresh_str(t) for t in ks.topics]
         patterns = [_fresh_str(p) for p in ks.patterns]
-        subs = [BASE + s for s in range(len(ks.cands))]  # new int objects
+        subs = _subscribers(len(ks.cands), subscribers)
         cands = ks.cands
         self.topics = topics
         self.initial = [(patterns[cands[s][b]], subs[s]) for s, b in seq.initial]
@@ -229,9 +244,11 @@ def measure(
     progress: Progress,
     label: str,
     timeout: float = 600.0,
+    subscribers: str = "int",
 ) -> MeasureResult:
     """Run ``seqs`` (one per thread) without recording; ``duration`` seconds
-    (cycling through each sequence) or, when None, each sequence once."""
+    (cycling through each sequence) or, when None, each sequence once.
+    ``subscribers``: one of :data:`SUBSCRIBER_KINDS`."""
     n = len(seqs)
     state = impl.create(dialect)
     run = _Run(n, timeout)
@@ -243,7 +260,7 @@ def measure(
 
     def worker(t: int) -> None:
         b = impl.bind(state)
-        objs = _ThreadObjects(ks, seqs[t])
+        objs = _ThreadObjects(ks, seqs[t], subscribers)
         for pattern, sub in objs.initial:
             b.subscribe(pattern, sub)
         lookup, lookup_trie, lookup_many = b.lookup, b.lookup_trie, b.lookup_many

@@ -1084,3 +1084,41 @@ def test_route_is_one_state_across_branches() -> None:
 def test_lookup_is_one_state_across_branches() -> None:
     reads, missed = _walk_while_writing(group=False)
     assert missed == 0, f"{missed} of {reads} lookups returned [] though a pair was always there"
+
+
+def test_throughput_subscriber_kinds() -> None:
+    """--subscribers: each thread's own new ints (their registered one is handed
+    to every thread), or interned strings (immortal on 3.13t)."""
+    import sys
+
+    from stress.harness.runner import _ThreadObjects
+
+    ks = build_keyspace("amqp", 32, 2, seed=1)
+    seq = generate_ops(ks, 0, 200, Mix.parse("90/10"), 0, seed=1)
+    ints = _ThreadObjects(ks, seq)
+    again = _ThreadObjects(ks, seq)
+    interned = _ThreadObjects(ks, seq, "interned")
+    assert ints.initial and all(type(x) is int and x >= BASE for _, x in ints.initial)
+    # equal ints, distinct objects: made by each thread, not shared
+    assert all(
+        x == y and x is not y for (_, x), (_, y) in zip(ints.initial, again.initial, strict=True)
+    )
+    assert all(type(x) is str and sys.intern(x) is x for _, x in interned.initial)
+
+
+def test_end_to_end_throughput_with_interned_subscribers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "report.json"
+    code, out = run_cli(
+        [
+            *"--thread-counts 1,2 --ops 2000 --mix 90/10 --keys 64 --seed 2 --no-check "
+            "--subscribers interned".split(),
+            *("--json", str(out_json)),
+        ],
+        capsys,
+    )
+    assert code == 0, out
+    data = json.loads(out_json.read_text())
+    assert data["config"]["subscribers"] == "interned"
+    assert {r["threads"] for r in data["throughput"]} == {1, 2}
