@@ -46,6 +46,7 @@
 #include <stdarg.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -591,6 +592,60 @@ static int normalise_counts(int *c, int n)
     return m;
 }
 
+/* -- the machine's cost of moving a cache line between two cores ----------
+ * Two threads pinned to CPUs 0 and 1 hand one line back and forth: the
+ * one-way time is what every write to a line the other core holds costs.
+ * On a virtual machine it can change between runs (two vCPUs that share a
+ * last-level cache, then two that do not): printed before and after the
+ * rows, so that a row whose threads share a line can be read against it. */
+#define PINGPONG_ROUNDS 200000
+static _Alignas(128) _Atomic long pingpong_flag;
+
+static void pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* unpinned if refused */
+}
+
+static void *pingpong_other(void *arg)
+{
+    (void)arg;
+    pin_to(1);
+    for (long i = 1; i <= PINGPONG_ROUNDS; i++) {
+        /* acquire/release: the hand-over itself is what is timed */
+        while (atomic_load_explicit(&pingpong_flag, memory_order_acquire) != 2 * i - 1)
+            ;
+        atomic_store_explicit(&pingpong_flag, 2 * i, memory_order_release);
+    }
+    return NULL;
+}
+
+/* Nanoseconds per one-way transfer, or 0 with fewer than 2 CPUs. */
+static double line_transfer_ns(long cpus)
+{
+    if (cpus < 2)
+        return 0;
+    pthread_t t;
+    atomic_store(&pingpong_flag, 0);
+    cpu_set_t saved;
+    pthread_getaffinity_np(pthread_self(), sizeof saved, &saved);
+    pin_to(0);
+    if (pthread_create(&t, NULL, pingpong_other, NULL) != 0)
+        die("pthread_create failed");
+    double t0 = mono_s();
+    for (long i = 1; i <= PINGPONG_ROUNDS; i++) {
+        atomic_store_explicit(&pingpong_flag, 2 * i - 1, memory_order_release);
+        while (atomic_load_explicit(&pingpong_flag, memory_order_acquire) != 2 * i)
+            ;
+    }
+    double dt = mono_s() - t0;
+    pthread_join(t, NULL);
+    pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    return dt * 1e9 / PINGPONG_ROUNDS / 2;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -696,14 +751,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < ncounts; i++)
         printf("%s%d", i ? "," : " ", counts[i]);
     printf(", %.2f s per run, best of %d; one op = one engine call\n", seconds, repeat);
+    double line_before = line_transfer_ns(cpus);
+    printf("cache line moved between CPUs 0 and 1: %.1f ns one way\n", line_before);
     printf("%-24s%8s%14s%8s%14s%7s%10s%10s\n", "row", "threads", "ops/s", "x1", "ops/cpu-s",
            "eff", "cpu/wall", "waits/1k");
     fflush(stdout);
     if (json) {
         fprintf(json,
                 "{\"meta\": {\"bench\": \"engine\", \"cpus\": %ld, \"seconds\": %g, "
-                "\"repeat\": %d, \"threads\": [",
-                cpus, seconds, repeat);
+                "\"repeat\": %d, \"line_transfer_ns\": %.1f, \"threads\": [",
+                cpus, seconds, repeat, line_before);
         for (int i = 0; i < ncounts; i++)
             fprintf(json, "%s%d", i ? ", " : "", counts[i]);
         fprintf(json, "]}}\n");
@@ -744,6 +801,8 @@ int main(int argc, char **argv)
         if (json)
             fflush(json);
     }
+    printf("cache line moved between CPUs 0 and 1: %.1f ns one way (after the rows)\n",
+           line_transfer_ns(cpus));
     if (json)
         fclose(json);
     return 0;
