@@ -156,31 +156,6 @@ int words_update(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert, 
 int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share,
                     char idbuf[SHARE_ID_BYTES], scratch *sc);
 
-/* A spin-wait hint to the CPU (x86 pause, arm yield). */
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* Before the k-th restart in a row of one update (k >= 1): wait a bounded,
- * growing, per-thread-jittered number of pauses, so that two writers whose
- * GCAS keep failing on the same I-node stop meeting in step.  At most
- * BACKOFF_MAX pauses: lock-freedom is kept (some thread's GCAS succeeds in
- * every round; the wait only spaces the attempts). */
-#define BACKOFF_MAX 1024u
-static inline void restart_backoff(unsigned k, uint64_t *rng)
-{
-    unsigned limit = k >= 10 ? BACKOFF_MAX : (1u << k);
-    *rng = *rng * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
-    unsigned n = (unsigned)(*rng >> 33) % limit + limit / 2;
-    for (unsigned i = 0; i < n; i++)
-        cpu_relax();
-}
-
 static inline uint32_t frag(uint64_t h, unsigned lev) { return (uint32_t)(h >> lev) & 31u; }
 
 /* The update stripe of a pattern or topic whose first word is w (n words). */

@@ -1283,17 +1283,12 @@ static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int i
     c.stripe = upd_stripe_of(sc->w, n);
     upd u = {&c, sc->w, (size_t)n - 1, sub, 0, insert, 0, 0, {NULL, 0, 0}, 0, 0};
     int r;
-    unsigned restarts = 0;
-    uint64_t rng = (uint64_t)(uintptr_t)sc; /* per thread: its scratch */
-    for (;;) {
+    do {
         inode *root = root_read(&c);
         u.startgen = root->gen;
         u.had = 0;
         r = update_walk(&u, root, sc);
-        if (r != RESTART)
-            break;
-        restart_backoff(++restarts, &rng);
-    }
+    } while (r == RESTART);
     if (old != NULL && r >= 0)
         *old = u.had ? u.old : 0;
     if (u.dirty) {
