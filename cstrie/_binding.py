@@ -700,6 +700,40 @@ def compact(handle: Any) -> None:
     check(lib.cst_compact(handle))
 
 
+# ------------------------------------------------------------ result cache
+CACHE_STATS = (
+    "hits",
+    "misses",
+    "fills",
+    "skipped",
+    "invalidated",
+    "evicted",
+    "clears",
+    "entries",
+    "bytes",
+    "budget",
+)
+#: The largest budget accepted (bytes): 1 TiB, far above any table it sizes.
+CACHE_MAX_BUDGET = 1 << 40
+
+
+def cache_set(handle: Any, budget: object) -> None:
+    """Give the handle's result cache ``budget`` bytes (0: off)."""
+    if type(budget) is not int:
+        raise TypeError(f"the cache budget must be an int (bytes), not {type(budget).__name__}")
+    if not 0 <= budget <= CACHE_MAX_BUDGET:
+        raise ValueError(
+            f"the cache budget must be between 0 and {CACHE_MAX_BUDGET} bytes, not {budget}"
+        )
+    check(lib.cst_cache_set(handle, budget))
+
+
+def cache_stats(handle: Any) -> dict[str, int]:
+    out = ffi.new("int64_t[]", len(CACHE_STATS))
+    lib.cst_cache_stats(handle, out, len(CACHE_STATS))
+    return {name: int(out[i]) for i, name in enumerate(CACHE_STATS)}
+
+
 # ------------------------------------------------------------ topic index
 def topic_put(handle: Any, key: bytes, ident: int, d: Dialect, topic: object) -> tuple[bool, int]:
     """(new, replaced id): store ident under the topic key."""

@@ -499,6 +499,38 @@ class Trie(_ReadMethods, Writer):
             return super()._distinct_subscribers(shares)
         return len(self._counts)
 
+    def set_cache(self, budget_bytes: int) -> None:
+        """Keep the answers of recently looked-up topics, within ``budget_bytes``.
+
+        The cache is exact: a ``subscribe``/``unsubscribe`` first drops the
+        cached answers of precisely the cached topics its pattern matches
+        (found with a topic index of the cached topics), then changes the
+        trie, so no lookup ever returns an answer the trie no longer has, and
+        an update elsewhere leaves the cached topics it cannot match alone.
+        Empty answers are cached too.  ``clear()`` drops every answer.  Each
+        entry is charged its ids, its topic and an estimate of its key in the
+        index; a fill that does not fit evicts (CLOCK) or is not cached.
+
+        Off by default (``0``).  It pays on skewed traffic (the same topics
+        again and again): a hit costs a hash, a bucket and the copy of the
+        ids.  Every update of a trie with a cache pays a query of the cached
+        topics.  Lookups only: ``lookup_many``, ``route``, ``match`` and
+        snapshots walk the trie.  See docs/design.md, "Result cache".
+
+        >>> t = Trie("mqtt"); t.set_cache(1 << 20); t.subscribe("a/+", 1)
+        True
+        >>> t.lookup("a/b"), t.lookup("a/b"), t.cache_stats()["hits"]
+        ([1], [1], 1)
+        """
+        nb.cache_set(self._h, budget_bytes)
+
+    def cache_stats(self) -> dict[str, int]:
+        """The result cache's counters: ``hits``, ``misses``, ``fills``,
+        ``skipped`` (answers that did not fit), ``invalidated`` (entries an
+        update dropped), ``evicted``, ``clears``, ``entries`` (valid now),
+        ``bytes`` (charged now) and ``budget``.  All 0 without a cache."""
+        return nb.cache_stats(self._h)
+
     def compact(self) -> None:
         """Remove structural leftovers (tombs) that a cleanup could not remove
         because memory ran out.  Never needed for correct answers.  O(n)."""

@@ -270,6 +270,29 @@ cst_rquery *cst_rquery_filters(cst_trie *t, const char *filter, size_t len, int 
 /* How many stored topics filter matches (one snapshot, no output). */
 int64_t cst_rquery_count(cst_trie *t, const char *filter, size_t len);
 
+/*
+ * Result cache (cache.c): a writable handle's answers to recent topics,
+ * exact (an update kills precisely the cached topics its filter matches,
+ * before it changes the trie; see cache.c for the argument), within a byte
+ * budget.  Off until a budget is set; 0 turns it off again.  cst_lookup
+ * reads it; snapshots and copies have none.
+ */
+int cst_cache_set(cst_trie *t, size_t budget_bytes);
+/* The counters, summed over threads, in out[0 .. n): indices below.  1 when
+ * the handle has a cache, else 0 (out zeroed). */
+#define CST_CACHE_HITS 0
+#define CST_CACHE_MISSES 1
+#define CST_CACHE_FILLS 2
+#define CST_CACHE_SKIPPED 3
+#define CST_CACHE_INVALIDATED 4
+#define CST_CACHE_EVICTED 5
+#define CST_CACHE_CLEARS 6
+#define CST_CACHE_ENTRIES 7
+#define CST_CACHE_BYTES 8
+#define CST_CACHE_BUDGET 9
+#define CST_CACHE_NSTATS 10
+int cst_cache_stats(cst_trie *t, int64_t *out, size_t n);
+
 /* Check the structural invariants of t (strict: also those that hold only when
  * no update is in flight).  0 = fine; otherwise < 0 and msg describes it. */
 int cst_check(cst_trie *t, int strict, char *msg, size_t msg_cap);

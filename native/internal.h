@@ -55,6 +55,7 @@ struct cst_trie {
     struct frozen *holder;     /* a snapshot's shared frozen root, or NULL */
     unsigned shard;            /* the holder's shard this snapshot counts in */
     void *block;               /* what cst_alloc gave for this handle */
+    _Atomic(struct cst_cache *) cache; /* a writable handle's result cache, or NULL */
     _Alignas(CST_SPACING) _Atomic uint64_t lookups[LOOKUP_STRIPES * STRIPE_WORDS];
 };
 #define UPD_BITS 24
@@ -99,6 +100,19 @@ uint64_t word_hash(const char *p, size_t len);
 int64_t parse_words(const cst_trie *t, const char *s, size_t len, int is_pattern, scratch *sc);
 void words_seed_init(void);
 void words_classes_init(cst_trie *t);
+
+/* cache.c: the result cache (see there for the protocol) */
+typedef struct cst_cache cst_cache;
+/* 0 .. n: a hit (n ids, the first cap of them in out); -1: a miss or off */
+int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, size_t cap);
+void cache_read_state(cst_cache *k, uint64_t *writes, uint64_t *gen);
+void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint64_t *ids,
+                size_t n, uint64_t writes, uint64_t gen);
+void cache_write_begin(cst_cache *k);
+void cache_write_end(cst_cache *k);
+void cache_invalidate(cst_cache *k, const char *pattern, size_t len);
+void cache_invalidate_all(cst_cache *k);
+void cache_free(cst_cache *k);
 
 /* trie.c: primitives shared with match.c and walk.c */
 void node_retain(cst_hdr *h);

@@ -1046,12 +1046,28 @@ int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, si
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
+    /* acquire: the cache's fields as cst_cache_set made them */
+    cst_cache *k = atomic_load_explicit(&t->cache, memory_order_acquire);
+    uint64_t w0 = 0, g0 = 0;
+    if (k != NULL) {
+        int64_t hit = cache_get(k, topic, len, out, cap);
+        if (hit >= 0) {
+            if ((size_t)hit <= cap)
+                count_lookup(&c);
+            ctx_exit(&c);
+            return hit;
+        }
+        cache_read_state(k, &w0, &g0);
+    }
     mctx x = {0};
     int64_t r = walk_topic(&x, &c, topic, len);
     if (r == 0)
         r = collect_ids(&x, out, cap);
-    if (r >= 0 && (size_t)r <= cap)
+    if (r >= 0 && (size_t)r <= cap) {
         count_lookup(&c); /* a caller whose buffer was too small asks again */
+        if (k != NULL)
+            cache_fill(&c, k, topic, len, out, (size_t)r, w0, g0);
+    }
     ctx_exit(&c);
     return r;
 }

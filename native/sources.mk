@@ -12,6 +12,7 @@ ENGINE_SOURCES := \
     words.c \
     trie.c \
     match.c \
+    cache.c \
     topic_index.c \
     walk.c \
     build.c \

@@ -1314,13 +1314,20 @@ static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int i
  * a static function. */
 int words_update(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert, uint64_t *old)
 {
-    return update_words(t, sc, n, sub, insert, old);
+    /* a topic-index write on a handle with a cache (a subscription trie used
+     * as an index): every entry dies first */
+    cst_cache *k = atomic_load_explicit(&t->cache, memory_order_acquire);
+    if (k == NULL)
+        return update_words(t, sc, n, sub, insert, old);
+    cache_write_begin(k);
+    cache_invalidate_all(k);
+    int r = update_words(t, sc, n, sub, insert, old);
+    cache_write_end(k);
+    return r;
 }
 
-static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
+static int update_uncached(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
 {
-    if (t->readonly)
-        return CST_EREADONLY;
     scratch *sc = scratch_get();
     if (sc == NULL)
         return CST_ENOMEM;
@@ -1328,6 +1335,28 @@ static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, in
     if (n < 0)
         return (int)n;
     return update_words(t, sc, n, sub, insert, NULL);
+}
+
+/* The cache's writer steps around an update of filter (pattern, len):
+ * count in, kill the entries of the cached topics it matches, then change
+ * the trie (cache.c, W1-W4).  A pattern the query rejects changes nothing. */
+#define CACHED_WRITE(t, pattern, len, call)                                             \
+    do {                                                                                \
+        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_acquire);       \
+        if (k_ == NULL)                                                                 \
+            return (call);                                                              \
+        cache_write_begin(k_);                                                          \
+        cache_invalidate(k_, (pattern), (len));                                         \
+        int r_ = (call);                                                                \
+        cache_write_end(k_);                                                            \
+        return r_;                                                                      \
+    } while (0)
+
+static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
+{
+    if (t->readonly)
+        return CST_EREADONLY;
+    CACHED_WRITE(t, pattern, len, update_uncached(t, pattern, len, sub, insert));
 }
 
 int cst_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t sub)
@@ -1361,11 +1390,9 @@ int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share
 
 /* Join (insert) or leave group `share` on pattern as subscriber sub: the
  * pair (pattern + marker + group word, sub), one ordinary update. */
-static int share_update(cst_trie *t, const char *pattern, size_t len, uint64_t share,
-                        uint64_t sub, int insert)
+static int share_update_uncached(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                                 uint64_t sub, int insert)
 {
-    if (t->readonly)
-        return CST_EREADONLY;
     scratch *sc = scratch_get();
     if (sc == NULL)
         return CST_ENOMEM;
@@ -1374,6 +1401,14 @@ static int share_update(cst_trie *t, const char *pattern, size_t len, uint64_t s
     if (n < 0)
         return (int)n;
     return update_words(t, sc, n, sub, insert, NULL);
+}
+
+static int share_update(cst_trie *t, const char *pattern, size_t len, uint64_t share,
+                        uint64_t sub, int insert)
+{
+    if (t->readonly)
+        return CST_EREADONLY;
+    CACHED_WRITE(t, pattern, len, share_update_uncached(t, pattern, len, share, sub, insert));
 }
 
 int cst_share_subscribe(cst_trie *t, const char *pattern, size_t len, uint64_t share,
@@ -1480,6 +1515,7 @@ cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly, const uint
 /* Give a handle's own memory back (its nodes go through EBR). */
 static void handle_free(cst_trie *t)
 {
+    cache_free(atomic_load_explicit(&t->cache, memory_order_relaxed));
     if (t->upd_block != NULL)
         cst_dealloc(t->upd_block,
                     (size_t)UPD_STRIPES * UPD_STRIPE_WORDS * sizeof(uint64_t) + CST_SPACING - 1);
@@ -1825,7 +1861,28 @@ out:
     return snap;
 }
 
-cst_trie *cst_clear_take(cst_trie *t)
+static cst_trie *clear_take(cst_trie *t);
+static int clear_if(cst_trie *t, cst_trie *expected);
+static int clear_all(cst_trie *t);
+
+/* A clear with a cache: every entry dies (gen) before the trie changes. */
+#define CACHED_CLEAR(t, type, call)                                                     \
+    do {                                                                                \
+        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_acquire);       \
+        if (k_ == NULL)                                                                 \
+            return (call);                                                              \
+        cache_write_begin(k_);                                                          \
+        cache_invalidate_all(k_);                                                       \
+        type r_ = (call);                                                               \
+        cache_write_end(k_);                                                            \
+        return r_;                                                                      \
+    } while (0)
+
+cst_trie *cst_clear_take(cst_trie *t) { CACHED_CLEAR(t, cst_trie *, clear_take(t)); }
+int cst_clear_if(cst_trie *t, cst_trie *expected) { CACHED_CLEAR(t, int, clear_if(t, expected)); }
+int cst_clear(cst_trie *t) { CACHED_CLEAR(t, int, clear_all(t)); }
+
+static cst_trie *clear_take(cst_trie *t)
 {
     /* Take a read-only snapshot and, if nothing was written since, empty the
      * new root: the cleared pairs are then exactly the snapshot's. */
@@ -1861,7 +1918,7 @@ cst_trie *cst_clear_take(cst_trie *t)
     }
 }
 
-int cst_clear_if(cst_trie *t, cst_trie *expected)
+static int clear_if(cst_trie *t, cst_trie *expected)
 {
     if (t->readonly)
         return CST_EREADONLY;
@@ -1881,7 +1938,7 @@ int cst_clear_if(cst_trie *t, cst_trie *expected)
     return r;
 }
 
-int cst_clear(cst_trie *t)
+static int clear_all(cst_trie *t)
 {
     if (t->readonly)
         return CST_EREADONLY;
