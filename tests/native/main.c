@@ -50,6 +50,7 @@ int main(int argc, char **argv)
         {"share_groups", test_share_groups},
         {"walk_one_state", test_walk_one_state},
         {"topic_index", test_topic_index},
+        {"cache", test_cache},
         {"fork_reclaims", test_fork_reclaims},
         {"idle_thread_garbage", test_idle_thread_garbage}, /* last: starts a thread */
     };

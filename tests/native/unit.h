@@ -204,4 +204,7 @@ void test_share_groups(void);
 /* test_topic_index.c */
 void test_topic_index(void);
 
+/* test_cache.c */
+void test_cache(void);
+
 #endif
