@@ -61,6 +61,10 @@
  * on: two RMWs of `writes` (a line every writer of this trie writes) and a
  * reverse query over the cached topics its literal words leave open.
  *
+ * Admission.  A topic is cached on its second miss (the doorkeeper, a
+ * bitmap of topic hashes), so traffic that never repeats a topic pays a bit
+ * test and set, not a fill, and not even the bucket read.
+ *
  * Budget.  An entry is charged its allocation plus twice its topic's length
  * and 128 bytes for its key in `keys` (an estimate: see docs/design.md).  A
  * fill that would pass the budget first evicts with a CLOCK hand; if that
@@ -79,6 +83,8 @@ enum { E_PENDING = 1, E_VALID = 2, E_DEAD = 3 };
 #define KEY_CHARGE 128              /* bytes charged for an entry's key in keys */
 #define CACHE_STAT_STRIPES 16
 #define EVICT_TRIES 64              /* slots the hand looks at for one fill */
+#define DOOR_BITS_PER_SLOT 8        /* doorkeeper bits per table slot */
+#define DOOR_FLUSH 64               /* bits a thread sets before it counts them */
 
 typedef struct cache_entry {
     uint64_t hash;
@@ -107,7 +113,10 @@ struct cst_cache {
     char pad1[CST_SPACING - 5 * sizeof(size_t)];
     _Atomic int64_t bytes;          /* charged by the entries in the table */
     _Atomic size_t hand;
-    char pad2[CST_SPACING - 2 * sizeof(size_t)];
+    _Atomic uint64_t *door;         /* the doorkeeper: a bit per topic hash seen once */
+    size_t door_mask;               /* bits - 1 */
+    _Atomic size_t door_set;        /* bits set since the last reset (about) */
+    char pad2[CST_SPACING - 5 * sizeof(size_t)];
     cache_stat stats[CACHE_STAT_STRIPES];
     void *block;
 };
@@ -172,8 +181,19 @@ static cst_cache *cache_new(cst_trie *t, size_t budget)
     for (size_t i = 0; i < n; i++)
         atomic_init(&k->slots[i], NULL);
     k->mask = n - 1;
+    size_t bits = n * DOOR_BITS_PER_SLOT;
+    k->door = cst_alloc(bits / 8);
+    if (k->door == NULL) {
+        cst_dealloc(k->slots, n * sizeof *k->slots);
+        cst_dealloc(block, sizeof(cst_cache) + CST_SPACING - 1);
+        return NULL;
+    }
+    for (size_t i = 0; i < bits / 64; i++)
+        atomic_init(&k->door[i], 0);
+    k->door_mask = bits - 1;
     k->keys = cst_new(&t->d);
     if (k->keys == NULL) {
+        cst_dealloc(k->door, bits / 8);
         cst_dealloc(k->slots, n * sizeof *k->slots);
         cst_dealloc(block, sizeof(cst_cache) + CST_SPACING - 1);
         return NULL;
@@ -194,6 +214,7 @@ void cache_free(cst_cache *k)
             entry_free(e);
     }
     cst_dealloc(k->slots, (k->mask + 1) * sizeof *k->slots);
+    cst_dealloc(k->door, (k->door_mask + 1) / 8);
     cst_free(k->keys);
     cst_dealloc(k->block, sizeof(cst_cache) + CST_SPACING - 1);
 }
@@ -261,14 +282,60 @@ static int make_room(ctx *c, cst_cache *k, size_t need, size_t budget)
 }
 
 /* ------------------------------------------------------------------------
+ * Admission: the doorkeeper
+ *
+ * A topic is cached on its second miss, not its first: traffic that never
+ * repeats a topic (uniform over many topics) pays a bit test and set per
+ * lookup, not a fill it will never use.  The doorkeeper is a bitmap indexed
+ * by the topic's hash; once about half its bits are set it is wiped, so a
+ * topic seen once long ago starts over.  False positives only let a topic in
+ * early; admission never affects what an answer is.
+ * ---------------------------------------------------------------------- */
+
+/* Has the doorkeeper seen h since its last wipe? */
+static inline int door_seen(const cst_cache *k, uint64_t h)
+{
+    /* the bit from the hash's top bits: the bucket uses the low ones */
+    size_t bit = (size_t)(h >> 20) & k->door_mask;
+    /* relaxed: a hint; a lost or stale bit costs one fill more or less */
+    return (atomic_load_explicit(&k->door[bit >> 6], memory_order_relaxed) >> (bit & 63)) & 1;
+}
+
+/* Remember h; wipe the doorkeeper once about half its bits are set. */
+static void door_mark(cst_cache *k, uint64_t h)
+{
+    size_t bit = (size_t)(h >> 20) & k->door_mask;
+    atomic_fetch_or_explicit(&k->door[bit >> 6], UINT64_C(1) << (bit & 63), memory_order_relaxed);
+    static CST_TLS size_t unflushed;
+    if (++unflushed >= DOOR_FLUSH) {
+        size_t set = atomic_fetch_add_explicit(&k->door_set, unflushed, memory_order_relaxed);
+        unflushed = 0;
+        if (set + DOOR_FLUSH > (k->door_mask + 1) / 2) {
+            atomic_store_explicit(&k->door_set, 0, memory_order_relaxed);
+            for (size_t i = 0; i <= k->door_mask / 64; i++)
+                atomic_store_explicit(&k->door[i], 0, memory_order_relaxed);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
  * Reads
  * ---------------------------------------------------------------------- */
 
-int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, size_t cap)
+int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, size_t cap,
+                  cache_probe *p)
 {
-    if (atomic_load_explicit(&k->budget, memory_order_relaxed) == 0)
+    p->on = atomic_load_explicit(&k->budget, memory_order_relaxed) != 0;
+    if (!p->on)
         return -1;
-    uint64_t h = topic_hash(topic, len);
+    uint64_t h = p->hash = topic_hash(topic, len);
+    /* A topic the doorkeeper has not seen is not cached (or its entry
+     * outlived a wipe: a miss then, that refills it): no bucket to read. */
+    p->seen = door_seen(k, h);
+    if (!p->seen) {
+        stat_add(k, CST_CACHE_MISSES, 1);
+        return -1;
+    }
     /* acquire: pairs with the seq_cst raise of a clear */
     uint64_t gen = atomic_load_explicit(&k->gen, memory_order_acquire);
     for (size_t i = 0; i < BUCKET; i++) {
@@ -292,16 +359,23 @@ int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, si
     return -1;
 }
 
-void cache_read_state(cst_cache *k, uint64_t *writes, uint64_t *gen)
+void cache_read_state(cst_cache *k, cache_probe *p)
 {
     /* seq_cst: R1 */
-    *writes = atomic_load_explicit(&k->writes, memory_order_seq_cst);
-    *gen = atomic_load_explicit(&k->gen, memory_order_seq_cst);
+    p->writes = atomic_load_explicit(&k->writes, memory_order_seq_cst);
+    p->gen = atomic_load_explicit(&k->gen, memory_order_seq_cst);
 }
 
 void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint64_t *ids,
-                size_t n, uint64_t w0, uint64_t g0)
+                size_t n, const cache_probe *p)
 {
+    if (!p->on)
+        return;
+    uint64_t h = p->hash, w0 = p->writes, g0 = p->gen;
+    if (!p->seen) { /* admitted on its second miss */
+        door_mark(k, h);
+        return;
+    }
     size_t budget = atomic_load_explicit(&k->budget, memory_order_relaxed);
     if (budget == 0 || (w0 & UPD_IN_FLIGHT) != 0 || n > UINT32_MAX || len > UINT32_MAX)
         return;
@@ -314,7 +388,6 @@ void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint6
     cache_entry *e = cst_alloc(size);
     if (e == NULL)
         return;
-    uint64_t h = topic_hash(topic, len);
     e->hash = h;
     e->gen = g0;
     e->bytes = charge;

@@ -103,11 +103,19 @@ void words_classes_init(cst_trie *t);
 
 /* cache.c: the result cache (see there for the protocol) */
 typedef struct cst_cache cst_cache;
+/* What a lookup learned from the cache before its walk, for its fill. */
+typedef struct cache_probe {
+    int on;                    /* the cache has a budget */
+    int seen;                  /* the doorkeeper knew the topic (admission) */
+    uint64_t hash;             /* the topic's */
+    uint64_t writes, gen;      /* R1 of the fill protocol */
+} cache_probe;
 /* 0 .. n: a hit (n ids, the first cap of them in out); -1: a miss or off */
-int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, size_t cap);
-void cache_read_state(cst_cache *k, uint64_t *writes, uint64_t *gen);
+int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, size_t cap,
+                  cache_probe *p);
+void cache_read_state(cst_cache *k, cache_probe *p);
 void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint64_t *ids,
-                size_t n, uint64_t writes, uint64_t gen);
+                size_t n, const cache_probe *p);
 void cache_write_begin(cst_cache *k);
 void cache_write_end(cst_cache *k);
 void cache_invalidate(cst_cache *k, const char *pattern, size_t len);

@@ -1048,16 +1048,17 @@ int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, si
         return CST_ENOMEM;
     /* acquire: the cache's fields as cst_cache_set made them */
     cst_cache *k = atomic_load_explicit(&t->cache, memory_order_acquire);
-    uint64_t w0 = 0, g0 = 0;
+    cache_probe p = {0};
     if (k != NULL) {
-        int64_t hit = cache_get(k, topic, len, out, cap);
+        int64_t hit = cache_get(k, topic, len, out, cap, &p);
         if (hit >= 0) {
             if ((size_t)hit <= cap)
                 count_lookup(&c);
             ctx_exit(&c);
             return hit;
         }
-        cache_read_state(k, &w0, &g0);
+        if (p.on && p.seen) /* else no fill follows: nothing to validate */
+            cache_read_state(k, &p);
     }
     mctx x = {0};
     int64_t r = walk_topic(&x, &c, topic, len);
@@ -1066,7 +1067,7 @@ int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, si
     if (r >= 0 && (size_t)r <= cap) {
         count_lookup(&c); /* a caller whose buffer was too small asks again */
         if (k != NULL)
-            cache_fill(&c, k, topic, len, out, (size_t)r, w0, g0);
+            cache_fill(&c, k, topic, len, out, (size_t)r, &p);
     }
     ctx_exit(&c);
     return r;

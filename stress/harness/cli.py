@@ -117,6 +117,14 @@ def parser() -> argparse.ArgumentParser:
         "subscribers, above the 1024 ids one engine call returns)",
     )
     g.add_argument(
+        "--cache",
+        type=int,
+        default=0,
+        metavar="BYTES",
+        help="give every cstrie trie of the run a result cache of BYTES (Trie.set_cache; "
+        "default 0: none); its lookups are recorded and checked like any other",
+    )
+    g.add_argument(
         "--subscribers",
         choices=SUBSCRIBER_KINDS,
         default="int",
@@ -320,7 +328,14 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
     from stress.harness import report
     from stress.harness.checker import check_history
     from stress.harness.clock import make_clock
-    from stress.harness.impls import get_impl
+    from stress.harness.impls import IMPLS, CstrieImpl, get_impl
+
+    if args.cache < 0:
+        print("cstrie stress: --cache must be >= 0", file=sys.stderr)
+        return EXIT_USAGE
+    cstrie_impl = IMPLS["cstrie"]
+    assert isinstance(cstrie_impl, CstrieImpl)
+    cstrie_impl.cache_bytes = args.cache
     from stress.harness.progress import Progress
     from stress.harness.runner import measure, record
     from stress.harness.workload import Mix, build_keyspace, generate_ops
@@ -418,6 +433,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
             "snapshot_every": args.snapshot_every,
             "many_every": args.many_every,
             "many_subs": crowd,
+            "cache": args.cache,
             "subscribers": args.subscribers,
             "keys": args.keys,
             "thread_counts": counts,

@@ -86,9 +86,13 @@ static void precision(void)
     CHECK_EQ(sub(t, "a/+", 1), 1);
     int64_t st[CST_CACHE_NSTATS];
     uint64_t one[] = {1, UINT64_MAX};
-    CHECK(lookup_is(t, "a/b", one));
+    CHECK(lookup_is(t, "a/b", one)); /* a miss: the doorkeeper notes it */
+    cst_cache_stats(t, st, CST_CACHE_NSTATS);
+    CHECK_EQ(st[CST_CACHE_FILLS], 0);
+    CHECK(lookup_is(t, "a/b", one)); /* a miss again: now it is cached */
     CHECK(lookup_is(t, "a/b", one));
     cst_cache_stats(t, st, CST_CACHE_NSTATS);
+    CHECK_EQ(st[CST_CACHE_FILLS], 1);
     CHECK_EQ(st[CST_CACHE_HITS], 1);
     CHECK_EQ(sub(t, "a/c", 2), 1);   /* a filter that cannot match a/b */
     CHECK_EQ(sub(t, "+/c", 3), 1);

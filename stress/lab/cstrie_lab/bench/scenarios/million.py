@@ -16,11 +16,13 @@ in one process (memory in fresh ones):
    made by filling a random filter's ``+`` and ``#`` with words (so each matches),
    ranked in random order; the stream draws from them with Zipf exponent
    s = 1.1 (:func:`~cstrie_lab.bench.workloads.zipf_sample`; the most frequent
-   topic is ~13% of the traffic at 100,000).  cstrie vs paho, reported.  The
-   floor paho / cstrie >= 25 is defined with a result cache on; no result cache
-   exists, so the ratio is the baseline such a cache will be measured against,
-   and that floor is shown as not applicable (it is not among the checked
-   floors, so ``--check-floors`` ignores it).
+   topic is ~13% of the traffic at 100,000).  cstrie without and with its result
+   cache (``Trie.set_cache``, 64 MiB, on an O(1) copy of the trie that starts
+   empty; the warm-up pass fills it) vs paho.  Floors with the cache on: paho /
+   cstrie >= 25, and one hot topic's ``Trie.lookup`` <= 150 ns.  The cache's
+   cost where it cannot win is measured on uniform traffic that never repeats a
+   topic (a fresh topic list every pass, so every lookup misses and fills):
+   floor cache on / off <= 1.05.
 4. **memory** - RSS added by building each matcher with the ``N`` pairs, in a
    fresh interpreter (the ``memory`` scenario's method: input strings built
    first, one-time state warmed up, ``gc.collect()`` and the engine's
@@ -76,9 +78,15 @@ FLOOR_MANY = 1.5
 FLOOR_ZIPF_CACHE = 25.0
 FLOOR_MEMORY = 200.0
 #: the columns of the lookup table, in the order the matchers take turns
-COLUMNS = ("paho", "cstrie", "cstrie-many")
+COLUMNS = ("paho", "cstrie", "cstrie-many", "cstrie-cache")
 IMPLS = ("cstrie", "paho")
-NO_CACHE = "no result cache exists yet: informational, not checked"
+#: The result cache's budget for the cached columns (Trie.set_cache).
+CACHE_BUDGET = 64 << 20
+#: A cached lookup of a hot topic from Python may take at most this (ns).
+FLOOR_CACHED_NS = 150.0
+#: With the cache on, uniform traffic (no topic twice) may be at most this
+#: much slower than without it.
+FLOOR_UNIFORM_CACHE_COST = 1.05
 
 
 def filters_for(seed: int, n: int) -> list[str]:
@@ -141,6 +149,22 @@ def check_answers(paho: mk.Matcher, trie: Any, topics: Sequence[str]) -> dict[st
     return {"topics": len(topics), "mean_matches": total / max(len(topics), 1)}
 
 
+def _cached_batch(trie: Any, passes: list[list[str]]) -> Callable[[], object]:
+    """One pass of ``Trie.lookup`` over the next topic list of ``passes`` (one
+    list for a stream that repeats, a fresh one per pass for traffic that
+    never repeats a topic)."""
+    lookup = trie.lookup
+    turn = [0]
+
+    def run() -> None:
+        topics = passes[turn[0] % len(passes)]
+        turn[0] += 1
+        for t in topics:
+            lookup(t)
+
+    return run
+
+
 def _traffic(
     ctx: Context,
     label: str,
@@ -149,17 +173,34 @@ def _traffic(
     topics: list[str],
     check: list[str],
     rounds: int,
+    cached_passes: list[list[str]],
 ) -> dict[str, Any]:
     trie = cs.trie  # type: ignore[attr-defined]
     checked = check_answers(paho, trie, check)
+    # the cached trie: an O(1) copy of the same trie with a result cache
+    cached = trie.copy()
+    cached.set_cache(CACHE_BUDGET)
+    cached_check = check_answers(paho, cached, check)  # fills, then compares
+    cached_again = check_answers(paho, cached, check)  # from the cache now
+    if cached_check != checked or cached_again != checked:
+        raise BenchError(f"{label}: the cached trie's answers differ")
+    cached.set_cache(0)  # empty: the passes start cold
+    cached.set_cache(CACHE_BUDGET)
     cases = {
         "paho": paho.batch(topics),
         "cstrie": cs.batch(topics),
         "cstrie-many": _many_batch(trie, topics),
+        "cstrie-cache": _cached_batch(cached, cached_passes),
     }
+    if len(cached_passes) > 1:
+        # the cache's baseline on fresh topics: the same lists, no cache (a
+        # list repeated every pass keeps more of its paths in the CPU caches)
+        cases["cstrie-fresh"] = _cached_batch(trie, cached_passes)
     with ctx.progress.task(f"{NAME}: {label}: {rounds} rounds of full passes", 1):
         passes = full_passes(cases, len(topics), rounds)
     best = {n: p["best"] for n, p in passes.items()}
+    stats = cached.cache_stats()
+    del cached
     return {
         "topics": len(topics),
         "distinct": len(set(topics)),
@@ -169,7 +210,31 @@ def _traffic(
         "pass_ns_per_lookup": passes,
         "paho_over_cstrie": best["paho"] / best["cstrie"],
         "lookup_over_many": best["cstrie"] / best["cstrie-many"],
+        "paho_over_cached": best["paho"] / best["cstrie-cache"],
+        "cached_over_cstrie": best["cstrie-cache"] / best.get("cstrie-fresh", best["cstrie"]),
+        "cache_stats": stats,
+        "cache_fresh_topics_per_pass": len(cached_passes) > 1,
     }
+
+
+def hot_lookup_ns(trie: Any, topic: str, n: int = 200_000) -> dict[str, float]:
+    """ns per ``Trie.lookup`` of one topic over and over, with the cache off
+    and on (best of 5 timings of n calls each)."""
+    from cstrie_lab.bench.timing import time_batch
+
+    lookup = trie.lookup
+    out: dict[str, float] = {}
+    for label, budget in (("off", 0), ("on", CACHE_BUDGET)):
+        trie.set_cache(budget)
+        lookup(topic)  # the fill
+
+        def run() -> None:
+            for _ in range(n):
+                lookup(topic)
+
+        out[label] = min(time_batch(run, n) for _ in range(5))
+    trie.set_cache(0)
+    return out
 
 
 def run(ctx: Context) -> Result:
@@ -191,7 +256,7 @@ def run(ctx: Context) -> Result:
             "zipf_s": ZIPF_S,
             "zipf_distinct": distinct,
             "sample": SAMPLE,
-            "result_cache": False,
+            "result_cache_budget": CACHE_BUDGET,
         },
     )
 
@@ -229,6 +294,9 @@ def run(ctx: Context) -> Result:
     gc.collect()
 
     check_rng = ctx.rng(f"{NAME}:check")
+    # the cached column of uniform traffic never sees a topic twice: a fresh
+    # list of uniform topics for every pass
+    fresh = [random5_uniform_topics(rng, n_topics) for _ in range(rounds + 1)]
     uni = _traffic(
         ctx,
         "uniform",
@@ -237,10 +305,14 @@ def run(ctx: Context) -> Result:
         uniform,
         check_rng.sample(uniform, min(SAMPLE, len(uniform))),
         rounds,
+        fresh,
     )
+    del fresh
     # the skewed check covers the most frequent topics and a sample of the rest
     zipf_check = list(dict.fromkeys(ranked[:50] + check_rng.sample(ranked, min(SAMPLE, distinct))))
-    zipf = _traffic(ctx, "skewed", paho, cs, skewed, zipf_check, rounds)
+    zipf = _traffic(ctx, "skewed", paho, cs, skewed, zipf_check, rounds, [skewed])
+    hot = hot_lookup_ns(cs.trie.copy(), ranked[0])  # type: ignore[attr-defined]
+    res.data["hot_lookup_ns"] = hot
     top = skewed.count(ranked[0]) / len(skewed)
     zipf.update(
         {
@@ -255,8 +327,7 @@ def run(ctx: Context) -> Result:
 
     lookups = Table(
         f"Lookup cost per topic, {fmt_size(n)} random 5-level MQTT filters, full passes "
-        f"(best of {rounds} passes over {n_topics:,} topics, matchers in turn); "
-        "no result cache exists",
+        f"(best of {rounds} passes over {n_topics:,} topics, matchers in turn)",
         [
             "traffic",
             "distinct topics",
@@ -264,8 +335,11 @@ def run(ctx: Context) -> Result:
             "paho",
             "cstrie",
             f"cstrie lookup_many ({MANY_BATCH})",
+            "cstrie, cache on",
             "paho / cstrie",
             "lookup / lookup_many",
+            "paho / cstrie cache on",
+            "cache on / off (same topics)",
         ],
     )
     for label, d in (
@@ -280,8 +354,33 @@ def run(ctx: Context) -> Result:
             *[fmt_ns(best[c]["best"]) for c in COLUMNS],
             fmt_ratio(d["paho_over_cstrie"]),
             fmt_ratio(d["lookup_over_many"]),
+            fmt_ratio(d["paho_over_cached"]),
+            fmt_ratio(d["cached_over_cstrie"]),
         )
     res.tables.append(lookups)
+    ct = Table(
+        f"The result cache ({fmt_bytes(CACHE_BUDGET)} budget) over the timed passes",
+        ["traffic", "hits", "misses", "fills", "skipped", "evicted", "entries", "bytes"],
+    )
+    for label, d in (("uniform (a fresh topic list per pass)", uni), ("Zipf", zipf)):
+        st = d["cache_stats"]
+        ct.add(
+            label,
+            *[f"{st[k]:,}" for k in ("hits", "misses", "fills", "skipped", "evicted", "entries")],
+            fmt_bytes(st["bytes"]),
+        )
+    ct.add(
+        f"one hot topic, Trie.lookup: {fmt_ns(hot['off'])} cache off, "
+        f"{fmt_ns(hot['on'])} cache on",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+    )
+    res.tables.append(ct)
 
     mt = Table(
         f"Resident memory added by the matcher, {fmt_size(n)} subscriptions (fresh process each)",
@@ -332,20 +431,40 @@ def run(ctx: Context) -> Result:
             indicative=why,
         ),
     ]
-    cache_floor = {
-        "name": "million-skewed-paho-cache",
-        "description": f"paho / cstrie lookup time, Zipf s={ZIPF_S} traffic, with the "
-        "result cache on",
-        "measured": zipf["paho_over_cstrie"],
-        "limit": FLOOR_ZIPF_CACHE,
-        "kind": "min",
-        "applicable": False,
-        "why": NO_CACHE,
-    }
-    res.data["not_applicable_floors"] = [cache_floor]
+    res.floors += [
+        Floor(
+            name="million-skewed-paho-cache",
+            description=f"paho / cstrie lookup time, Zipf s={ZIPF_S} traffic over "
+            f"{fmt_size(distinct)} topics, {fmt_size(n)} filters, result cache on",
+            measured=zipf["paho_over_cached"],
+            limit=FLOOR_ZIPF_CACHE,
+            kind="min",
+            standard=standard,
+            indicative=why,
+        ),
+        Floor(
+            name="million-hot-cached-lookup",
+            description="ns per Trie.lookup of the hottest topic from Python, result cache on",
+            measured=hot["on"],
+            limit=FLOOR_CACHED_NS,
+            kind="max",
+            unit="ns",
+            standard=standard,
+            indicative=why,
+        ),
+        Floor(
+            name="million-uniform-cache-cost",
+            description="cache on / cache off lookup time on uniform traffic that never "
+            "repeats a topic (every lookup a miss and a fill)",
+            measured=uni["cached_over_cstrie"],
+            limit=FLOOR_UNIFORM_CACHE_COST,
+            kind="max",
+            standard=standard,
+            indicative=why,
+        ),
+    ]
     ft = Table(
-        "Floors of this scenario (the skewed-traffic floor is defined with a result cache on; "
-        "no result cache exists yet)",
+        "Floors of this scenario",
         ["floor", "measured", "limit", "verdict"],
     )
     for f in res.floors:
@@ -353,21 +472,13 @@ def run(ctx: Context) -> Result:
         value = f"{f.measured:.2f}x" if f.unit == "x" else f"{f.measured:.0f} {f.unit}"
         limit = f"{op} {f.limit:g}{f.unit}" if f.unit == "x" else f"{op} {f.limit:g} {f.unit}"
         ft.add(f.name, value, limit, f.verdict if f.standard else f"{f.verdict} ({why})")
-    ft.add(
-        cache_floor["name"],
-        f"{zipf['paho_over_cstrie']:.2f}x",
-        f">= {FLOOR_ZIPF_CACHE:g}x (cache on)",
-        f"n/a: {NO_CACHE}",
-    )
     res.tables.append(ft)
     res.notes.append(
-        "No result cache exists: the skewed-traffic ratio is the baseline a cache will be "
-        f"measured against; its floor (paho / cstrie >= {FLOOR_ZIPF_CACHE:g} with the cache on) "
-        "is not checked in this run."
-    )
-    res.notes.append(
         f"paho is list(MQTTMatcher.iter_match(topic)); cstrie is one Trie.lookup per topic; "
-        f"lookup_many takes {MANY_BATCH} topics per call. Answers of all three were compared "
+        f"lookup_many takes {MANY_BATCH} topics per call; 'cache on' is Trie.lookup on an O(1) "
+        f"copy of the trie with Trie.set_cache({CACHE_BUDGET}), empty when the passes start "
+        "(the first pass, a warm-up, fills it). On uniform traffic its passes each get a fresh "
+        "list of uniform topics, so every lookup misses and fills. Answers of all were compared "
         f"(sorted) on {res.data['answers_checked']:,} topics before timing. The most frequent "
         f"skewed topic is {100 * top:.1f}% of the stream (Zipf expects "
         f"{100 * zipf['rank1_share_expected']:.1f}%)."
@@ -395,7 +506,7 @@ def plot(res: Result, out: Path) -> list[Path]:
     bx.axhline(FLOOR_MEMORY, color="red", linestyle="--", label=f"floor {FLOOR_MEMORY:.0f} B")
     bx.set_ylabel("RSS bytes per subscription")
     bx.legend(fontsize=8, loc="lower center")
-    fig.suptitle("cstrie vs paho-mqtt on a large trie (no result cache)", fontsize=11)
+    fig.suptitle("cstrie vs paho-mqtt on a large trie", fontsize=11)
     path = out / "million.png"
     save(fig, path)
     return [path]
