@@ -3,9 +3,10 @@ under uniform and Zipf-skewed traffic, lookup_many, memory) and of its Zipf
 sampler.
 
 Tiny sizes; no assertion on any time or ratio (the machine is shared and noisy):
-they check the report's shape, that answers are compared before timing, that the
-floors (and the not-applicable cache floor) are reported, and that the sampler
-follows the Zipf distribution and is deterministic under a seed.
+they check the report's shape, that answers are compared before timing (the
+cached trie's too), that the floors (the result cache's included) are reported,
+and that the sampler follows the Zipf distribution and is deterministic under a
+seed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from cstrie_lab.classic import DictTrie
 
 pytest.importorskip("paho.mqtt.matcher")
 
-FLOORS = {"million-uniform-paho": 10.0, "million-lookup-many": 1.5, "million-memory": 200.0}
+FLOORS = {
+    "million-uniform-paho": 10.0,
+    "million-lookup-many": 1.5,
+    "million-memory": 200.0,
+    "million-skewed-paho-cache": 25.0,
+    "million-hot-cached-lookup": 150.0,
+    "million-uniform-cache-cost": 1.05,
+}
 
 
 def _run(tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
@@ -58,31 +66,34 @@ def test_tiny_run_reports_tables_floors_and_checked_answers(tmp_path: Path) -> N
         1.1,
         256,
     )
-    assert p["result_cache"] is False and p["pass_topics"] == 5000  # --quick
+    assert p["result_cache_budget"] == million.CACHE_BUDGET and p["pass_topics"] == 5000
 
     floors = {f["name"]: f for f in res["floors"]}
     assert {n: f["limit"] for n, f in floors.items()} == FLOORS
     for f in floors.values():
         assert isinstance(f["passed"], bool) and f["standard"] is False
-    assert floors["million-memory"]["kind"] == "max"
-    assert floors["million-uniform-paho"]["kind"] == floors["million-lookup-many"]["kind"] == "min"
-    # the cache floor is reported, measured, and kept out of the checked floors
-    (na,) = res["data"]["not_applicable_floors"]
-    assert na["limit"] == 25.0 and na["applicable"] is False and na["measured"] > 0
-    assert "no result cache" in na["why"]
-    assert na["name"] not in {f["name"] for f in doc["floors"]}
+    for name in ("million-memory", "million-hot-cached-lookup", "million-uniform-cache-cost"):
+        assert floors[name]["kind"] == "max"
+    for name in ("million-uniform-paho", "million-lookup-many", "million-skewed-paho-cache"):
+        assert floors[name]["kind"] == "min"
 
-    lookups, memory, ftable = res["tables"]
+    lookups, cache, memory, ftable = res["tables"]
     assert [r[0] for r in lookups["rows"]] == [
         "uniform random words",
         "Zipf s=1.1 over 3k matching topics",
     ]
-    assert {"paho", "cstrie", "paho / cstrie", "lookup / lookup_many"} <= set(lookups["columns"])
+    assert {
+        "paho",
+        "cstrie",
+        "cstrie, cache on",
+        "paho / cstrie",
+        "lookup / lookup_many",
+        "paho / cstrie cache on",
+    } <= set(lookups["columns"])
+    assert [r[0] for r in cache["rows"]][:2] == ["uniform (a fresh topic list per pass)", "Zipf"]
     assert [r[0] for r in memory["rows"]] == ["cstrie", "paho"]
     verdicts = {r[0]: r[-1] for r in ftable["rows"]}
-    assert set(verdicts) == {*FLOORS, na["name"]}
-    assert verdicts[na["name"]].startswith("n/a: no result cache")
-    assert any("No result cache exists" in n for n in res["notes"])
+    assert set(verdicts) == set(FLOORS)
 
     data = res["data"]
     assert data["answers_checked"] == (
@@ -91,9 +102,13 @@ def test_tiny_run_reports_tables_floors_and_checked_answers(tmp_path: Path) -> N
     assert data["uniform"]["checked"]["topics"] == 500
     assert data["skewed"]["checked"]["topics"] >= 500  # the top ranks and a sample
     assert data["skewed"]["checked"]["mean_matches"] >= 1  # skewed topics all match
-    for key in ("uniform", "skewed"):
+    # the skewed stream repeats topics: the cache serves most of it
+    assert data["skewed"]["cache_stats"]["hits"] > data["skewed"]["cache_stats"]["misses"]
+    assert data["hot_lookup_ns"]["on"] > 0 and data["hot_lookup_ns"]["off"] > 0
+    cases = {"paho", "cstrie", "cstrie-many", "cstrie-cache"}
+    for key, extra in (("uniform", {"cstrie-fresh"}), ("skewed", set())):
         d = data[key]
-        assert set(d["pass_ns_per_lookup"]) == {"paho", "cstrie", "cstrie-many"}
+        assert set(d["pass_ns_per_lookup"]) == cases | extra
         assert all(len(v["samples"]) == 2 for v in d["pass_ns_per_lookup"].values())
         assert d["topics"] == 5000 and d["paho_over_cstrie"] > 0 and d["lookup_over_many"] > 0
     assert data["uniform"]["distinct"] > data["skewed"]["distinct"]  # skew repeats topics
