@@ -12,11 +12,11 @@
  *
  * Layout
  *
- *   cst_cache                       slots (power of two, 4-slot buckets)
- *   +------------------------+      +----+----+----+----+----+---
- *   | writes (own lines)     |      | e0 |    | e7 | e2 |    | ...
- *   | gen, budget, keys, ... |      +-|--+----+-|--+----+----+---
- *   | bytes, hand (own lines)|        v         v
+ *   cst_cache                       buckets (a power of two, one line each)
+ *   +------------------------+      +----+----+----+----+----+----+----+------+
+ *   | writes (own lines)     |      | e0 |    | e7 | e2 |    |    |    | door |
+ *   | gen, budget, keys, ... |      +-|--+----+-|--+----+----+----+----+------+
+ *   | bytes, hand (own lines)|        v         v          7 slots, 64 door bits
  *   | stats[16] (own lines)  |      cache_entry: hash gen bytes state ref
  *   +------------------------+                   len n ids[n] topic[len]
  *
@@ -78,13 +78,12 @@
 
 enum { E_PENDING = 1, E_VALID = 2, E_DEAD = 3 };
 
-#define BUCKET 4                    /* slots probed per topic */
+#define BUCKET 7                    /* slots of a bucket: a topic's only places */
 #define EST_ENTRY 256               /* bytes per entry the table is sized for */
 #define KEY_CHARGE 128              /* bytes charged for an entry's key in keys */
 #define CACHE_STAT_STRIPES 16
 #define EVICT_TRIES 64              /* slots the hand looks at for one fill */
-#define DOOR_BITS_PER_SLOT 8        /* doorkeeper bits per table slot */
-#define DOOR_FLUSH 64               /* bits a thread sets before it counts them */
+#define DOOR_WIPE 32                /* a bucket's door is wiped past this many bits */
 
 typedef struct cache_entry {
     uint64_t hash;
@@ -97,6 +96,14 @@ typedef struct cache_entry {
     uint64_t ids[];                 /* n ids, then the topic's len bytes */
 } cache_entry;
 
+/* One cache line: a topic's slots and its bucket's doorkeeper bits, so
+ * that a hit, a miss and an admission each read one line of the table. */
+typedef struct bucket {
+    _Atomic(cache_entry *) slot[BUCKET];
+    _Atomic uint64_t door;
+} bucket;
+_Static_assert(sizeof(bucket) == 64, "a bucket per cache line");
+
 typedef struct cache_stat {
     _Atomic int64_t v[CST_CACHE_NSTATS];
     char pad[CST_SPACING - (CST_CACHE_NSTATS * sizeof(int64_t)) % CST_SPACING];
@@ -107,16 +114,14 @@ struct cst_cache {
     char pad0[CST_SPACING - sizeof(uint64_t)];
     _Atomic uint64_t gen;           /* read by every hit, raised by a clear */
     _Atomic size_t budget;          /* 0: off */
-    size_t mask;
-    _Atomic(cache_entry *) *slots;
+    size_t mask;                    /* buckets - 1 */
+    bucket *buckets;                /* 64-byte aligned, in buckets_block */
+    void *buckets_block;
     cst_trie *keys;                 /* topic index of the cached topics */
-    char pad1[CST_SPACING - 5 * sizeof(size_t)];
+    char pad1[CST_SPACING - 6 * sizeof(size_t)];
     _Atomic int64_t bytes;          /* charged by the entries in the table */
     _Atomic size_t hand;
-    _Atomic uint64_t *door;         /* the doorkeeper: a bit per topic hash seen once */
-    size_t door_mask;               /* bits - 1 */
-    _Atomic size_t door_set;        /* bits set since the last reset (about) */
-    char pad2[CST_SPACING - 5 * sizeof(size_t)];
+    char pad2[CST_SPACING - 2 * sizeof(size_t)];
     cache_stat stats[CACHE_STAT_STRIPES];
     void *block;
 };
@@ -157,6 +162,21 @@ static inline int entry_is(const cache_entry *e, uint64_t h, const char *topic, 
     return e->hash == h && e->len == len && memcmp(entry_topic(e), topic, len) == 0;
 }
 
+static inline bucket *bucket_of(const cst_cache *k, uint64_t h)
+{
+    return &k->buckets[h & k->mask];
+}
+
+/* Slot i of the whole table (the hand's and the sweeps' numbering). */
+static inline _Atomic(cache_entry *) *slot_at(const cst_cache *k, size_t i)
+{
+    return &k->buckets[(i / BUCKET) & k->mask].slot[i % BUCKET];
+}
+
+static inline size_t nslots(const cst_cache *k) { return (k->mask + 1) * BUCKET; }
+
+static size_t buckets_bytes(size_t n) { return n * sizeof(bucket) + 63; }
+
 /* ------------------------------------------------------------------------
  * Making, sizing, freeing
  * ---------------------------------------------------------------------- */
@@ -169,32 +189,25 @@ static cst_cache *cache_new(cst_trie *t, size_t budget)
     cst_cache *k = (cst_cache *)(((uintptr_t)block + CST_SPACING - 1) & ~(uintptr_t)(CST_SPACING - 1));
     memset(k, 0, sizeof *k);
     k->block = block;
-    size_t want = budget / EST_ENTRY;
-    size_t n = 64;
-    while (n < want && n < ((size_t)1 << 26))
+    size_t want = budget / EST_ENTRY / BUCKET;
+    size_t n = 16;
+    while (n < want && n < ((size_t)1 << 22))
         n <<= 1;
-    k->slots = cst_alloc(n * sizeof *k->slots);
-    if (k->slots == NULL) {
+    k->buckets_block = cst_alloc(buckets_bytes(n));
+    if (k->buckets_block == NULL) {
         cst_dealloc(block, sizeof(cst_cache) + CST_SPACING - 1);
         return NULL;
     }
-    for (size_t i = 0; i < n; i++)
-        atomic_init(&k->slots[i], NULL);
+    k->buckets = (bucket *)(((uintptr_t)k->buckets_block + 63) & ~(uintptr_t)63);
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < BUCKET; j++)
+            atomic_init(&k->buckets[i].slot[j], NULL);
+        atomic_init(&k->buckets[i].door, 0);
+    }
     k->mask = n - 1;
-    size_t bits = n * DOOR_BITS_PER_SLOT;
-    k->door = cst_alloc(bits / 8);
-    if (k->door == NULL) {
-        cst_dealloc(k->slots, n * sizeof *k->slots);
-        cst_dealloc(block, sizeof(cst_cache) + CST_SPACING - 1);
-        return NULL;
-    }
-    for (size_t i = 0; i < bits / 64; i++)
-        atomic_init(&k->door[i], 0);
-    k->door_mask = bits - 1;
     k->keys = cst_new(&t->d);
     if (k->keys == NULL) {
-        cst_dealloc(k->door, bits / 8);
-        cst_dealloc(k->slots, n * sizeof *k->slots);
+        cst_dealloc(k->buckets_block, buckets_bytes(n));
         cst_dealloc(block, sizeof(cst_cache) + CST_SPACING - 1);
         return NULL;
     }
@@ -208,13 +221,12 @@ void cache_free(cst_cache *k)
 {
     if (k == NULL)
         return;
-    for (size_t i = 0; i <= k->mask; i++) {
-        cache_entry *e = atomic_load_explicit(&k->slots[i], memory_order_relaxed);
+    for (size_t i = 0; i < nslots(k); i++) {
+        cache_entry *e = atomic_load_explicit(slot_at(k, i), memory_order_relaxed);
         if (e != NULL)
             entry_free(e);
     }
-    cst_dealloc(k->slots, (k->mask + 1) * sizeof *k->slots);
-    cst_dealloc(k->door, (k->door_mask + 1) / 8);
+    cst_dealloc(k->buckets_block, buckets_bytes(k->mask + 1));
     cst_free(k->keys);
     cst_dealloc(k->block, sizeof(cst_cache) + CST_SPACING - 1);
 }
@@ -227,10 +239,11 @@ void cache_free(cst_cache *k)
 static int64_t kill_topic(cst_cache *k, const char *topic, size_t len)
 {
     uint64_t h = topic_hash(topic, len);
+    bucket *b = bucket_of(k, h);
     int64_t killed = 0;
     for (size_t i = 0; i < BUCKET; i++) {
         /* seq_cst: W2 of the argument above */
-        cache_entry *e = atomic_load_explicit(&k->slots[(h + i) & k->mask], memory_order_seq_cst);
+        cache_entry *e = atomic_load_explicit(&b->slot[i], memory_order_seq_cst);
         if (e == NULL || !entry_is(e, h, topic, len))
             continue;
         uint32_t s = atomic_exchange_explicit(&e->state, E_DEAD, memory_order_seq_cst);
@@ -245,7 +258,7 @@ static int evict_at(ctx *c, cst_cache *k, size_t i, cache_entry *e)
 {
     cache_entry *expected = e;
     /* seq_cst: the unlink comes before the key's removal (see above) */
-    if (!atomic_compare_exchange_strong_explicit(&k->slots[i], &expected, NULL,
+    if (!atomic_compare_exchange_strong_explicit(slot_at(k, i), &expected, NULL,
                                                  memory_order_seq_cst, memory_order_relaxed))
         return 0;
     atomic_store_explicit(&e->state, E_DEAD, memory_order_seq_cst);
@@ -266,8 +279,8 @@ static int make_room(ctx *c, cst_cache *k, size_t need, size_t budget)
     for (int tries = 0; tries < EVICT_TRIES; tries++) {
         if ((size_t)atomic_load_explicit(&k->bytes, memory_order_relaxed) + need <= budget)
             return 1;
-        size_t i = atomic_fetch_add_explicit(&k->hand, 1, memory_order_relaxed) & k->mask;
-        cache_entry *e = atomic_load_explicit(&k->slots[i], memory_order_acquire);
+        size_t i = atomic_fetch_add_explicit(&k->hand, 1, memory_order_relaxed) % nslots(k);
+        cache_entry *e = atomic_load_explicit(slot_at(k, i), memory_order_acquire);
         if (e == NULL)
             continue;
         if (atomic_load_explicit(&e->state, memory_order_relaxed) != E_DEAD &&
@@ -287,35 +300,30 @@ static int make_room(ctx *c, cst_cache *k, size_t need, size_t budget)
  * A topic is cached on its second miss, not its first: traffic that never
  * repeats a topic (uniform over many topics) pays a bit test and set per
  * lookup, not a fill it will never use.  The doorkeeper is a bitmap indexed
- * by the topic's hash; once about half its bits are set it is wiped, so a
- * topic seen once long ago starts over.  False positives only let a topic in
+ * by the topic's hash, 64 bits in each bucket's line; a bucket's bits are
+ * wiped once more than half of them are set, so a topic seen once long ago
+ * starts over.  False positives only let a topic in
  * early; admission never affects what an answer is.
  * ---------------------------------------------------------------------- */
 
-/* Has the doorkeeper seen h since its last wipe? */
-static inline int door_seen(const cst_cache *k, uint64_t h)
+/* The doorkeeper bit of h in its bucket (the hash's top bits: the bucket
+ * index uses the low ones). */
+static inline uint64_t door_bit(uint64_t h) { return UINT64_C(1) << (h >> 58); }
+
+/* Has the doorkeeper seen h since its bucket's last wipe? */
+static inline int door_seen(bucket *b, uint64_t h)
 {
-    /* the bit from the hash's top bits: the bucket uses the low ones */
-    size_t bit = (size_t)(h >> 20) & k->door_mask;
     /* relaxed: a hint; a lost or stale bit costs one fill more or less */
-    return (atomic_load_explicit(&k->door[bit >> 6], memory_order_relaxed) >> (bit & 63)) & 1;
+    return (atomic_load_explicit(&b->door, memory_order_relaxed) & door_bit(h)) != 0;
 }
 
-/* Remember h; wipe the doorkeeper once about half its bits are set. */
-static void door_mark(cst_cache *k, uint64_t h)
+/* Remember h; a bucket whose door has more than DOOR_WIPE bits set starts
+ * over, so a topic seen once long ago must be seen twice again. */
+static void door_mark(bucket *b, uint64_t h)
 {
-    size_t bit = (size_t)(h >> 20) & k->door_mask;
-    atomic_fetch_or_explicit(&k->door[bit >> 6], UINT64_C(1) << (bit & 63), memory_order_relaxed);
-    static CST_TLS size_t unflushed;
-    if (++unflushed >= DOOR_FLUSH) {
-        size_t set = atomic_fetch_add_explicit(&k->door_set, unflushed, memory_order_relaxed);
-        unflushed = 0;
-        if (set + DOOR_FLUSH > (k->door_mask + 1) / 2) {
-            atomic_store_explicit(&k->door_set, 0, memory_order_relaxed);
-            for (size_t i = 0; i <= k->door_mask / 64; i++)
-                atomic_store_explicit(&k->door[i], 0, memory_order_relaxed);
-        }
-    }
+    uint64_t was = atomic_fetch_or_explicit(&b->door, door_bit(h), memory_order_relaxed);
+    if (__builtin_popcountll(was) >= DOOR_WIPE)
+        atomic_store_explicit(&b->door, door_bit(h), memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------
@@ -331,7 +339,8 @@ int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, si
     uint64_t h = p->hash = topic_hash(topic, len);
     /* A topic the doorkeeper has not seen is not cached (or its entry
      * outlived a wipe: a miss then, that refills it): no bucket to read. */
-    p->seen = door_seen(k, h);
+    bucket *b = bucket_of(k, h);
+    p->seen = door_seen(b, h);
     if (!p->seen) {
         stat_add(k, CST_CACHE_MISSES, 1);
         return -1;
@@ -340,7 +349,7 @@ int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, si
     uint64_t gen = atomic_load_explicit(&k->gen, memory_order_acquire);
     for (size_t i = 0; i < BUCKET; i++) {
         /* acquire: the entry's fields as its filler wrote them */
-        cache_entry *e = atomic_load_explicit(&k->slots[(h + i) & k->mask], memory_order_acquire);
+        cache_entry *e = atomic_load_explicit(&b->slot[i], memory_order_acquire);
         if (e == NULL || !entry_is(e, h, topic, len))
             continue;
         /* seq_cst: ordered after whatever this thread read from the trie
@@ -372,8 +381,9 @@ void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint6
     if (!p->on)
         return;
     uint64_t h = p->hash, w0 = p->writes, g0 = p->gen;
+    bucket *b = bucket_of(k, h);
     if (!p->seen) { /* admitted on its second miss */
-        door_mark(k, h);
+        door_mark(b, h);
         return;
     }
     size_t budget = atomic_load_explicit(&k->budget, memory_order_relaxed);
@@ -397,27 +407,27 @@ void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint6
     e->n = (uint32_t)n;
     memcpy(e->ids, ids, n * sizeof *ids);
     memcpy((char *)(e->ids + n), topic, len);
-    /* the slot: this topic's old entry, else an empty one, else the home */
-    size_t at = h & k->mask;
+    /* the slot: this topic's old entry, else an empty one, else a victim
+     * picked by the hash */
+    size_t at = (size_t)(h >> 32) % BUCKET;
     cache_entry *old = NULL;
     int found = 0;
     for (size_t i = 0; i < BUCKET && !found; i++) {
-        size_t s = (h + i) & k->mask;
-        cache_entry *x = atomic_load_explicit(&k->slots[s], memory_order_acquire);
+        cache_entry *x = atomic_load_explicit(&b->slot[i], memory_order_acquire);
         if (x != NULL && entry_is(x, h, topic, len)) {
-            at = s, old = x, found = 1;
+            at = i, old = x, found = 1;
         } else if (x == NULL) {
-            at = s, old = NULL, found = 1;
+            at = i, old = NULL, found = 1;
         }
     }
     if (!found)
-        old = atomic_load_explicit(&k->slots[at], memory_order_acquire);
+        old = atomic_load_explicit(&b->slot[at], memory_order_acquire);
     /* seq_cst: charged before it is published, so that a writer that reads
      * no bytes (cache_invalidate's early return) has no entry to miss */
     atomic_fetch_add_explicit(&k->bytes, (int64_t)charge, memory_order_seq_cst);
     cache_entry *expected = old;
     /* seq_cst: R3, the publication before the key */
-    if (!atomic_compare_exchange_strong_explicit(&k->slots[at], &expected, e,
+    if (!atomic_compare_exchange_strong_explicit(&b->slot[at], &expected, e,
                                                  memory_order_seq_cst, memory_order_relaxed)) {
         atomic_fetch_sub_explicit(&k->bytes, (int64_t)charge, memory_order_relaxed);
         cst_dealloc(e, size);
@@ -553,10 +563,10 @@ int cst_cache_set(cst_trie *t, size_t budget)
     ctx c;
     if (ctx_enter(&c, t) < 0)
         return CST_ENOMEM;
-    for (size_t i = 0; i <= k->mask &&
+    for (size_t i = 0; i < nslots(k) &&
                        (size_t)atomic_load_explicit(&k->bytes, memory_order_relaxed) > budget;
          i++) {
-        cache_entry *e = atomic_load_explicit(&k->slots[i], memory_order_acquire);
+        cache_entry *e = atomic_load_explicit(slot_at(k, i), memory_order_acquire);
         if (e != NULL && evict_at(&c, k, i, e))
             stat_add(k, CST_CACHE_EVICTED, 1);
     }
@@ -574,8 +584,8 @@ int cst_cache_stats(cst_trie *t, int64_t *out, size_t n)
         for (size_t j = 0; j < CST_CACHE_NSTATS && j < n; j++)
             out[j] += atomic_load_explicit(&k->stats[s].v[j], memory_order_relaxed);
     int64_t entries = 0;
-    for (size_t i = 0; i <= k->mask; i++) {
-        cache_entry *e = atomic_load_explicit(&k->slots[i], memory_order_acquire);
+    for (size_t i = 0; i < nslots(k); i++) {
+        cache_entry *e = atomic_load_explicit(slot_at(k, i), memory_order_acquire);
         entries += e != NULL && atomic_load_explicit(&e->state, memory_order_relaxed) == E_VALID;
     }
     if (n > CST_CACHE_ENTRIES)

@@ -232,6 +232,15 @@ def run(ctx: Context) -> Result:
         )
         res.floors.append(floor)
         floors_info[state] = info
+        if state == "hot":
+            cached = suite.cached_floor(
+                "suite-ops-lookup-hot-cached",
+                "(a) hot lookup, 1k subscriptions",
+                ns,
+                standard=standard,
+            )
+            if cached is not None:
+                res.floors.append(cached)
         note = suite.exempt_note(info, f"(a) {state} lookup")
         if note:
             res.notes.append(note)
