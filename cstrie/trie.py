@@ -507,20 +507,22 @@ class Trie(_ReadMethods, Writer):
         (found with a topic index of the cached topics), then changes the
         trie, so no lookup ever returns an answer the trie no longer has, and
         an update elsewhere leaves the cached topics it cannot match alone.
-        Empty answers are cached too.  ``clear()`` drops every answer.  Each
+        Empty answers are cached too.  A topic is cached on its second miss
+        (so traffic that never repeats a topic pays no fill).  ``clear()``
+        drops every answer.  Each
         entry is charged its ids, its topic and an estimate of its key in the
         index; a fill that does not fit evicts (CLOCK) or is not cached.
 
         Off by default (``0``).  It pays on skewed traffic (the same topics
         again and again): a hit costs a hash, a bucket and the copy of the
         ids.  Every update of a trie with a cache pays a query of the cached
-        topics.  Lookups only: ``lookup_many``, ``route``, ``match`` and
-        snapshots walk the trie.  See docs/design.md, "Result cache".
+        topics.  ``lookup`` and ``lookup_many`` read it; ``route``, ``match``,
+        ``has_subscribers`` and snapshots walk the trie.  See docs/design.md, "Result cache".
 
         >>> t = Trie("mqtt"); t.set_cache(1 << 20); t.subscribe("a/+", 1)
         True
-        >>> t.lookup("a/b"), t.lookup("a/b"), t.cache_stats()["hits"]
-        ([1], [1], 1)
+        >>> [t.lookup("a/b") for _ in range(3)], t.cache_stats()["hits"]
+        ([[1], [1], [1]], 1)
         """
         nb.cache_set(self._h, budget_bytes)
 

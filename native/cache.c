@@ -25,6 +25,14 @@
  * of their slot and are freed through EBR: a reader inside its section may
  * still read one.
  *
+ * A new cache.  An update that read no cache (t->cache NULL) neither counts
+ * itself nor kills anything.  It reads t->cache inside its epoch section,
+ * so the cache's fills wait (R0) until the EBR epoch is two steps past the
+ * cache's publication: by then every such update has ended, and a walk
+ * that begins after sees its change.  cst_cache_set tries to move the
+ * epoch itself; a lookup that finds the cache not ready yet tries after its
+ * section.
+ *
  * Why no reader sees a stale answer.  Writers W count themselves in `writes`
  * (UPD_BEGIN before, UPD_END after: in-flight count low, finished count
  * high).  A reader R that fills topic t:
@@ -113,12 +121,13 @@ struct cst_cache {
     _Alignas(CST_SPACING) _Atomic uint64_t writes; /* written by every writer */
     char pad0[CST_SPACING - sizeof(uint64_t)];
     _Atomic uint64_t gen;           /* read by every hit, raised by a clear */
+    _Atomic uint64_t ready;         /* fills wait for this EBR epoch (cst_cache_set) */
     _Atomic size_t budget;          /* 0: off */
     size_t mask;                    /* buckets - 1 */
     bucket *buckets;                /* 64-byte aligned, in buckets_block */
     void *buckets_block;
     cst_trie *keys;                 /* topic index of the cached topics */
-    char pad1[CST_SPACING - 6 * sizeof(size_t)];
+    char pad1[CST_SPACING - 7 * sizeof(size_t)];
     _Atomic int64_t bytes;          /* charged by the entries in the table */
     _Atomic size_t hand;
     char pad2[CST_SPACING - 2 * sizeof(size_t)];
@@ -373,6 +382,14 @@ void cache_read_state(cst_cache *k, cache_probe *p)
     /* seq_cst: R1 */
     p->writes = atomic_load_explicit(&k->writes, memory_order_seq_cst);
     p->gen = atomic_load_explicit(&k->gen, memory_order_seq_cst);
+    /* R0: every update that began before the cache existed has ended (the
+     * epoch is two steps past its publication), else no fill */
+    p->ready = ebr_epoch() >= atomic_load_explicit(&k->ready, memory_order_acquire);
+}
+
+int cache_ready(cst_cache *k)
+{
+    return ebr_epoch() >= atomic_load_explicit(&k->ready, memory_order_acquire);
 }
 
 void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint64_t *ids,
@@ -387,7 +404,8 @@ void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint6
         return;
     }
     size_t budget = atomic_load_explicit(&k->budget, memory_order_relaxed);
-    if (budget == 0 || (w0 & UPD_IN_FLIGHT) != 0 || n > UINT32_MAX || len > UINT32_MAX)
+    if (!p->ready || budget == 0 || (w0 & UPD_IN_FLIGHT) != 0 || n > UINT32_MAX ||
+        len > UINT32_MAX)
         return;
     size_t size = entry_alloc_size((uint32_t)n, (uint32_t)len);
     size_t charge = size + 2 * len + KEY_CHARGE;
@@ -551,12 +569,25 @@ int cst_cache_set(cst_trie *t, size_t budget)
         cst_cache *made = cache_new(t, budget);
         if (made == NULL)
             return CST_ENOMEM;
-        /* release: the cache's fields before it is seen; acquire on failure */
-        if (!atomic_compare_exchange_strong_explicit(&t->cache, &k, made, memory_order_acq_rel,
-                                                     memory_order_acquire))
+        /* Fills wait until every update that read no cache has ended (R0).
+         * Such an update read t->cache inside its epoch section, before this
+         * CAS; the section's local epoch is at most the epoch read after the
+         * CAS, E, and the epoch reaches E + 2 only once every section that
+         * was open at E has closed (ebr.c, the correctness argument). */
+        atomic_store_explicit(&made->ready, UINT64_MAX, memory_order_relaxed);
+        /* seq_cst: the publication before the epoch read below */
+        if (!atomic_compare_exchange_strong_explicit(&t->cache, &k, made, memory_order_seq_cst,
+                                                     memory_order_acquire)) {
             cache_free(made);
-        else
+        } else {
+            uint64_t e = ebr_epoch();
+            atomic_store_explicit(&made->ready, e + 2, memory_order_release);
+            /* bounded: a section held open for long (another thread's big
+             * walk) leaves it to the next advances, and fills wait */
+            for (int i = 0; i < 10000 && ebr_epoch() < e + 2; i++)
+                ebr_try_advance();
             return CST_OK;
+        }
     }
     atomic_store_explicit(&k->budget, budget, memory_order_relaxed);
     /* shrink now: evict until the entries fit */

@@ -1316,13 +1316,20 @@ int words_update(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert, 
 {
     /* a topic-index write on a handle with a cache (a subscription trie used
      * as an index): every entry dies first */
-    cst_cache *k = atomic_load_explicit(&t->cache, memory_order_acquire);
-    if (k == NULL)
-        return update_words(t, sc, n, sub, insert, old);
-    cache_write_begin(k);
-    cache_invalidate_all(k);
-    int r = update_words(t, sc, n, sub, insert, old);
-    cache_write_end(k);
+    ebr_record *rec = ebr_enter(); /* as CACHED_WRITE */
+    if (rec == NULL)
+        return CST_ENOMEM;
+    cst_cache *k = atomic_load_explicit(&t->cache, memory_order_seq_cst);
+    int r;
+    if (k == NULL) {
+        r = update_words(t, sc, n, sub, insert, old);
+    } else {
+        cache_write_begin(k);
+        cache_invalidate_all(k);
+        r = update_words(t, sc, n, sub, insert, old);
+        cache_write_end(k);
+    }
+    ebr_exit(rec);
     return r;
 }
 
@@ -1342,13 +1349,23 @@ static int update_uncached(cst_trie *t, const char *pattern, size_t len, uint64_
  * the trie (cache.c, W1-W4).  A pattern the query rejects changes nothing. */
 #define CACHED_WRITE(t, pattern, len, call)                                             \
     do {                                                                                \
-        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_acquire);       \
-        if (k_ == NULL)                                                                 \
-            return (call);                                                              \
-        cache_write_begin(k_);                                                          \
-        cache_invalidate(k_, (pattern), (len));                                         \
-        int r_ = (call);                                                                \
-        cache_write_end(k_);                                                            \
+        /* the cache is read inside an epoch section that lasts past the  \
+         * update (cache.c, "A new cache") */                                         \
+        ebr_record *rec_ = ebr_enter();                                                 \
+        if (rec_ == NULL)                                                               \
+            return CST_ENOMEM;                                                          \
+        /* seq_cst: ordered with cst_cache_set's publication */                          \
+        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_seq_cst);       \
+        int r_;                                                                         \
+        if (k_ == NULL) {                                                               \
+            r_ = (call);                                                                \
+        } else {                                                                        \
+            cache_write_begin(k_);                                                      \
+            cache_invalidate(k_, (pattern), (len));                                     \
+            r_ = (call);                                                                \
+            cache_write_end(k_);                                                        \
+        }                                                                               \
+        ebr_exit(rec_);                                                                 \
         return r_;                                                                      \
     } while (0)
 
@@ -1866,21 +1883,31 @@ static int clear_if(cst_trie *t, cst_trie *expected);
 static int clear_all(cst_trie *t);
 
 /* A clear with a cache: every entry dies (gen) before the trie changes. */
-#define CACHED_CLEAR(t, type, call)                                                     \
+#define CACHED_CLEAR(t, type, fail, call)                                               \
     do {                                                                                \
-        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_acquire);       \
-        if (k_ == NULL)                                                                 \
-            return (call);                                                              \
-        cache_write_begin(k_);                                                          \
-        cache_invalidate_all(k_);                                                       \
-        type r_ = (call);                                                               \
-        cache_write_end(k_);                                                            \
+        ebr_record *rec_ = ebr_enter(); /* as CACHED_WRITE */                           \
+        if (rec_ == NULL)                                                               \
+            return (fail);                                                              \
+        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_seq_cst);       \
+        type r_;                                                                        \
+        if (k_ == NULL) {                                                               \
+            r_ = (call);                                                                \
+        } else {                                                                        \
+            cache_write_begin(k_);                                                      \
+            cache_invalidate_all(k_);                                                   \
+            r_ = (call);                                                                \
+            cache_write_end(k_);                                                        \
+        }                                                                               \
+        ebr_exit(rec_);                                                                 \
         return r_;                                                                      \
     } while (0)
 
-cst_trie *cst_clear_take(cst_trie *t) { CACHED_CLEAR(t, cst_trie *, clear_take(t)); }
-int cst_clear_if(cst_trie *t, cst_trie *expected) { CACHED_CLEAR(t, int, clear_if(t, expected)); }
-int cst_clear(cst_trie *t) { CACHED_CLEAR(t, int, clear_all(t)); }
+cst_trie *cst_clear_take(cst_trie *t) { CACHED_CLEAR(t, cst_trie *, NULL, clear_take(t)); }
+int cst_clear_if(cst_trie *t, cst_trie *expected)
+{
+    CACHED_CLEAR(t, int, CST_ENOMEM, clear_if(t, expected));
+}
+int cst_clear(cst_trie *t) { CACHED_CLEAR(t, int, CST_ENOMEM, clear_all(t)); }
 
 static cst_trie *clear_take(cst_trie *t)
 {
