@@ -614,10 +614,18 @@ int cst_cache_stats(cst_trie *t, int64_t *out, size_t n)
     for (size_t s = 0; s < CACHE_STAT_STRIPES; s++)
         for (size_t j = 0; j < CST_CACHE_NSTATS && j < n; j++)
             out[j] += atomic_load_explicit(&k->stats[s].v[j], memory_order_relaxed);
+    /* entries: valid and of the current generation, read inside an epoch
+     * section (another thread may unlink and retire one meanwhile) */
     int64_t entries = 0;
-    for (size_t i = 0; i < nslots(k); i++) {
-        cache_entry *e = atomic_load_explicit(slot_at(k, i), memory_order_acquire);
-        entries += e != NULL && atomic_load_explicit(&e->state, memory_order_relaxed) == E_VALID;
+    ebr_record *rec = ebr_enter();
+    if (rec != NULL) {
+        uint64_t gen = atomic_load_explicit(&k->gen, memory_order_acquire);
+        for (size_t i = 0; i < nslots(k); i++) {
+            cache_entry *e = atomic_load_explicit(slot_at(k, i), memory_order_acquire);
+            entries += e != NULL && e->gen == gen &&
+                       atomic_load_explicit(&e->state, memory_order_relaxed) == E_VALID;
+        }
+        ebr_exit(rec);
     }
     if (n > CST_CACHE_ENTRIES)
         out[CST_CACHE_ENTRIES] = entries;

@@ -326,6 +326,7 @@ def test_clear_drops_every_answer() -> None:
     trie.clear()
     s1 = _stats(trie)
     assert s1["clears"] > s0["clears"], s1
+    assert s0["entries"] > 0 and s1["entries"] == 0, (s0, s1)  # none counts as valid now
     for t in topics:
         assert trie.lookup(t) == [], t
     s2 = _stats(trie)
