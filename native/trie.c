@@ -1309,6 +1309,31 @@ static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int i
     return r;
 }
 
+/* The cache's writer steps around a change of the trie (cache.c, W1-W4):
+ * count in, `kill` (the entries of the cached topics a filter matches, or
+ * every entry), run `call`, count out.  The cache is read inside an epoch
+ * section that lasts past the change (cache.c, "A new cache"); `fail` is
+ * returned when the section cannot be opened.  Returns call's result. */
+#define CACHED(t, type, fail, kill, call)                                               \
+    do {                                                                                \
+        ebr_record *rec_ = ebr_enter();                                                 \
+        if (rec_ == NULL)                                                               \
+            return (fail);                                                              \
+        /* seq_cst: ordered with cst_cache_set's publication */                          \
+        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_seq_cst);       \
+        type r_;                                                                        \
+        if (k_ == NULL) {                                                               \
+            r_ = (call);                                                                \
+        } else {                                                                        \
+            cache_write_begin(k_);                                                      \
+            kill;                                                                       \
+            r_ = (call);                                                                \
+            cache_write_end(k_);                                                        \
+        }                                                                               \
+        ebr_exit(rec_);                                                                 \
+        return r_;                                                                      \
+    } while (0)
+
 /* update_words for the other files (internal.h): the topic index's put and
  * remove.  An entry of its own, so that trie.c's calls stay direct calls of
  * a static function. */
@@ -1316,21 +1341,8 @@ int words_update(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert, 
 {
     /* a topic-index write on a handle with a cache (a subscription trie used
      * as an index): every entry dies first */
-    ebr_record *rec = ebr_enter(); /* as CACHED_WRITE */
-    if (rec == NULL)
-        return CST_ENOMEM;
-    cst_cache *k = atomic_load_explicit(&t->cache, memory_order_seq_cst);
-    int r;
-    if (k == NULL) {
-        r = update_words(t, sc, n, sub, insert, old);
-    } else {
-        cache_write_begin(k);
-        cache_invalidate_all(k);
-        r = update_words(t, sc, n, sub, insert, old);
-        cache_write_end(k);
-    }
-    ebr_exit(rec);
-    return r;
+    CACHED(t, int, CST_ENOMEM, cache_invalidate_all(k_),
+           update_words(t, sc, n, sub, insert, old));
 }
 
 static int update_uncached(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
@@ -1344,30 +1356,10 @@ static int update_uncached(cst_trie *t, const char *pattern, size_t len, uint64_
     return update_words(t, sc, n, sub, insert, NULL);
 }
 
-/* The cache's writer steps around an update of filter (pattern, len):
- * count in, kill the entries of the cached topics it matches, then change
- * the trie (cache.c, W1-W4).  A pattern the query rejects changes nothing. */
+/* An update of filter (pattern, len): the entries it may change die first.
+ * A pattern the query rejects changes nothing. */
 #define CACHED_WRITE(t, pattern, len, call)                                             \
-    do {                                                                                \
-        /* the cache is read inside an epoch section that lasts past the  \
-         * update (cache.c, "A new cache") */                                         \
-        ebr_record *rec_ = ebr_enter();                                                 \
-        if (rec_ == NULL)                                                               \
-            return CST_ENOMEM;                                                          \
-        /* seq_cst: ordered with cst_cache_set's publication */                          \
-        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_seq_cst);       \
-        int r_;                                                                         \
-        if (k_ == NULL) {                                                               \
-            r_ = (call);                                                                \
-        } else {                                                                        \
-            cache_write_begin(k_);                                                      \
-            cache_invalidate(k_, (pattern), (len));                                     \
-            r_ = (call);                                                                \
-            cache_write_end(k_);                                                        \
-        }                                                                               \
-        ebr_exit(rec_);                                                                 \
-        return r_;                                                                      \
-    } while (0)
+    CACHED(t, int, CST_ENOMEM, cache_invalidate(k_, (pattern), (len)), call)
 
 static int update(cst_trie *t, const char *pattern, size_t len, uint64_t sub, int insert)
 {
@@ -1883,24 +1875,7 @@ static int clear_if(cst_trie *t, cst_trie *expected);
 static int clear_all(cst_trie *t);
 
 /* A clear with a cache: every entry dies (gen) before the trie changes. */
-#define CACHED_CLEAR(t, type, fail, call)                                               \
-    do {                                                                                \
-        ebr_record *rec_ = ebr_enter(); /* as CACHED_WRITE */                           \
-        if (rec_ == NULL)                                                               \
-            return (fail);                                                              \
-        cst_cache *k_ = atomic_load_explicit(&(t)->cache, memory_order_seq_cst);       \
-        type r_;                                                                        \
-        if (k_ == NULL) {                                                               \
-            r_ = (call);                                                                \
-        } else {                                                                        \
-            cache_write_begin(k_);                                                      \
-            cache_invalidate_all(k_);                                                   \
-            r_ = (call);                                                                \
-            cache_write_end(k_);                                                        \
-        }                                                                               \
-        ebr_exit(rec_);                                                                 \
-        return r_;                                                                      \
-    } while (0)
+#define CACHED_CLEAR(t, type, fail, call) CACHED(t, type, fail, cache_invalidate_all(k_), call)
 
 cst_trie *cst_clear_take(cst_trie *t) { CACHED_CLEAR(t, cst_trie *, NULL, clear_take(t)); }
 int cst_clear_if(cst_trie *t, cst_trie *expected)
