@@ -387,11 +387,6 @@ void cache_read_state(cst_cache *k, cache_probe *p)
     p->ready = ebr_epoch() >= atomic_load_explicit(&k->ready, memory_order_acquire);
 }
 
-int cache_ready(cst_cache *k)
-{
-    return ebr_epoch() >= atomic_load_explicit(&k->ready, memory_order_acquire);
-}
-
 void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint64_t *ids,
                 size_t n, const cache_probe *p)
 {

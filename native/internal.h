@@ -111,8 +111,6 @@ typedef struct cache_probe {
     uint64_t writes, gen;      /* R1 of the fill protocol */
     int ready;                 /* R0: the updates that saw no cache are over */
 } cache_probe;
-/* The cache is past R0 (cst_cache_set's epoch wait). */
-int cache_ready(cst_cache *k);
 /* 0 .. n: a hit (n ids, the first cap of them in out); -1: a miss or off */
 int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, size_t cap,
                   cache_probe *p);
