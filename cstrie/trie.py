@@ -510,8 +510,9 @@ class Trie(_ReadMethods, Writer):
         Empty answers are cached too.  A topic is cached on its second miss
         (so traffic that never repeats a topic pays no fill).  ``clear()``
         drops every answer.  Each
-        entry is charged its ids, its topic and an estimate of its key in the
-        index; a fill that does not fit evicts (CLOCK) or is not cached.
+        entry is charged its ids, its topic and its key in the index (64
+        bytes plus 128 per level of the topic); a fill that does not fit
+        evicts (CLOCK) or is not cached.
 
         Off by default (``0``).  It pays on skewed traffic (the same topics
         again and again): a hit costs a hash, a bucket and the copy of the

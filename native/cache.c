@@ -73,8 +73,10 @@
  * bitmap of topic hashes), so traffic that never repeats a topic pays a bit
  * test and set, not a fill, and not even the bucket read.
  *
- * Budget.  An entry is charged its allocation plus twice its topic's length
- * and 128 bytes for its key in `keys` (an estimate: see docs/design.md).  A
+ * Budget.  An entry is charged its allocation, its topic's length again,
+ * and for its key in `keys` 64 bytes plus 128 per level of the topic (each
+ * level is a path of three nodes there: measured 115-125 bytes), so that a
+ * deep topic cannot make the cache hold many times its budget.  A
  * fill that would pass the budget first evicts with a CLOCK hand; if that
  * does not make room, the answer is not cached.
  */
@@ -88,7 +90,9 @@ enum { E_PENDING = 1, E_VALID = 2, E_DEAD = 3 };
 
 #define BUCKET 7                    /* slots of a bucket: a topic's only places */
 #define EST_ENTRY 256               /* bytes per entry the table is sized for */
-#define KEY_CHARGE 128              /* bytes charged for an entry's key in keys */
+#define KEY_CHARGE 64               /* bytes charged for an entry's key in keys ... */
+#define LEVEL_CHARGE 128            /* ... and for each level of its topic (a path in
+                                     * keys: I-, C- and S-node, ~115-125 B measured) */
 #define CACHE_STAT_STRIPES 16
 #define EVICT_TRIES 64              /* slots the hand looks at for one fill */
 #define DOOR_WIPE 32                /* a bucket's door is wiped past this many bits */
@@ -127,13 +131,36 @@ struct cst_cache {
     bucket *buckets;                /* 64-byte aligned, in buckets_block */
     void *buckets_block;
     cst_trie *keys;                 /* topic index of the cached topics */
-    char pad1[CST_SPACING - 7 * sizeof(size_t)];
+    const char *sep;                /* the dialect's separator (keys' tokens) */
+    size_t sep_len;
+    char pad1[CST_SPACING - 9 * sizeof(size_t)];
     _Atomic int64_t bytes;          /* charged by the entries in the table */
     _Atomic size_t hand;
     char pad2[CST_SPACING - 2 * sizeof(size_t)];
     cache_stat stats[CACHE_STAT_STRIPES];
     void *block;
 };
+
+/* The levels of a topic: its separators + 1 (what its key costs in keys). */
+static size_t topic_levels(const cst_cache *k, const char *topic, size_t len)
+{
+    size_t n = 1;
+    if (k->sep_len == 1) {
+        for (const char *p = topic, *end = topic + len;
+             (p = memchr(p, k->sep[0], (size_t)(end - p))) != NULL; p++)
+            n++;
+        return n;
+    }
+    for (size_t i = 0; i + k->sep_len <= len;) {
+        if (memcmp(topic + i, k->sep, k->sep_len) == 0) {
+            n++;
+            i += k->sep_len;
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
 
 static inline const char *entry_topic(const cache_entry *e)
 {
@@ -220,6 +247,8 @@ static cst_cache *cache_new(cst_trie *t, size_t budget)
         cst_dealloc(block, sizeof(cst_cache) + CST_SPACING - 1);
         return NULL;
     }
+    k->sep = k->keys->d.sep;
+    k->sep_len = k->keys->d.sep_len;
     atomic_init(&k->budget, budget);
     atomic_init(&k->gen, 1);
     return k;
@@ -403,7 +432,7 @@ void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint6
         len > UINT32_MAX)
         return;
     size_t size = entry_alloc_size((uint32_t)n, (uint32_t)len);
-    size_t charge = size + 2 * len + KEY_CHARGE;
+    size_t charge = size + len + KEY_CHARGE + LEVEL_CHARGE * topic_levels(k, topic, len);
     if (!make_room(c, k, charge, budget)) {
         stat_add(k, CST_CACHE_SKIPPED, 1);
         return;

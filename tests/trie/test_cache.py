@@ -1026,3 +1026,26 @@ def _made_during_update(trial: int) -> Trie:
 
     run_threads([writer, maker])
     return trie
+
+
+@pytest.mark.parametrize("levels", [5, 200])
+def test_memory_held_stays_within_the_budget_for_deep_topics(levels: int) -> None:
+    """Rule 3 against the engine's own byte count: what the cache holds
+    (entries and the index of cached topics) stays within its budget plus its
+    bucket table, however deep the topics a client publishes to (each level
+    of a cached topic is a path in that index)."""
+    budget = 256 << 10
+    trie = Trie("mqtt")
+    trie.subscribe("#", Sub("all"))
+    trie.set_cache(budget)
+    nb.reclaim()
+    before = nb.live_bytes()
+    for i in range(400):
+        topic = "/".join(f"w{i}.{j}" for j in range(levels))
+        for _ in range(3):
+            assert len(trie.lookup(topic)) == 1
+    nb.reclaim()
+    held = nb.live_bytes() - before
+    st = trie.cache_stats()
+    assert st["entries"] > 0 and st["bytes"] <= budget, st
+    assert held <= budget + (64 << 10), (held, st)
