@@ -120,6 +120,13 @@ struct inode {
     _Atomic(mainnode *) main;
 };
 
+/* Bytes an I-node's allocation takes.  An experiment's knob (stress/Makefile's
+ * scale_engine-inode-pad): 120 puts no two I-nodes on one cache line, to measure
+ * what writers of neighbouring I-nodes (false sharing) cost. */
+#ifndef CST_INODE_BYTES
+#define CST_INODE_BYTES sizeof(inode)
+#endif
+
 /* A C-node is its header, its spec slots (the wildcard S-nodes of a topic
  * level, at hash level 0 only), its hashed branches, then a tail of the
  * fields lookups never read.  A lookup reads the header, the spec slots and

@@ -213,7 +213,7 @@ static void node_destroy(cst_hdr *h)
     case K_INODE: {
         inode *in = (inode *)h;
         node_release(&atomic_load_explicit(&in->main, memory_order_relaxed)->h);
-        node_free(&in->h, sizeof *in);
+        node_free(&in->h, CST_INODE_BYTES);
         break;
     }
     case K_CNODE: {
@@ -312,7 +312,7 @@ void node_free(cst_hdr *h, size_t size)
 
 inode *inode_new(uint64_t gen, mainnode *main)
 {
-    inode *in = node_alloc(sizeof *in, K_INODE);
+    inode *in = node_alloc(CST_INODE_BYTES, K_INODE);
     if (in == NULL)
         return NULL;
     in->gen = gen;
