@@ -77,7 +77,8 @@ static int utf8_valid(const char *p, size_t n)
 
 /* A C-node at hash level lev over literal S-nodes sn[0..m) (references taken
  * over), plus the spec S-nodes at level 0.  On failure everything is released. */
-static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode **spec)
+static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode **spec,
+                         int padded)
 {
     /* Loops over fragments visit only the set bits of the bitmap: most
      * levels have a few children, and 32-step loops would be most of the
@@ -138,12 +139,12 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
                     sub = &ln->m;
                 }
             } else {
-                cnode *c = build_hash(b, grp, count[f], lev + 5, NULL);
+                cnode *c = build_hash(b, grp, count[f], lev + 5, NULL, padded);
                 sub = c ? &c->m : NULL;
                 consumed = c == NULL;
             }
         }
-        inode *in = sub ? inode_new(b->gen, sub) : NULL;
+        inode *in = sub ? inode_new(b->gen, sub, padded) : NULL;
         if (in == NULL) {
             if (sub)
                 node_release(&sub->h);
@@ -221,6 +222,16 @@ static uint32_t prefix_of(prefixes *px, const word *all, uint32_t parent, size_t
     }
 }
 
+/* The number of words of prefix v (so its children are at that topic level),
+ * counted up to CST_PAD_LEVELS: all pad_level needs to know. */
+static size_t words_of(const prefixes *px, uint32_t v)
+{
+    size_t n = 0;
+    for (; v != 0 && n < CST_PAD_LEVELS; v = px->parent[v])
+        n++;
+    return n;
+}
+
 /* ------------------------------------------------------------------------
  * Pass 2: compressed rows (a counting sort that keeps input order)
  * ---------------------------------------------------------------------- */
@@ -294,8 +305,10 @@ static size_t distinct_ids(builder *b, const uint64_t *in_ids, const uint32_t *p
 }
 
 /* The hash-level-0 C-node over the S-nodes of prefixes kid[0..nk) (their
- * references move into it: sn[kid] is cleared); lit is scratch of nk slots. */
-static cnode *level_of(builder *b, snode **sn, const uint32_t *kid, size_t nk, snode **lit)
+ * references move into it: sn[kid] is cleared); lit is scratch of nk slots.
+ * Its I-nodes are padded if `padded` (nodes.h). */
+static cnode *level_of(builder *b, snode **sn, const uint32_t *kid, size_t nk, snode **lit,
+                       int padded)
 {
     snode *spec[SPEC_SLOTS] = {NULL, NULL, NULL};
     size_t m = 0;
@@ -307,7 +320,7 @@ static cnode *level_of(builder *b, snode **sn, const uint32_t *kid, size_t nk, s
         else
             spec[c->h.b1 - 1] = c;
     }
-    return build_hash(b, lit, m, 0, spec);
+    return build_hash(b, lit, m, 0, spec, padded);
 }
 
 /* Builds of at least this many pairs carve their nodes from node blocks
@@ -480,8 +493,9 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, size_t data_len,
         inode *child = NULL;
         size_t nk = kstart[v + 1] - kstart[v];
         if (nk > 0) {
-            cnode *cn = level_of(&b, sn, kitem + kstart[v], nk, lit);
-            child = cn ? inode_new(b.gen, &cn->m) : NULL;
+            int padded = pad_level(words_of(&px, (uint32_t)v));
+            cnode *cn = level_of(&b, sn, kitem + kstart[v], nk, lit, padded);
+            child = cn ? inode_new(b.gen, &cn->m, padded) : NULL;
             if (child == NULL) {
                 if (cn)
                     node_release(&cn->m.h);
@@ -501,7 +515,7 @@ cst_trie *cst_build(const cst_dialect *d, const char *data, size_t data_len,
             goto oom_in;
         }
     }
-    cnode *top = level_of(&b, sn, kitem + kstart[0], kstart[1] - kstart[0], lit);
+    cnode *top = level_of(&b, sn, kitem + kstart[0], kstart[1] - kstart[0], lit, 1);
     if (top == NULL)
         goto oom_in;
     /* The handle is private: swap its empty top C-node for the built one. */

@@ -136,7 +136,7 @@ inode *root_read(ctx *c);
 inode *root_freeze(ctx *c);
 int ctx_enter(ctx *c, cst_trie *t);
 uint64_t new_gen(void);
-inode *inode_new(uint64_t gen, mainnode *main);
+inode *inode_new(uint64_t gen, mainnode *main, int padded);
 cnode *cnode_alloc(uint32_t n, unsigned lev, uint64_t gen);
 lnode *lnode_alloc(uint32_t n);
 /* A new S-node; ids (nsubs <= SUBS_INLINE) are copied, the references of set

@@ -96,11 +96,12 @@ typedef struct cst_hdr {
     _Atomic uint32_t rc;
     uint8_t kind;
     uint8_t b1, b2;       /* kind-specific small fields */
-    uint8_t b3;           /* HDR_IN_BLOCK or 0 */
+    uint8_t b3;           /* HDR_IN_BLOCK, HDR_PADDED (I-nodes) */
 } cst_hdr;
 
 /* h.b3: the node's memory was carved from a node block (alloc.h), so it goes
- * back with cst_block_free, not cst_dealloc (see node_free in trie.c). */
+ * back with cst_block_free, not cst_dealloc (see node_free in trie.c); an
+ * I-node's HDR_PADDED bit (below) says it takes CST_INODE_PADDED_BYTES. */
 #define HDR_IN_BLOCK 1
 
 typedef struct mainnode mainnode;
@@ -120,12 +121,31 @@ struct inode {
     _Atomic(mainnode *) main;
 };
 
-/* Bytes an I-node's allocation takes.  An experiment's knob (stress/Makefile's
- * scale_engine-inode-pad): 120 puts no two I-nodes on one cache line, to measure
- * what writers of neighbouring I-nodes (false sharing) cost. */
-#ifndef CST_INODE_BYTES
-#define CST_INODE_BYTES sizeof(inode)
+/* Padded I-nodes.  The I-nodes of the top topic levels (those whose C-nodes
+ * hold words 0 .. CST_PAD_LEVELS-1) are the ones threads updating disjoint
+ * subtrees each CAS (t0.*, t1.*, ... under one first level), and they are
+ * allocated next to each other (a connection storm, a bulk load): 24 bytes
+ * each, two or three to a cache line, so a GCAS on one made every reader and
+ * writer of its neighbours miss.  Those I-nodes take CST_INODE_PADDED_BYTES,
+ * so that no two of them share a line: no line of one holds another's header
+ * or main (measured on 16 cores: disjoint-subtree updates 9.95x -> 13.3x one
+ * thread, docs/benchmarks.md "16 cores").  They are few (31 + 961 at 1M random
+ * 5-level filters: ~0.1 byte per subscription), so deeper I-nodes, one or two
+ * per subscription, stay 24 bytes.  h.b3 & HDR_PADDED says which size it is.
+ *
+ *   padded:  | hdr | gen | main | ...... 96 bytes never written ...... |
+ *            0     8     16     24                                   120
+ */
+#ifndef CST_PAD_LEVELS
+#define CST_PAD_LEVELS 3
 #endif
+#ifndef CST_INODE_PADDED_BYTES
+#define CST_INODE_PADDED_BYTES 120 /* >= 64 + sizeof(inode): lines of its own */
+#endif
+#define HDR_PADDED 2
+
+/* Whether the I-node over the words at topic level `level` is padded. */
+static inline int pad_level(size_t level) { return level < CST_PAD_LEVELS; }
 
 /* A C-node is its header, its spec slots (the wildcard S-nodes of a topic
  * level, at hash level 0 only), its hashed branches, then a tail of the

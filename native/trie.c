@@ -205,6 +205,11 @@ static cst_hdr *dead_pop(void)
     return h;
 }
 
+static size_t inode_bytes(const inode *in)
+{
+    return in->h.b3 & HDR_PADDED ? CST_INODE_PADDED_BYTES : sizeof *in;
+}
+
 /* Free one dead node; its references go to node_release (and so, when they
  * were the last, onto the dead list). */
 static void node_destroy(cst_hdr *h)
@@ -213,7 +218,7 @@ static void node_destroy(cst_hdr *h)
     case K_INODE: {
         inode *in = (inode *)h;
         node_release(&atomic_load_explicit(&in->main, memory_order_relaxed)->h);
-        node_free(&in->h, CST_INODE_BYTES);
+        node_free(&in->h, inode_bytes(in));
         break;
     }
     case K_CNODE: {
@@ -310,11 +315,13 @@ void node_free(cst_hdr *h, size_t size)
         cst_dealloc(h, size);
 }
 
-inode *inode_new(uint64_t gen, mainnode *main)
+inode *inode_new(uint64_t gen, mainnode *main, int padded)
 {
-    inode *in = node_alloc(CST_INODE_BYTES, K_INODE);
+    inode *in = node_alloc(padded ? CST_INODE_PADDED_BYTES : sizeof *in, K_INODE);
     if (in == NULL)
         return NULL;
+    if (padded)
+        in->h.b3 |= HDR_PADDED;
     in->gen = gen;
     atomic_init(&in->main, main);
     return in;
@@ -666,7 +673,7 @@ static snode *chain(const word *w, size_t k, size_t last, uint64_t id, uint64_t 
                 node_release(&below->h);
                 return NULL;
             }
-            child = inode_new(gen, &cn->m);
+            child = inode_new(gen, &cn->m, pad_level(i + 1));
             if (child == NULL) {
                 node_release(&cn->m.h);
                 return NULL;
@@ -684,8 +691,8 @@ static snode *chain(const word *w, size_t k, size_t last, uint64_t id, uint64_t 
 }
 
 /* A main node holding a and b (different words) from hash level lev down;
- * takes over both references. */
-static mainnode *dual(snode *a, snode *b, unsigned lev, uint64_t gen)
+ * takes over both references.  Its I-nodes are padded if `padded`. */
+static mainnode *dual(snode *a, snode *b, unsigned lev, uint64_t gen, int padded)
 {
     if (lev > MAX_HASH_LEVEL) {
         lnode *ln = lnode_alloc(2);
@@ -705,10 +712,10 @@ static mainnode *dual(snode *a, snode *b, unsigned lev, uint64_t gen)
         cn->array[1] = fa < fb ? &b->h : &a->h;
         return &cn->m;
     }
-    mainnode *sub = dual(a, b, lev + 5, gen);
+    mainnode *sub = dual(a, b, lev + 5, gen, padded);
     if (sub == NULL)
         return NULL;
-    inode *in = inode_new(gen, sub);
+    inode *in = inode_new(gen, sub, padded);
     if (in == NULL) {
         node_release(&sub->h);
         return NULL;
@@ -732,7 +739,7 @@ static inode *inode_copy(ctx *c, inode *in, uint64_t gen)
 {
     mainnode *m = gcas_read(c, in);
     node_retain(&m->h);
-    inode *cp = inode_new(gen, m);
+    inode *cp = inode_new(gen, m, (in->h.b3 & HDR_PADDED) != 0);
     if (cp == NULL)
         node_release(&m->h);
     return cp;
@@ -1075,7 +1082,7 @@ static int at_word(upd *u, inode *in, mainnode *m, const slot *at, snode *sn, si
             node_release(&tail->h);
             return CST_ENOMEM;
         }
-        inode *ni = inode_new(gen, &lc->m);
+        inode *ni = inode_new(gen, &lc->m, pad_level(k + 1));
         if (ni == NULL) {
             node_release(&lc->m.h);
             return CST_ENOMEM;
@@ -1186,10 +1193,10 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             if (nsn == NULL)
                 return CST_ENOMEM;
             node_retain(&sn->h);
-            mainnode *d = dual(sn, nsn, lev + 5, gen);
+            mainnode *d = dual(sn, nsn, lev + 5, gen, pad_level(k));
             if (d == NULL)
                 return CST_ENOMEM;
-            inode *ni = inode_new(gen, d);
+            inode *ni = inode_new(gen, d, pad_level(k));
             if (ni == NULL) {
                 node_release(&d->h);
                 return CST_ENOMEM;
@@ -1540,7 +1547,7 @@ cst_trie *cst_new(const cst_dialect *d)
     cnode *cn = cn_empty(0, 0);
     if (cn == NULL)
         return NULL;
-    inode *root = inode_new(new_gen(), &cn->m);
+    inode *root = inode_new(new_gen(), &cn->m, 1);
     if (root == NULL) {
         node_release(&cn->m.h);
         return NULL;
@@ -1739,7 +1746,7 @@ inode *root_freeze(ctx *c)
         }
         mainnode *expmain = gcas_read(c, r);
         node_retain(&expmain->h);
-        inode *nv = inode_new(new_gen(), expmain);
+        inode *nv = inode_new(new_gen(), expmain, 1);
         if (nv == NULL) {
             node_release(&expmain->h);
             return NULL;
@@ -1808,14 +1815,14 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
                 node_release(&expmain->h);
                 node_retain(&r->h);
                 snaproot = r;
-            } else if ((snaproot = inode_new(new_gen(), expmain)) == NULL) {
+            } else if ((snaproot = inode_new(new_gen(), expmain, 1)) == NULL) {
                 node_release(&expmain->h);
                 goto out;
             }
             break;
         }
         node_retain(&expmain->h);
-        inode *nv = inode_new(new_gen(), expmain);
+        inode *nv = inode_new(new_gen(), expmain, 1);
         if (nv == NULL) {
             node_release(&expmain->h);
             goto out;
@@ -1853,7 +1860,7 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
         } else {
             /* A writable copy gets a generation of its own over expmain. */
             node_retain(&expmain->h);
-            snaproot = inode_new(new_gen(), expmain);
+            snaproot = inode_new(new_gen(), expmain, 1);
             retire(&c, &r->h);
             if (snaproot == NULL) {
                 node_release(&expmain->h);

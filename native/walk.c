@@ -443,6 +443,7 @@ typedef struct cframe {
     int trie_root;             /* the trie's top C-node */
     uint64_t igen;             /* the generation of the I-node holding it */
     int share;                 /* it is in a share level (group ids) */
+    size_t depth;              /* the topic level of its words */
 } cframe;
 
 typedef struct chk {
@@ -471,7 +472,18 @@ static int check_later(chk *k, cframe f)
     return 0;
 }
 
-static int check_sn(chk *k, snode *sn, uint64_t gen, int share)
+/* An I-node over words of topic level depth is padded exactly when nodes.h's
+ * pad_level says so. */
+static int check_padding(chk *k, const inode *in, size_t depth)
+{
+    if (((in->h.b3 & HDR_PADDED) != 0) != pad_level(depth))
+        return fail(k, pad_level(depth) ? "I-node of a top topic level is not padded"
+                                        : "I-node below the top topic levels is padded",
+                    in);
+    return 0;
+}
+
+static int check_sn(chk *k, snode *sn, uint64_t gen, int share, size_t depth)
 {
     if (sn->h.kind != K_SNODE)
         return fail(k, "expected an S-node", sn);
@@ -511,10 +523,13 @@ static int check_sn(chk *k, snode *sn, uint64_t gen, int share)
         return fail(k, "S-node child is not an I-node", sn);
     if (sn->child->gen > gen)
         return fail(k, "child I-node of a newer generation than its parent", sn);
+    if (check_padding(k, sn->child, depth + 1) < 0)
+        return -1;
     mainnode *cm = gcas_read(k->c, sn->child);
     if (k->strict && cm->h.kind == K_TNODE)
         return fail(k, "entombed topic level left in a quiescent trie", cm);
-    return check_later(k, (cframe){cm, 0, 1, 0, sn->child->gen, sn->h.b1 == W_SHARE});
+    return check_later(k,
+                       (cframe){cm, 0, 1, 0, sn->child->gen, sn->h.b1 == W_SHARE, depth + 1});
 }
 
 /* Check one main node; its children are queued (check_later), not recursed. */
@@ -566,12 +581,14 @@ static int check_main(chk *k, cframe fr)
                     return fail(k, "I-node of a newer generation than its C-node", in);
                 if (lev + 5 > MAX_HASH_LEVEL + 5)
                     return fail(k, "hash level overflow", in);
+                if (check_padding(k, in, fr.depth) < 0)
+                    return -1;
                 mainnode *sm = gcas_read(k->c, in);
                 if (k->strict && sm->h.kind == K_TNODE)
                     return fail(k, "tomb left in a quiescent trie", sm);
                 if (sm->h.kind == K_LNODE && lev + 5 <= MAX_HASH_LEVEL)
                     return fail(k, "L-node above the last hash level", sm);
-                if (check_later(k, (cframe){sm, lev + 5, 0, 0, in->gen, fr.share}) < 0)
+                if (check_later(k, (cframe){sm, lev + 5, 0, 0, in->gen, fr.share, fr.depth}) < 0)
                     return -1;
             } else if (b->kind == K_SNODE) {
                 snode *sn = (snode *)b;
@@ -579,7 +596,7 @@ static int check_main(chk *k, cframe fr)
                     return fail(k, "wildcard S-node in a hashed slot", sn);
                 if (frag(sn->hash, lev) != f)
                     return fail(k, "S-node in the wrong hash slot", sn);
-                if (check_sn(k, sn, cn_tail(cn)->gen, fr.share) < 0)
+                if (check_sn(k, sn, cn_tail(cn)->gen, fr.share, fr.depth) < 0)
                     return -1;
             } else {
                 return fail(k, "C-node branch is neither I-node nor S-node", b);
@@ -591,7 +608,7 @@ static int check_main(chk *k, cframe fr)
                 continue;
             if (sn->h.kind != K_SNODE || sn->h.b1 != s + 1)
                 return fail(k, "wrong S-node in a wildcard slot", sn);
-            if (check_sn(k, sn, cn_tail(cn)->gen, 0) < 0)
+            if (check_sn(k, sn, cn_tail(cn)->gen, 0, fr.depth) < 0)
                 return -1;
         }
         return 0;
@@ -600,7 +617,7 @@ static int check_main(chk *k, cframe fr)
         tnode *tn = (tnode *)m;
         if (k->strict)
             return fail(k, "tomb left in a quiescent trie", tn);
-        return tn->sn ? check_sn(k, tn->sn, fr.igen, fr.share) : 0;
+        return tn->sn ? check_sn(k, tn->sn, fr.igen, fr.share, fr.depth) : 0;
     }
     case K_LNODE: {
         lnode *ln = (lnode *)m;
@@ -613,7 +630,7 @@ static int check_main(chk *k, cframe fr)
                 if (ln->sn[i]->wlen == ln->sn[j]->wlen &&
                     memcmp(ln->sn[i]->word, ln->sn[j]->word, ln->sn[i]->wlen) == 0)
                     return fail(k, "L-node holds a word twice", ln);
-            if (check_sn(k, ln->sn[i], fr.igen, fr.share) < 0)
+            if (check_sn(k, ln->sn[i], fr.igen, fr.share, fr.depth) < 0)
                 return -1;
         }
         return 0;
@@ -632,7 +649,9 @@ int cst_check(cst_trie *t, int strict, char *msg, size_t msg_cap)
         return CST_ENOMEM;
     chk k = {&c, strict, msg, msg_cap, 0, NULL, 0, 0};
     inode *root = root_read(&c);
-    int r = check_later(&k, (cframe){gcas_read(&c, root), 0, 1, 1, root->gen, 0});
+    int r = check_padding(&k, root, 0);
+    if (r == 0)
+        r = check_later(&k, (cframe){gcas_read(&c, root), 0, 1, 1, root->gen, 0, 0});
     while (r == 0 && k.n > 0)
         r = check_main(&k, k.st[--k.n]);
     free(k.st);

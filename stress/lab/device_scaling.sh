@@ -19,8 +19,8 @@
 #                 cstrie leaves the GIL off                       -> bundle.txt
 #   build         make -C stress scale (gcc -O2)                  -> build.txt
 #   engine        stress/bin/scale_engine, every row at THREADS    -> engine.txt, engine.jsonl
-#   engine-inode-pad  the update rows at 1 and N threads with every I-node on cache lines
-#                 of its own (-DCST_INODE_BYTES=120): what false sharing costs -> .txt
+#   engine-unpadded  the update rows at 1 and N threads with no I-node padded
+#                 (-DCST_PAD_LEVELS=0, native/nodes.h): what false sharing costs -> .txt
 #   python        python -m stress.lab.scaling, every row at THREADS   -> python.txt, python.jsonl
 #   harness-90-10 python -m stress.harness --mix 90/10 at 1 and N threads, per-thread
 #                 matcher beside its baselines (throughput only)  -> harness-90-10.{txt,json}
@@ -180,9 +180,9 @@ if step build 180 make -C stress scale CC=gcc; then
     step engine "$(limit_for 14 "$NCOUNTS" "$S" 0.1 30)" \
         stress/bin/scale_engine --threads "$THREADS" --seconds "$S" --repeat "$R" \
         --json "$OUT/engine.jsonl"
-    # the experiment: the update rows with every I-node on cache lines of its own
-    step engine-inode-pad "$(limit_for 3 2 "$S" 0.1 20)" \
-        stress/bin/scale_engine-inode-pad --threads "1,$NMAX" --seconds "$S" --repeat "$R" \
+    # the baseline of the top levels' padded I-nodes (native/nodes.h): none padded
+    step engine-unpadded "$(limit_for 3 2 "$S" 0.1 20)" \
+        stress/bin/scale_engine-unpadded --threads "1,$NMAX" --seconds "$S" --repeat "$R" \
         --rows update-own-trie,update-disjoint,update-same
 fi
 
@@ -233,9 +233,9 @@ fi
         echo "linearizability at $NMAX threads:"
         grep -E 'recorded |checked |violation|^(PASSED|FAILED)' "$OUT/linearizability.txt" | sed 's/^ */  /'
     fi
-    if [[ -f "$OUT/engine-inode-pad.txt" ]]; then
-        echo "update rows with padded I-nodes:"
-        grep -E '^update' "$OUT/engine-inode-pad.txt" | sed 's/^/  /'
+    if [[ -f "$OUT/engine-unpadded.txt" ]]; then
+        echo "update rows with the top I-nodes unpadded (CST_PAD_LEVELS=0):"
+        grep -E '^update' "$OUT/engine-unpadded.txt" | sed 's/^/  /'
     fi
     if [[ -f "$OUT/probes.txt" ]]; then
         echo "probes, 1 vs $NMAX threads:"
