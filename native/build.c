@@ -226,8 +226,9 @@ static uint32_t prefix_of(prefixes *px, const word *all, uint32_t parent, size_t
  * counted up to CST_PAD_LEVELS: all pad_level needs to know. */
 static size_t words_of(const prefixes *px, uint32_t v)
 {
+    const size_t cap = CST_PAD_LEVELS; /* a variable: 0 draws no -Wtype-limits */
     size_t n = 0;
-    for (; v != 0 && n < CST_PAD_LEVELS; v = px->parent[v])
+    for (; v != 0 && n < cap; v = px->parent[v])
         n++;
     return n;
 }

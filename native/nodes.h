@@ -145,7 +145,11 @@ struct inode {
 #define HDR_PADDED 2
 
 /* Whether the I-node over the words at topic level `level` is padded. */
-static inline int pad_level(size_t level) { return level < CST_PAD_LEVELS; }
+static inline int pad_level(size_t level)
+{
+    const size_t levels = CST_PAD_LEVELS; /* a variable: 0 draws no -Wtype-limits */
+    return level < levels;
+}
 
 /* A C-node is its header, its spec slots (the wildcard S-nodes of a topic
  * level, at hash level 0 only), its hashed branches, then a tail of the
