@@ -128,8 +128,8 @@ struct inode {
  * each, two or three to a cache line, so a GCAS on one made every reader and
  * writer of its neighbours miss.  Those I-nodes take CST_INODE_PADDED_BYTES,
  * so that no two of them share a line: no line of one holds another's header
- * or main (measured on 16 cores: disjoint-subtree updates 9.95x -> 13.3x one
- * thread, docs/benchmarks.md "16 cores").  They are few (31 + 961 at 1M random
+ * or main (16 threads on 16 cores: disjoint-subtree updates +3-8% ops/s,
+ * docs/benchmarks.md "16 cores").  They are few (31 + 961 at 1M random
  * 5-level filters: ~0.1 byte per subscription), so deeper I-nodes, one or two
  * per subscription, stay 24 bytes.  h.b3 & HDR_PADDED says which size it is.
  *
