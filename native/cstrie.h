@@ -151,6 +151,15 @@ int64_t cst_route(cst_trie *t, const char *topic, size_t len, cst_pick_fn pick, 
  * one moment inside the call, however many branches the walk reads (match.c,
  * "One state of the trie for the whole walk"). */
 int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
+
+/* Prefetch what the walks of topics[0..k) will read (at most CST_WARM_TOPICS
+ * of them; lens[j] bytes each), breadth first, so that their cache misses
+ * overlap (match.c, "Warming a batch").  Decides nothing: call it before
+ * looking a batch up, one lookup at a time.  0, or CST_ENOMEM. */
+#define CST_WARM_TOPICS 16
+int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t k);
+/* 1 when warming pays: the engine's nodes exceed what caches hold (match.c). */
+int cst_warm_wanted(void);
 int cst_has_subscribers(cst_trie *t, const char *topic, size_t len);
 int cst_match(cst_trie *t, const char *topic, size_t len, cst_chunk *out);
 /* Subscribers of exactly this pattern; same contract as cst_lookup. */

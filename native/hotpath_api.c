@@ -24,6 +24,8 @@ static const cst_hot_api table = {
     .read_exit = cst_read_exit,
     .epoch = cst_epoch,
     .epoch_advance = cst_epoch_advance,
+    .warm = cst_warm,
+    .warm_wanted = cst_warm_wanted,
 };
 
 const void *cst_hot_api_table(void) { return &table; }

@@ -19,7 +19,7 @@
 
 #include "cstrie.h"
 
-#define CST_HOT_API_VERSION 4
+#define CST_HOT_API_VERSION 5
 
 typedef struct cst_hot_api {
     uint32_t size;     /* sizeof(cst_hot_api) of the engine that made it */
@@ -48,6 +48,9 @@ typedef struct cst_hot_api {
     void (*read_exit)(void *section);
     uint64_t (*epoch)(void);
     uint64_t (*epoch_advance)(void);
+    /* version 5: a batch's walks warmed together (lookup_many) */
+    int (*warm)(cst_trie *t, const char *const *topics, const size_t *lens, size_t k);
+    int (*warm_wanted)(void);
 } cst_hot_api;
 
 #endif

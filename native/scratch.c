@@ -36,6 +36,8 @@ static void scratch_free(void *p)
     free(sc->tstamp);
     free(sc->thash);
     free(sc->reads);
+    free(sc->warm_w);
+    free(sc->warm_front);
     free(sc);
     cst_tls_scratch = NULL;
 }

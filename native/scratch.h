@@ -55,6 +55,10 @@ typedef struct scratch {
     size_t thashcap;
     struct main_read *reads;   /* what a lookup's walk read (match.c) */
     size_t rdcap;
+    struct word *warm_w;       /* cst_warm's topics' words and frontiers (match.c) */
+    size_t warm_wcap;
+    struct wentry *warm_front;
+    size_t warm_frontcap;
     int64_t last_steps;        /* cst_debug_last_walk_steps */
     /* where the last parse_words that failed found its fault: the byte
      * offset (the bad byte, or the start of the bad word) and the word */

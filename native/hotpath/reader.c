@@ -646,6 +646,28 @@ PyDoc_STRVAR(many_doc,
 static const char *const TOPICS[] = {"topics"};
 static const params P_MANY = {"lookup_many", 1, 1, 1, TOPICS};
 
+/* Warm the walks of items[0..k) (k <= CST_WARM_TOPICS) together: the
+ * engine prefetches what they will read (match.c, "Warming a batch").  A
+ * topic that cannot be encoded is left out here; its own lookup raises. */
+static void warm_rows(Reader *self, PyObject *const *items, Py_ssize_t k)
+{
+    const char *s[CST_WARM_TOPICS];
+    size_t lens[CST_WARM_TOPICS];
+    PyObject *keep[CST_WARM_TOPICS];
+    size_t m = 0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_ssize_t len;
+        if (text_of(self, items[j], "topic", &s[m], &len, &keep[m]) < 0) {
+            PyErr_Clear();
+            break;
+        }
+        lens[m++] = (size_t)len;
+    }
+    cst_engine->warm(self->h, s, lens, m); /* a hint: its failure changes nothing */
+    for (size_t j = 0; j < m; j++)
+        Py_XDECREF(keep[j]);
+}
+
 static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames)
 {
@@ -679,11 +701,14 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
         }
     }
     PyObject *out = PyList_New(n);
+    int warming = n > 1 && cst_engine->warm_wanted();
     for (Py_ssize_t i = 0; out && i < n; i++) {
         const char *s;
         Py_ssize_t len;
         PyObject *keep;
         PyObject *row = NULL;
+        if (warming && i % CST_WARM_TOPICS == 0)
+            warm_rows(self, items + i, n - i < CST_WARM_TOPICS ? n - i : CST_WARM_TOPICS);
         if (text_of(self, items[i], "topic", &s, &len, &keep) == 0) {
             row = lookup_encoded(self, items[i], s, len);
             Py_XDECREF(keep);

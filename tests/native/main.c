@@ -51,6 +51,7 @@ int main(int argc, char **argv)
         {"walk_one_state", test_walk_one_state},
         {"topic_index", test_topic_index},
         {"cache", test_cache},
+        {"warm", test_warm},
         {"fork_reclaims", test_fork_reclaims},
         {"idle_thread_garbage", test_idle_thread_garbage}, /* last: starts a thread */
     };

@@ -206,5 +206,7 @@ void test_topic_index(void);
 
 /* test_cache.c */
 void test_cache(void);
+/* test_warm.c */
+void test_warm(void);
 
 #endif

@@ -1,0 +1,207 @@
+/*
+ * test_warm.c - warming a batch (cst_warm, match.c "Warming a batch"): it
+ * only prefetches, so every lookup after it answers as a trie never warmed
+ * does, whatever the trie holds (hash-collision chains, L-nodes, tombs,
+ * '$' words, deep and invalid topics) and while another thread updates it;
+ * a hostile trie cannot grow its frontier past its bound; and it is wanted
+ * only once the engine holds more bytes than caches do.
+ */
+#include <pthread.h>
+
+#include "unit.h"
+
+static const char *const WORDS[] = {"a", "b", "c", "d", "$s"};
+
+static void random_text(char *out, size_t cap, unsigned *seed, int pattern, const cst_dialect *d,
+                        size_t max_words)
+{
+    size_t n = (size_t)(rand_r(seed) % (int)max_words), used = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *w = WORDS[rand_r(seed) % 5];
+        int roll = rand_r(seed) % 6;
+        if (pattern && roll == 0)
+            w = d->single;
+        else if (pattern && roll == 1 && (i == n - 1 || d->multi_min == 0))
+            w = d->multi;
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", i ? d->sep : "", w);
+    }
+}
+
+/* Warm a random batch of topics (some invalid, some deeper than the warmed
+ * levels, sometimes more than CST_WARM_TOPICS), then check each against
+ * the twin that is never warmed. */
+static long warm_and_compare(cst_trie *t, cst_trie *twin, const cst_dialect *d, unsigned *seed)
+{
+    enum { K = CST_WARM_TOPICS + 4 };
+    static char texts[K][400];
+    const char *s[K];
+    size_t lens[K];
+    size_t k = (size_t)(rand_r(seed) % (K + 1));
+    for (size_t j = 0; j < k; j++) {
+        int roll = rand_r(seed) % 10;
+        if (roll == 0)
+            snprintf(texts[j], sizeof texts[j], "a%sb%s", d->sep, d->single); /* invalid */
+        else
+            random_text(texts[j], sizeof texts[j], seed, 0, d, roll == 1 ? 40 : 6);
+        s[j] = texts[j];
+        lens[j] = strlen(texts[j]);
+    }
+    CHECK_EQ(cst_warm(t, s, lens, k), 0);
+    long differ = 0;
+    for (size_t j = 0; j < k; j++) {
+        uint64_t *x = NULL, *y = NULL;
+        int64_t n = lookup_sorted(t, s[j], lens[j], &x);
+        int64_t m = lookup_sorted(twin, s[j], lens[j], &y);
+        differ += !(n == m && (n <= 0 || memcmp(x, y, (size_t)n * sizeof *x) == 0));
+        free(x);
+        free(y);
+    }
+    return differ;
+}
+
+static void against_twin(const cst_dialect *d, uint64_t hash_mask, unsigned seed)
+{
+    cst_debug_set_hash_mask(hash_mask); /* narrow masks: collision chains, L-nodes */
+    cst_trie *t = cst_new(d), *twin = cst_new(d);
+    char text[400];
+    long differ = 0;
+    for (int step = 0; step < 2000; step++) {
+        random_text(text, sizeof text, &seed, 1, d, 7);
+        uint64_t id = 1 + (uint64_t)(rand_r(&seed) % 6);
+        if (rand_r(&seed) % 100 < 55)
+            CHECK_EQ(sub(t, text, id), sub(twin, text, id));
+        else /* removals leave tombs and contract levels */
+            CHECK_EQ(unsub(t, text, id), unsub(twin, text, id));
+        if (step % 10 == 0)
+            differ += warm_and_compare(t, twin, d, &seed);
+    }
+    CHECK_EQ(differ, 0);
+    cst_debug_set_hash_mask(~UINT64_C(0));
+    cst_free(t);
+    cst_free(twin);
+}
+
+/* '+' (or '*') at each of 16 levels and a literal at each: a topic of 16
+ * words reaches 2^16 nodes breadth first; the frontier stops at its bound
+ * (a buffer overrun here, under ASan, without it). */
+static void hostile_frontier(void)
+{
+    cst_trie *t = cst_new(&mqtt);
+    char p[200];
+    for (int mask = 0; mask < 1 << 10; mask++) {
+        size_t used = 0;
+        for (int i = 0; i < 16; i++)
+            used += (size_t)snprintf(p + used, sizeof p - used, "%s%s", i ? "/" : "",
+                                     i < 10 && (mask >> i & 1) ? "+" : "w");
+        CHECK_EQ(sub(t, p, 1), 1);
+    }
+    const char *s[CST_WARM_TOPICS];
+    size_t lens[CST_WARM_TOPICS];
+    const char *topic = "w/w/w/w/w/w/w/w/w/w/w/w/w/w/w/w";
+    for (int j = 0; j < CST_WARM_TOPICS; j++) {
+        s[j] = topic;
+        lens[j] = strlen(topic);
+    }
+    CHECK_EQ(cst_warm(t, s, lens, CST_WARM_TOPICS), 0);
+    CHECK_EQ(nlook(t, topic), 1);
+    cst_free(t);
+}
+
+/* Warming while another thread subscribes and unsubscribes: the nodes it
+ * reads may be replaced and freed meanwhile (read sections keep them). */
+typedef struct warm_threads {
+    cst_trie *t;
+    _Atomic int stop;
+    _Atomic long warms;
+} warm_threads;
+
+static void *wt_writer(void *arg)
+{
+    warm_threads *s = arg;
+    unsigned seed = 7;
+    char text[64];
+    for (int i = 0; i < 40000; i++) {
+        random_text(text, sizeof text, &seed, 1, &mqtt, 5);
+        if (rand_r(&seed) % 2)
+            sub(s->t, text, 1 + (uint64_t)(i % 3));
+        else
+            unsub(s->t, text, 1 + (uint64_t)(i % 3));
+    }
+    atomic_store(&s->stop, 1);
+    return NULL;
+}
+
+static void *wt_warmer(void *arg)
+{
+    warm_threads *s = arg;
+    unsigned seed = 11;
+    static _Thread_local char texts[CST_WARM_TOPICS][64];
+    const char *p[CST_WARM_TOPICS];
+    size_t lens[CST_WARM_TOPICS];
+    while (!atomic_load(&s->stop)) {
+        for (int j = 0; j < CST_WARM_TOPICS; j++) {
+            random_text(texts[j], sizeof texts[j], &seed, 0, &mqtt, 5);
+            p[j] = texts[j];
+            lens[j] = strlen(texts[j]);
+        }
+        if (cst_warm(s->t, p, lens, CST_WARM_TOPICS) != 0)
+            abort();
+        atomic_fetch_add(&s->warms, 1);
+    }
+    cst_thread_detach();
+    return NULL;
+}
+
+static void under_updates(void)
+{
+    warm_threads s = {.t = cst_new(&mqtt)};
+    pthread_t w, r[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&r[i], NULL, wt_warmer, &s);
+    pthread_create(&w, NULL, wt_writer, &s);
+    pthread_join(w, NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(r[i], NULL);
+    CHECK(atomic_load(&s.warms) > 0);
+    CHECK(cst_check(s.t, 1, NULL, 0) == 0);
+    cst_free(s.t);
+}
+
+/* Off while the engine's nodes fit in caches, on once they exceed 8 MiB
+ * (read again every 64 calls of a thread). */
+static void wanted_by_size(void)
+{
+    int before = 0;
+    for (int i = 0; i < 64; i++)
+        before |= cst_warm_wanted();
+    CHECK_EQ(before, 0);
+    cst_trie *t = cst_new(&mqtt);
+    char p[64];
+    for (int i = 0; i < 120000; i++) {
+        snprintf(p, sizeof p, "big/%d/%d/x", i % 977, i);
+        CHECK_EQ(sub(t, p, (uint64_t)i + 1), 1);
+    }
+    CHECK(cst_live_bytes() > (INT64_C(8) << 20));
+    int after = 0;
+    for (int i = 0; i < 64; i++)
+        after |= cst_warm_wanted();
+    CHECK_EQ(after, 1);
+    cst_free(t);
+    CHECK_EQ(cst_reclaim(), 0);
+    int again = 0;
+    for (int i = 0; i < 64; i++)
+        again = cst_warm_wanted(); /* the last one read the bytes afresh */
+    CHECK_EQ(again, 0);
+}
+
+void test_warm(void)
+{
+    against_twin(&mqtt, ~UINT64_C(0), 1);
+    against_twin(&amqp, ~UINT64_C(0), 2);
+    against_twin(&mqtt, 0x3, 3);
+    against_twin(&amqp, 0x0, 4);
+    hostile_frontier();
+    under_updates();
+    wanted_by_size();
+}
