@@ -91,7 +91,13 @@ def test_tiny_run_reports_tables_floors_and_checked_answers(tmp_path: Path) -> N
         "paho / cstrie cache on",
     } <= set(lookups["columns"])
     assert [r[0] for r in cache["rows"]][:2] == ["uniform (a fresh topic list per pass)", "Zipf"]
-    assert [r[0] for r in memory["rows"]] == ["cstrie", "paho"]
+    # one subscriber per filter, then the floor's shape (5,000 subscribers)
+    assert [r[:2] for r in memory["rows"]] == [
+        ["cstrie", "2k"],
+        ["paho", "2k"],
+        ["cstrie", "5,000"],
+        ["paho", "5,000"],
+    ]
     verdicts = {r[0]: r[-1] for r in ftable["rows"]}
     assert set(verdicts) == set(FLOORS)
 
@@ -115,7 +121,10 @@ def test_tiny_run_reports_tables_floors_and_checked_answers(tmp_path: Path) -> N
     assert data["skewed"]["rank1_share_expected"] == pytest.approx(zipf_share(3000, 1.1))
     for impl in ("cstrie", "paho"):
         assert data["memory"][impl]["subscriptions"] == 2000
+        assert data["memory_shared"][impl]["subscriptions"] == 2000
     assert data["memory"]["cstrie"]["engine_bytes_per_subscription"] > 0
+    floor_mem = floors["million-memory"]["measured"]
+    assert floor_mem == data["memory_shared"]["cstrie"]["bytes_per_subscription"]
     if importlib.util.find_spec("matplotlib") is not None:
         assert (plots / "million.png").stat().st_size > 0
 
