@@ -1086,6 +1086,14 @@ typedef struct wentry {
 
 static mainnode *read_plain_main(void *arg, inode *in) { return gcas_read(arg, in); }
 
+/* The C-node of a frontier entry after round 1 (its main node), or NULL when
+ * the level is a tomb or the entry's topic has no word left to warm. */
+static inline cnode *warm_level(const wentry *e, const uint32_t *nw)
+{
+    mainnode *m = (mainnode *)e->in;
+    return m->h.kind == K_CNODE && e->i < nw[e->topic] ? (cnode *)m : NULL;
+}
+
 int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t k)
 {
     if (k > WARM_TOPICS)
@@ -1125,11 +1133,10 @@ int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t 
         /* round 2: the branch slots this level's words hash to, and the
          * one-level wildcard's S-node (what round 3 reads) */
         for (size_t e = 0; e < n; e++) {
-            mainnode *m = (mainnode *)front[cur][e].in;
             uint32_t j = front[cur][e].topic, i = front[cur][e].i;
-            if (m->h.kind != K_CNODE || i >= nw[j])
+            cnode *cn = warm_level(&front[cur][e], nw);
+            if (cn == NULL)
                 continue;
-            cnode *cn = (cnode *)m;
             uint32_t bit = 1u << frag(words[j][i].hash, 0);
             if (cn->bitmap & bit)
                 __builtin_prefetch(cn->array[popc(cn->m.h.b2) + popc(cn->bitmap & (bit - 1))]);
@@ -1141,11 +1148,10 @@ int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t 
          * next levels fetched, the next levels queued for the next round */
         size_t next = 0;
         for (size_t e = 0; e < n; e++) {
-            mainnode *m = (mainnode *)front[cur][e].in;
             uint32_t j = front[cur][e].topic, i = front[cur][e].i;
-            if (m->h.kind != K_CNODE || i >= nw[j])
+            cnode *cn = warm_level(&front[cur][e], nw);
+            if (cn == NULL)
                 continue;
-            cnode *cn = (cnode *)m;
             snode *found[2] = {(snode *)spec_get(cn, W_SINGLE - 1),
                                level_find(cn, &words[j][i], read_plain_main, &c)};
             snode *multi = (snode *)spec_get(cn, W_MULTI - 1);
