@@ -554,5 +554,9 @@ out:
         cst_free(t);
         return NULL;
     }
+    int64_t pairs = 0;
+    for (int64_t i = 0; i < n; i++)
+        pairs += kept == NULL || kept[i];
+    pairs_reset(t, pairs);
     return t;
 }

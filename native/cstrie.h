@@ -158,8 +158,8 @@ int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, si
  * looking a batch up, one lookup at a time.  0, or CST_ENOMEM. */
 #define CST_WARM_TOPICS 16
 int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t k);
-/* 1 when warming pays: the engine's nodes exceed what caches hold (match.c). */
-int cst_warm_wanted(void);
+/* 1 when warming pays: t is too big for the caches (match.c). */
+int cst_warm_wanted(const cst_trie *t);
 int cst_has_subscribers(cst_trie *t, const char *topic, size_t len);
 int cst_match(cst_trie *t, const char *topic, size_t len, cst_chunk *out);
 /* Subscribers of exactly this pattern; same contract as cst_lookup. */

@@ -50,7 +50,7 @@ typedef struct cst_hot_api {
     uint64_t (*epoch_advance)(void);
     /* version 5: a batch's walks warmed together (lookup_many) */
     int (*warm)(cst_trie *t, const char *const *topics, const size_t *lens, size_t k);
-    int (*warm_wanted)(void);
+    int (*warm_wanted)(const cst_trie *t);
 } cst_hot_api;
 
 #endif

@@ -47,6 +47,7 @@ struct cst_trie {
      * ones.  NULL on a read-only handle (it is never written). */
     _Atomic uint64_t *upd;
     void *upd_block;           /* what cst_alloc gave for upd */
+    int64_t pairs;             /* a read-only handle's size, roughly (pairs_estimate) */
     /* A writable handle's latest frozen root, while its root's main is still
      * the frozen root's: read-only snapshots of an unchanged trie share it
      * (trie.c, "Shared frozen roots").  A snapshot handle that shares one
@@ -198,6 +199,17 @@ static inline _Atomic uint64_t *upd_stripe(const cst_trie *t, unsigned stripe)
 {
     return &t->upd[(size_t)stripe * UPD_STRIPE_WORDS];
 }
+
+/* The pairs an update stripe added less those it removed: word 1 of the
+ * stripe's line, which its updates write anyway (word 0 counts them).  Their
+ * sum over the stripes is the trie's size, roughly (no read is ordered with
+ * it; clears reset it while updates may run): what cst_warm_wanted needs. */
+static inline _Atomic int64_t *upd_pairs(const cst_trie *t, unsigned stripe)
+{
+    return (_Atomic int64_t *)&t->upd[(size_t)stripe * UPD_STRIPE_WORDS + 1];
+}
+int64_t pairs_estimate(const cst_trie *t);
+void pairs_reset(cst_trie *t, int64_t n);
 /* GCAS_READ of the paper: in's main node, after helping a pending GCAS on it
  * to its end (gcas_commit, trie.c).  The loads are those of trie.c's
  * load_main/load_prev: seq_cst, because gcas_commit's decision reads prev,

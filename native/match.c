@@ -1057,25 +1057,32 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
  * (WARM_FRONTIER), so a hostile topic costs at most that many node reads.
  *
  * Warming a trie that fits in the cache only walks twice (10k random MQTT
- * filters: lookup_many 0.72x without the check below), so it is on only
- * while the engine's nodes exceed WARM_MIN_BYTES, as cst_warm_wanted says:
- * measured on the project VM, 100k filters (~25 MB) 1.3x, 1M 1.85x.
+ * filters: lookup_many 0.72x without the check below), so it is on only for
+ * a trie of over WARM_MIN_PAIRS pairs, as cst_warm_wanted says: measured on
+ * the project VM, 100k filters 1.3x, 1M 1.85x.  The size is the update
+ * stripes' pair counts (upd_pairs), summed once per WARM_RECHECK calls of a
+ * thread for the same trie.
  * ---------------------------------------------------------------------- */
 
 #define WARM_TOPICS CST_WARM_TOPICS
 #define WARM_DEPTH 16          /* topic levels warmed; deeper ones are walked cold */
 #define WARM_FRONTIER 512      /* nodes per round, all topics together */
-#define WARM_MIN_BYTES (INT64_C(8) << 20) /* the engine's bytes that make walks miss */
-#define WARM_RECHECK 64        /* cst_warm_wanted reads the engine's bytes this often */
+#define WARM_MIN_PAIRS 50000  /* a trie this big misses the caches (~12 MB) */
+#define WARM_RECHECK 64        /* cst_warm_wanted sums a trie's pair counts this often */
 
-int cst_warm_wanted(void)
+int cst_warm_wanted(const cst_trie *t)
 {
-    /* the live bytes are a sum over every thread's counters: read once per
-     * WARM_RECHECK calls of this thread, not per batch */
+    /* The pair counts are 132 words on lines of their own: summed once per
+     * WARM_RECHECK calls of this thread for the same trie, not per batch.
+     * The last trie asked about is remembered (a batch asks about one). */
+    static CST_TLS const cst_trie *last;
     static CST_TLS uint32_t calls;
     static CST_TLS int wanted;
-    if (calls++ % WARM_RECHECK == 0)
-        wanted = cst_alloc_live_bytes() > WARM_MIN_BYTES;
+    if (t != last || calls++ % WARM_RECHECK == 0) {
+        last = t;
+        calls = 1;
+        wanted = pairs_estimate(t) > WARM_MIN_PAIRS;
+    }
     return wanted;
 }
 
@@ -1552,7 +1559,7 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
     *need = 0;
     if (!t->readonly)
         skip = 0; /* rows of a live trie are never split (see cstrie.h) */
-    int warming = nrows - r > 1 && cst_warm_wanted();
+    int warming = nrows - r > 1 && cst_warm_wanted(t);
     int64_t warmed_to = r; /* the rows before it were warmed */
     for (; r < nrows; r++) {
         if (!row_is_valid(validity, validity_offset, r)) {

@@ -1298,6 +1298,8 @@ static int update_words(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int i
     } while (r == RESTART);
     if (old != NULL && r >= 0)
         *old = u.had ? u.old : 0;
+    if (r > 0) /* relaxed: a size estimate, nothing is ordered by it */
+        atomic_fetch_add_explicit(upd_pairs(t, c.stripe), insert ? 1 : -1, memory_order_relaxed);
     if (u.dirty) {
         /* A cleanup gave up (a snapshot moved the generation, or memory ran
          * out): walk the same path again in the current generation, which
@@ -1873,6 +1875,8 @@ cst_trie *cst_snapshot(cst_trie *t, int readonly)
     if (snap == NULL)
         retire(&c, &snaproot->h);
 out:
+    if (snap != NULL)
+        pairs_reset(snap, pairs_estimate(t));
     ctx_exit(&c);
     return snap;
 }
@@ -1884,12 +1888,51 @@ static int clear_all(cst_trie *t);
 /* A clear with a cache: every entry dies (gen) before the trie changes. */
 #define CACHED_CLEAR(t, type, fail, call) CACHED(t, type, fail, cache_invalidate_all(k_), call)
 
-cst_trie *cst_clear_take(cst_trie *t) { CACHED_CLEAR(t, cst_trie *, NULL, clear_take(t)); }
+int64_t pairs_estimate(const cst_trie *t)
+{
+    if (t->upd == NULL)
+        return t->pairs; /* read-only: set when it was made */
+    int64_t n = 0;
+    for (unsigned s = 0; s < UPD_STRIPES; s++)
+        n += atomic_load_explicit(upd_pairs(t, s), memory_order_relaxed);
+    return n;
+}
+
+void pairs_reset(cst_trie *t, int64_t n)
+{
+    if (t->upd == NULL) {
+        t->pairs = n; /* a read-only handle, before anyone else has it */
+        return;
+    }
+    for (unsigned s = 0; s < UPD_STRIPES; s++)
+        atomic_store_explicit(upd_pairs(t, s), s == UPD_GLOBAL ? n : 0, memory_order_relaxed);
+}
+
+static cst_trie *clear_take_counted(cst_trie *t)
+{
+    cst_trie *snap = clear_take(t);
+    if (snap != NULL)
+        pairs_reset(t, 0);
+    return snap;
+}
+
+/* r, the result of a clear; `emptied` is the r of a clear that emptied t. */
+static int cleared(cst_trie *t, int r, int emptied)
+{
+    if (r == emptied)
+        pairs_reset(t, 0);
+    return r;
+}
+
+cst_trie *cst_clear_take(cst_trie *t)
+{
+    CACHED_CLEAR(t, cst_trie *, NULL, clear_take_counted(t));
+}
 int cst_clear_if(cst_trie *t, cst_trie *expected)
 {
-    CACHED_CLEAR(t, int, CST_ENOMEM, clear_if(t, expected));
+    CACHED_CLEAR(t, int, CST_ENOMEM, cleared(t, clear_if(t, expected), 1));
 }
-int cst_clear(cst_trie *t) { CACHED_CLEAR(t, int, CST_ENOMEM, clear_all(t)); }
+int cst_clear(cst_trie *t) { CACHED_CLEAR(t, int, CST_ENOMEM, cleared(t, clear_all(t), CST_OK)); }
 
 static cst_trie *clear_take(cst_trie *t)
 {

@@ -701,7 +701,7 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
         }
     }
     PyObject *out = PyList_New(n);
-    int warming = n > 1 && cst_engine->warm_wanted();
+    int warming = n > 1 && cst_engine->warm_wanted(self->h);
     for (Py_ssize_t i = 0; out && i < n; i++) {
         const char *s;
         Py_ssize_t len;
