@@ -160,6 +160,10 @@ int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, si
 int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t k);
 /* 1 when warming pays: t is too big for the caches (match.c). */
 int cst_warm_wanted(const cst_trie *t);
+/* cst_lookup, its walk warmed first (cst_warm of the one topic) when the
+ * trie is that big and the result cache did not answer: one lookup at a
+ * time (a batch warms its topics together and calls cst_lookup). */
+int64_t cst_lookup_warm(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
 int cst_has_subscribers(cst_trie *t, const char *topic, size_t len);
 int cst_match(cst_trie *t, const char *topic, size_t len, cst_chunk *out);
 /* Subscribers of exactly this pattern; same contract as cst_lookup. */

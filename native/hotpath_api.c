@@ -26,6 +26,7 @@ static const cst_hot_api table = {
     .epoch_advance = cst_epoch_advance,
     .warm = cst_warm,
     .warm_wanted = cst_warm_wanted,
+    .lookup_warm = cst_lookup_warm,
 };
 
 const void *cst_hot_api_table(void) { return &table; }

@@ -51,6 +51,7 @@ typedef struct cst_hot_api {
     /* version 5: a batch's walks warmed together (lookup_many) */
     int (*warm)(cst_trie *t, const char *const *topics, const size_t *lens, size_t k);
     int (*warm_wanted)(const cst_trie *t);
+    int64_t (*lookup_warm)(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
 } cst_hot_api;
 
 #endif

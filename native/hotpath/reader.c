@@ -172,8 +172,11 @@ static inline PyObject *object_of(PyObject *objects, uint64_t id)
  * lookup
  * ---------------------------------------------------------------------- */
 
-/* The subscribers of the encoded topic (s, len), each once: a new list. */
-static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py_ssize_t len)
+/* The subscribers of the encoded topic (s, len), each once: a new list.
+ * `warm`: warm the walk first if the trie is big (one lookup; a batch warms
+ * its topics together before). */
+static PyObject *lookup_rows(Reader *self, PyObject *topic, const char *s, Py_ssize_t len,
+                             int warm)
 {
     uint64_t local[LOCAL_IDS];
     uint64_t *ids = local;
@@ -195,7 +198,8 @@ static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py
             break;
         }
         walk_arm();
-        int64_t n = cst_engine->lookup(self->h, s, (size_t)len, ids, cap);
+        int64_t n = (warm ? cst_engine->lookup_warm : cst_engine->lookup)(self->h, s, (size_t)len,
+                                                                          ids, cap);
         walk_disarm();
         if (n < 0) {
             cst_engine->read_exit(sec);
@@ -234,6 +238,11 @@ static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py
     if (ids != local)
         PyMem_Free(ids);
     return out;
+}
+
+static PyObject *lookup_encoded(Reader *self, PyObject *topic, const char *s, Py_ssize_t len)
+{
+    return lookup_rows(self, topic, s, len, 1);
 }
 
 PyDoc_STRVAR(lookup_doc,
@@ -710,7 +719,7 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
         if (warming && i % CST_WARM_TOPICS == 0)
             warm_rows(self, items + i, n - i < CST_WARM_TOPICS ? n - i : CST_WARM_TOPICS);
         if (text_of(self, items[i], "topic", &s, &len, &keep) == 0) {
-            row = lookup_encoded(self, items[i], s, len);
+            row = lookup_rows(self, items[i], s, len, !warming);
             Py_XDECREF(keep);
         }
         if (row == NULL) {
