@@ -78,7 +78,7 @@ class _Tables:
         self.records: list[tuple[int, int, _Sel]] = []  # (seq, id, selector), by seq
         self.subscriber: dict[int, Any] = {}  # id -> subscriber
         self.dead: dict[int, int] = {}  # id -> seq it died at
-        self.exact: dict[str, _Sel] = {}
+        self.exact: dict[str, list[_Sel]] = {}  # text -> the exact selectors (any kind)
         self.buckets: dict[str, list[_Sel]] = {}  # prefix[:PREFIX_CAP] -> selectors, by age
         self.selectors: dict[Selector, _Sel] = {}
 
@@ -139,9 +139,9 @@ def _evaluate(v: _Version, text: str, data: bytes) -> int:
     """The ids live at ``v`` with a selector matching the topic (first time)."""
     t = v.tables
     bits = 0
-    sel = t.exact.get(text)
-    if sel is not None and sel.created <= v.seq:
-        bits |= _sel_bits(sel, v)
+    for sel in t.exact.get(text, ()):
+        if sel.created <= v.seq:
+            bits |= _sel_bits(sel, v)
     n = len(text)
     buckets = t.buckets
     for length in v.lengths:
@@ -441,7 +441,7 @@ class SelectorIndex(_Reader):
         sel = _Sel(compiled, seq)
         t.selectors[key] = sel
         if compiled.exact:
-            t.exact[compiled.text] = sel
+            t.exact.setdefault(compiled.text, []).append(sel)
             return sel, -1
         p = compiled.prefix[:PREFIX_CAP]
         group = t.buckets.get(p)
