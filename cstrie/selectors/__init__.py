@@ -2,8 +2,8 @@
 
 Redis glob patterns (as ``PSUBSCRIBE``), URI templates (as Mercure), regular
 expressions (linear-time) and exact topics, matched against topics with the
-skipfilter's per-topic result cache.  See :class:`SelectorIndex` and
-docs/selectors.md.
+skipfilter's per-topic result cache.  See :class:`SelectorIndex`,
+docs/api.md and docs/design.md ("Selector index").
 
 >>> from cstrie.selectors import SelectorIndex
 >>> idx = SelectorIndex()

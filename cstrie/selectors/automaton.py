@@ -223,19 +223,16 @@ class Automaton:
     def advance(self, text: str) -> _DState | None:
         """The state after reading ``text`` from the start state (None: no
         continuation can match), to start later matches from (a literal
-        prefix read once)."""
-        d = self.start
+        prefix read once).  The states on the way are not kept."""
+        states, accept = self.start.states, self.start.accept
+        pred_of, out, preds = self._pred_of, self._out, self._preds
         for c in text:
-            k = self._chars.get(c)
-            if k is None:
-                k = self._classify(c)
-            n = d.next.get(k)
-            if n is None:
-                n = self._step(d, c, k)
-            if n is self._dead:
+            states, accept = self._closure(
+                tuple(out[s] for s in states if preds[pred_of[s]](c))
+            )
+            if not states and not accept:
                 return None
-            d = n
-        return d
+        return self._state((states, accept))
 
     def memo_size(self) -> tuple[int, int]:
         """(DFA states kept, characters classified): both bounded."""

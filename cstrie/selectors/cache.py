@@ -1,12 +1,12 @@
 """The selector index's cache of per-topic results, within a byte budget.
 
-One entry per topic: the bitmap of the matching subscriber ids (a Python int),
-the subscribers themselves in id order (a tuple, so a hit is one copy), the
-index version it was computed at (its watermark) and a reference bit.  Each
-entry is charged its real size: ``sys.getsizeof`` of the topic, the bitmap, the
-tuple and the entry object, plus :data:`SLOT_BYTES` for its slots in the dict
-and in the eviction ring (the subscribers are not charged: the index holds
-them anyway).  A put that does not fit evicts by CLOCK (second chance: an entry
+One entry per topic (or per tuple of the topics of one update): the bitmap of
+the matching subscriber ids (a Python int), the subscribers themselves in id
+order (a tuple, so a hit is one copy), the index version it was computed at
+(its watermark) and a reference bit.  Each entry is charged its real size:
+``sys.getsizeof`` of the topic, the bitmap, the tuple and the entry object,
+plus :data:`SLOT_BYTES` for its slots in the dict and in the eviction ring
+(the subscribers are not charged: the index holds them anyway).  A put that does not fit evicts by CLOCK (second chance: an entry
 read since the hand last passed it is kept once more) until it fits; an entry
 larger than the whole budget is not kept.  So ``bytes <= budget`` always.
 
@@ -25,6 +25,9 @@ from typing import Any
 
 __all__ = ["SLOT_BYTES", "Entry", "ResultCache"]
 
+#: a topic, or the topics of one update (published to several)
+Key = str | tuple[str, ...]
+
 #: charged per entry for its dict slot (hash, key, value, and the index array
 #: at the dict's load factor) and its slot in the eviction ring
 SLOT_BYTES = 64
@@ -35,13 +38,18 @@ class Entry:
 
     __slots__ = ("bits", "cost", "ref", "result", "version")
 
-    def __init__(self, version: Any, bits: int, result: tuple[Any, ...], topic: str) -> None:
+    def __init__(
+        self, version: Any, bits: int, result: tuple[Any, ...], topic: str | tuple[str, ...]
+    ) -> None:
         self.version = version
         self.bits = bits
         self.result = result
         self.ref = False
+        key = sys.getsizeof(topic)
+        if type(topic) is tuple:  # the topics of one update, each charged
+            key += sum(sys.getsizeof(t) for t in topic)
         self.cost = (
-            sys.getsizeof(topic)
+            key
             + sys.getsizeof(bits)
             + sys.getsizeof(result)
             + sys.getsizeof(self)
@@ -54,8 +62,8 @@ class ResultCache:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._map: dict[str, Entry] = {}
-        self._ring: deque[str] = deque()
+        self._map: dict[Key, Entry] = {}
+        self._ring: deque[Key] = deque()
         self._lock = threading.Lock()
         self.bytes = 0
         self.fills = 0
@@ -64,10 +72,10 @@ class ResultCache:
         self.evicted = 0
         self.clears = 0
 
-    def get(self, topic: str) -> Entry | None:
+    def get(self, topic: Key) -> Entry | None:
         return self._map.get(topic)
 
-    def put(self, topic: str, entry: Entry) -> list[Any]:
+    def put(self, topic: Key, entry: Entry) -> list[Any]:
         """Keep ``entry`` for ``topic``, evicting as needed; returns what was
         dropped (release it after the caller's locks)."""
         dropped: list[Any] = []
@@ -123,7 +131,7 @@ class ResultCache:
     def __len__(self) -> int:
         return len(self._map)
 
-    def entries(self) -> list[tuple[str, Entry]]:
+    def entries(self) -> list[tuple[Key, Entry]]:
         """A copy of the entries (for checks and tests)."""
         with self._lock:
             return list(self._map.items())

@@ -215,14 +215,29 @@ class _Reader:
 
     def lookup_any(self, topics: Iterable[str]) -> list[Any]:
         """Every subscriber matching at least one of ``topics`` (an update
-        published to several topics), each once, in order."""
+        published to several topics), each once, in order.  The index caches
+        the answer for the tuple of topics too (as Mercure keys its cache by
+        an update's topics), so a repeated update is one hit."""
         v = self._version
-        bits = 0
-        for topic in topics:
-            text, data = self._topic(topic)
-            bits |= self._answer(v, text, data)[0]
+        pairs = [self._topic(t) for t in topics]
+        if len(pairs) == 1:
+            bits, result = self._answer(v, *pairs[0])
+            if result is not None:
+                return list(result)
+        else:
+            bits, result = self._answer_many(v, pairs)
+            if result is not None:
+                return list(result)
         sub = v.tables.subscriber
         return [sub[i] for i in _ids(bits)]
+
+    def _answer_many(
+        self, v: _Version, pairs: list[tuple[str, bytes]]
+    ) -> tuple[int, tuple[Any, ...] | None]:
+        bits = 0
+        for text, data in pairs:
+            bits |= _evaluate(v, text, data)
+        return bits, None
 
     def has_subscribers(self, topic: str) -> bool:
         """Whether any selector matches ``topic``."""
@@ -372,6 +387,35 @@ class SelectorIndex(_Reader):
         bits = _evaluate(v, text, data)
         result = self._objects(v, bits)
         cache.put(text, Entry(v, bits, result, text))
+        return bits, result
+
+    def _answer_many(
+        self, v: _Version, pairs: list[tuple[str, bytes]]
+    ) -> tuple[int, tuple[Any, ...] | None]:
+        cache = self._cache
+        if not cache.budget:
+            return super()._answer_many(v, pairs)
+        key = tuple(text for text, _ in pairs)
+        counters = self._count()
+        counters.lookups += 1
+        e = cache.get(key)
+        if e is not None:
+            if e.version is v:
+                e.ref = True
+                counters.hits += 1
+                return e.bits, e.result
+            if e.version.tables is v.tables and e.version.seq < v.seq:
+                bits = 0
+                for text, data in pairs:
+                    bits |= _refresh(v, e, text, data)
+                result = e.result if bits == e.bits else self._objects(v, bits)
+                cache.put(key, Entry(v, bits, result, key))
+                return bits, result
+        bits = 0
+        for text, data in pairs:
+            bits |= _evaluate(v, text, data)
+        result = self._objects(v, bits)
+        cache.put(key, Entry(v, bits, result, key))
         return bits, result
 
     @staticmethod

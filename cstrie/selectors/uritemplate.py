@@ -46,6 +46,11 @@ _RESERVED = frozenset(":/?#[]@!$&'()*+,;=")
 _HEX = frozenset("0123456789abcdefABCDEF")
 _VARCHAR = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")
 
+# the characters an expression's runs allow (shared by every template: one set each)
+_ALLOWED_UR = _UNRESERVED | _RESERVED
+_ALLOWED_U = _UNRESERVED | {","}
+_ALLOWED_U_EQ = _UNRESERVED | {",", "="}
+
 # (first, separator, named, reserved characters allowed) per operator
 _OPS: dict[str, tuple[str, str, bool, bool]] = {
     "": ("", ",", False, False),
@@ -185,8 +190,8 @@ def _expression(op: str, variables: list[tuple[str, bool]]) -> Node:
 
     def allowed(with_eq: bool) -> frozenset[str]:
         if reserved:
-            return _UNRESERVED | _RESERVED
-        return _UNRESERVED | ({",", "="} if with_eq else {","})
+            return _ALLOWED_UR
+        return _ALLOWED_U_EQ if with_eq else _ALLOWED_U
 
     body: list[Node] = [_run(allowed(named or variables[0][1]))]
     if len(variables) > 1 or variables[0][1]:

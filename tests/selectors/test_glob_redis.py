@@ -83,10 +83,13 @@ texts = st.lists(st.sampled_from(ALPHABET), max_size=7).map("".join)
 
 @seed(SEED)
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(patterns=st.lists(texts, min_size=1, max_size=30, unique=True),
-       topics=st.lists(texts, min_size=1, max_size=30))
-def test_glob_fuzz_matches_redis_psubscribe(server: redis_server.RedisServer,
-                                            patterns: list[str], topics: list[str]) -> None:
+@given(
+    patterns=st.lists(texts, min_size=1, max_size=30, unique=True),
+    topics=st.lists(texts, min_size=1, max_size=30),
+)
+def test_glob_fuzz_matches_redis_psubscribe(
+    server: redis_server.RedisServer, patterns: list[str], topics: list[str]
+) -> None:
     print(f"replay with CSTRIE_SEED={SEED}")
     ps = PubSub(server.port)
     # the topics also include the patterns themselves (a pattern matching itself
@@ -120,8 +123,9 @@ EDGES = [
 
 
 @pytest.mark.parametrize(("pattern", "topics"), EDGES)
-def test_glob_edges_match_redis(server: redis_server.RedisServer, pattern: str,
-                                topics: list[str]) -> None:
+def test_glob_edges_match_redis(
+    server: redis_server.RedisServer, pattern: str, topics: list[str]
+) -> None:
     assert ours([pattern], topics) == PubSub(server.port).delivered([pattern], topics)
 
 

@@ -5,6 +5,7 @@ subscriber code calling back; threads.  Seeded by ``CSTRIE_SEED`` (printed)."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 import threading
@@ -20,19 +21,36 @@ from cstrie.selectors import index as index_mod
 SEED = oracle.choose_seed()
 
 SELECTORS = [
-    ("exact", "a/1"), ("exact", "b/2"), ("exact", "a/b/c"),
-    ("glob", "a/*"), ("glob", "*/2"), ("glob", "?/?"), ("glob", "[ab]/*"), ("glob", "*"),
-    ("template", "a/{x}"), ("template", "{x}/2"), ("template", "a{/x,y}"), ("template", "*"),
-    ("template", "b/2"), ("regex", r"a/\d"), ("regex", "(a|b)/.*"), ("regex", "[^/]+"),
+    ("exact", "a/1"),
+    ("exact", "b/2"),
+    ("exact", "a/b/c"),
+    ("glob", "a/*"),
+    ("glob", "*/2"),
+    ("glob", "?/?"),
+    ("glob", "[ab]/*"),
+    ("glob", "*"),
+    ("template", "a/{x}"),
+    ("template", "{x}/2"),
+    ("template", "a{/x,y}"),
+    ("template", "*"),
+    ("template", "b/2"),
+    ("regex", r"a/\d"),
+    ("regex", "(a|b)/.*"),
+    ("regex", "[^/]+"),
 ]
 TOPICS = ["a/1", "b/2", "a/b/c", "a/x", "c/2", "a", "ab", "x/y", "a/b", "", "é/2", "a/22"]
+
+
+@functools.cache
+def compiled(kind: str, text: str) -> Any:
+    return compile_selector(kind, text)
 
 
 def brute(model: dict[Any, set[tuple[str, str]]], order: list[Any], topic: str) -> list[Any]:
     out = []
     for sub in order:
         sels = model.get(sub)
-        if sels and any(compile_selector(k, t).match(topic, topic.encode()) for k, t in sels):
+        if sels and any(compiled(k, t).match(topic, topic.encode()) for k, t in sels):
             out.append(sub)
     return out
 
@@ -77,7 +95,9 @@ def test_model_fuzz(monkeypatch: pytest.MonkeyPatch, cache_bytes: int, compact_m
             topic = rng.choice(TOPICS)
             assert idx.lookup(topic) == brute(model, order, topic), (step, topic)
         ts = rng.sample(TOPICS, 2)
-        expect = [s for s in order if s in set(brute(model, order, ts[0]) + brute(model, order, ts[1]))]
+        expect = [
+            s for s in order if s in set(brute(model, order, ts[0]) + brute(model, order, ts[1]))
+        ]
         assert idx.lookup_any(ts) == expect
     assert len(idx) == sum(len(v) for v in model.values())
     assert idx.subscriptions() == {
@@ -91,7 +111,9 @@ def test_model_fuzz(monkeypatch: pytest.MonkeyPatch, cache_bytes: int, compact_m
         assert cs["hits"] > 0 and cs["refreshes"] > 0
 
 
-def test_hit_tests_nothing_and_refresh_tests_only_new_records(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hit_tests_nothing_and_refresh_tests_only_new_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The watermark: a cached topic at the same version is a copy; after a
     write, only the records added since are tested."""
     idx = SelectorIndex()
@@ -151,8 +173,12 @@ def test_cache_bytes_never_exceed_budget_and_match_real_sizes() -> None:
     # the counter is the sum of each kept entry's real size
     entries = idx._cache.entries()
     real = sum(
-        sys.getsizeof(t) + sys.getsizeof(e.bits) + sys.getsizeof(e.result) + sys.getsizeof(e)
-        + index_mod.ResultCache.__dict__.get("SLOT", 0) + 64
+        sys.getsizeof(t)
+        + sys.getsizeof(e.bits)
+        + sys.getsizeof(e.result)
+        + sys.getsizeof(e)
+        + index_mod.ResultCache.__dict__.get("SLOT", 0)
+        + 64
         for t, e in entries
     )
     assert cs["bytes"] == real and cs["entries"] == len(entries)
@@ -290,7 +316,12 @@ def test_threads_keep_answers_consistent() -> None:
     for w in range(3):
         for r in range(200):
             topic = f"w{w}/{r}"
-            want = {(w, k) for k in range(5)
-                    if any(compile_selector(kd, tx).match(topic, topic.encode())
-                           for kd, tx in idx.subscriptions()[(w, k)])}
+            want = {
+                (w, k)
+                for k in range(5)
+                if any(
+                    compile_selector(kd, tx).match(topic, topic.encode())
+                    for kd, tx in idx.subscriptions()[(w, k)]
+                )
+            }
             assert set(idx.lookup(topic)) == want

@@ -14,8 +14,28 @@ from cstrie.selectors.regex import Regex
 
 SEED = oracle.choose_seed()
 
-ATOMS = ["a", "b", ".", "[ab]", "[^a]", r"\d", r"\w", r"\s", r"\W", "(a|b)", "(ab|a)", "x",
-         r"\.", "[a-c]", "[^\\d\n]", "(?s:.)", "é", "[é-ü]", "(?:a|)", "()"]
+ATOMS = [
+    "a",
+    "b",
+    ".",
+    "[ab]",
+    "[^a]",
+    r"\d",
+    r"\w",
+    r"\s",
+    r"\W",
+    "(a|b)",
+    "(ab|a)",
+    "x",
+    r"\.",
+    "[a-c]",
+    "[^\\d\n]",
+    "(?s:.)",
+    "é",
+    "[é-ü]",
+    "(?:a|)",
+    "()",
+]
 QUANTS = ["", "", "*", "+", "?", "{2}", "{1,3}", "*?", "{0,2}", "{2,}"]
 TOPIC_CHARS = "ab.x1_\n é٣"  # ٣: an Arabic-Indic digit, \d in Unicode
 
