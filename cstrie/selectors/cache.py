@@ -3,12 +3,13 @@
 One entry per topic (or per tuple of the topics of one update): the bitmap of
 the matching subscriber ids (a Python int), the subscribers themselves in id
 order (a tuple, so a hit is one copy), the index version it was computed at
-(its watermark) and a reference bit.  Each entry is charged its real size:
+(its watermark) and a reference bit. Each entry is charged its real size:
 ``sys.getsizeof`` of the topic, the bitmap, the tuple and the entry object,
-plus :data:`SLOT_BYTES` for its slots in the dict and in the eviction ring
-(the subscribers are not charged: the index holds them anyway).  A put that does not fit evicts by CLOCK (second chance: an entry
-read since the hand last passed it is kept once more) until it fits; an entry
-larger than the whole budget is not kept.  So ``bytes <= budget`` always.
+plus :data:`SLOT_BYTES` for its slots in the dict and in the eviction ring (the
+subscribers are not charged: the index holds them anyway). A put that does not
+fit evicts by CLOCK (second chance: an entry read since the hand last passed it
+is kept once more) until it fits; an entry larger than the whole budget is not
+kept. So ``bytes <= budget`` always.
 
 Reads (:meth:`ResultCache.get`) take no lock: one dict read.  Puts, evictions
 and clears take the cache's lock, and hand back what they dropped so that the
