@@ -427,6 +427,35 @@ class SelectorIndex(_Reader):
         """A read-only view of the index now.  O(1)."""
         return SelectorSnapshot(self._version, self.max_topic_length)
 
+    def export(self, dest: Any, encode: Any = None) -> int:
+        """Write the index (one O(1) snapshot) to ``dest``, a path or a binary
+        file, as a selector file; the number of pairs.  ``encode``: object ->
+        str|int|bytes for subscribers of other types (one-to-one).  See
+        :mod:`cstrie.export.selectorfile`."""
+        from cstrie.export import selectorfile
+
+        return selectorfile.write(self, dest, encode)
+
+    @classmethod
+    def load(cls, src: Any, decode: Any = None, **limits: int) -> SelectorIndex:
+        """A new index with the pairs of the selector file ``src`` (a path or a
+        binary file), made with ``limits`` (this constructor's keyword
+        arguments, and ``max_pairs``/``max_line_bytes`` for the file): a file
+        past one is a :class:`~cstrie.export.FormatError` naming the line.
+
+        >>> import io
+        >>> idx = SelectorIndex(); idx.add(7, "h?llo", "glob")
+        True
+        >>> buf = io.BytesIO(); idx.export(buf)
+        1
+        >>> SelectorIndex.load(io.BytesIO(buf.getvalue())).lookup("hallo")
+        [7]
+        """
+        from cstrie.export import selectorfile
+
+        index: SelectorIndex = selectorfile.read(src, decode, **limits)
+        return index
+
     def cache_stats(self) -> dict[str, int]:
         """The result cache's counters: ``bytes`` charged now (never above
         ``budget``), ``entries``, ``lookups`` and ``hits`` (answered from the
