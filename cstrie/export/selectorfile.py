@@ -27,9 +27,9 @@ line; no index is returned then.
 >>> from cstrie.selectors import SelectorIndex
 >>> idx = SelectorIndex(); idx.add("alice", "news.*", "glob")
 True
->>> buf = io.BytesIO(); write(idx, buf)
+>>> buf = io.BytesIO(); write(idx.snapshot(), buf)
 1
->>> read(io.BytesIO(buf.getvalue())).lookup("news.eu")
+>>> read(io.BytesIO(buf.getvalue()), SelectorIndex()).lookup("news.eu")
 ['alice']
 """
 
@@ -67,23 +67,19 @@ MAX_LINE_BYTES = 1 << 20
 _LINE_KEYS = {"subscriber", "kind", "selector"}
 
 
-def write(reader: Any, dest: Dest, encode: Encode | None = None) -> int:
-    """Write the selectors of ``reader`` (a SelectorIndex or SelectorSnapshot:
-    one O(1) snapshot of it, so writers may go on) to ``dest``, a path or a
-    writable binary file; the number of pairs.  Every subscriber is checked
-    (and with ``encode``, encoded once) before a byte is written: ``TypeError``
-    for one that cannot be stored, ``ValueError`` when ``encode`` gives two
-    the same value; a path is written through a temporary file that replaces
-    it only when complete.  O(pairs) time, memory O(pairs)."""
-    from cstrie.selectors import SelectorIndex, SelectorSnapshot
-
-    if isinstance(reader, SelectorIndex):
-        reader = reader.snapshot()
-    if not isinstance(reader, SelectorSnapshot):
-        raise TypeError(
-            f"expected a SelectorIndex or SelectorSnapshot, not {type(reader).__name__}"
-        )
-    items = list(reader._live_items())
+def write(snap: Any, dest: Dest, encode: Encode | None = None) -> int:
+    """Write the selectors of ``snap`` (a SelectorSnapshot: one version, so
+    writers may go on; ``SelectorIndex.export`` takes it) to ``dest``, a path
+    or a writable binary file; the number of pairs.  Every subscriber is
+    checked (and with ``encode``, encoded once) before a byte is written:
+    ``TypeError`` for one that cannot be stored, ``ValueError`` when
+    ``encode`` gives two the same value; a path is written through a
+    temporary file that replaces it only when complete.  O(pairs) time,
+    memory O(pairs)."""
+    # the selector classes import this module (export, load), not the reverse
+    if not callable(getattr(snap, "_live_items", None)) or hasattr(snap, "add"):
+        raise TypeError(f"expected a SelectorSnapshot, not {type(snap).__name__}")
+    items = list(snap._live_items())
     stored: list[str | int | bytes] = []
     seen: dict[Any, Any] = {}
     for obj, _ in items:
@@ -177,28 +173,27 @@ def check_header(meta: object) -> str:
 
 def read(
     src: str | os.PathLike[str] | IO[bytes],
+    index: Any,
     decode: Decode | None = None,
     *,
     max_pairs: int = MAX_PAIRS,
     max_line_bytes: int = MAX_LINE_BYTES,
-    **limits: int,
 ) -> Any:
-    """A new :class:`~cstrie.selectors.SelectorIndex` (made with ``limits``,
-    its constructor's keyword arguments) holding the pairs of the selector
-    file ``src`` (a path or a readable binary file).  ``decode`` is applied
-    once to every distinct stored subscriber; it is required for a file
-    written with ``encode`` (:func:`~cstrie.export.keep_encoded` keeps the
-    stored values).  A bad file is a :class:`FormatError` naming the line and
-    the problem, and nothing is returned; ``ValueError`` when ``decode`` makes
-    two subscribers equal.  O(bytes) to check, then one ``add`` per pair."""
-    from cstrie.selectors import SelectorIndex
-
+    """Fill ``index``, a new empty :class:`~cstrie.selectors.SelectorIndex`
+    (its limits apply to the file: ``SelectorIndex.load`` makes it), with the
+    pairs of the selector file ``src`` (a path or a readable binary file), and
+    return it.  ``decode`` is applied once to every distinct stored
+    subscriber; it is required for a file written with ``encode``
+    (:func:`~cstrie.export.keep_encoded` keeps the stored values).  A bad file
+    is a :class:`FormatError` naming the line and the problem, raised before
+    the first pair is added (or at the pair the index refuses: then the index
+    is not returned); ``ValueError`` when ``decode`` makes two subscribers
+    equal.  O(bytes) to check, then one ``add`` per pair."""
     for name, value in (("max_pairs", max_pairs), ("max_line_bytes", max_line_bytes)):
         if type(value) is not int:
             raise TypeError(f"{name} must be an int, not {type(value).__name__}")
         if value < 1:
             raise ValueError(f"{name} must be positive, not {value}")
-    index = SelectorIndex(**limits)  # the limits are checked before the file is read
     if _is_path(src):
         with open(src, "rb") as f:  # type: ignore[arg-type]
             return _read(f, index, decode, max_pairs, max_line_bytes)

@@ -434,7 +434,7 @@ class SelectorIndex(_Reader):
         :mod:`cstrie.export.selectorfile`."""
         from cstrie.export import selectorfile
 
-        return selectorfile.write(self, dest, encode)
+        return selectorfile.write(self.snapshot(), dest, encode)
 
     @classmethod
     def load(cls, src: Any, decode: Any = None, **limits: int) -> SelectorIndex:
@@ -453,7 +453,9 @@ class SelectorIndex(_Reader):
         """
         from cstrie.export import selectorfile
 
-        index: SelectorIndex = selectorfile.read(src, decode, **limits)
+        file_limits = {k: limits.pop(k) for k in ("max_pairs", "max_line_bytes") if k in limits}
+        index = cls(**limits)  # the limits are checked before the file is read
+        selectorfile.read(src, index, decode, **file_limits)
         return index
 
     def cache_stats(self) -> dict[str, int]:

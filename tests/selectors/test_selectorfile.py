@@ -163,7 +163,7 @@ def test_failed_export_leaves_no_file_and_keeps_the_old_one(tmp_path: Path) -> N
 
     with pytest.raises(RuntimeError):
         bad.export(tmp_path / "new.jsonl", encode=explode)
-    with pytest.raises(TypeError, match="SelectorIndex"):
+    with pytest.raises(TypeError, match="SelectorSnapshot"):
         sf.write(object(), tmp_path / "other.jsonl")
     assert path.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["subs.jsonl"]
