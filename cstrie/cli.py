@@ -10,7 +10,8 @@ their own modules, so this file only wires them together:
 * ``cstrie match``  - match topics from a file or stdin, JSON Lines out
 * ``cstrie relate`` - is pattern A a subset of B, do they intersect (ACL checks)
 * ``cstrie retained`` - the stored topics that filters match (a topic index)
-  (these seven: :mod:`cstrie.commands`, one module each)
+* ``cstrie selectors`` - match topics against a selector file, or its stats
+  (these eight: :mod:`cstrie.commands`, one module each)
 * ``cstrie spark-match`` - match a message log with Spark
 
 Other installed distributions add subcommands through the entry point group

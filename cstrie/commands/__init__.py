@@ -2,8 +2,9 @@
 
 One module per subcommand (``export``, ``load``, ``tree``, ``stats``,
 ``match``, ``relate``, which compares two patterns rather than reading a
-file, and ``retained``, which reads stored topics rather than
-subscriptions), each with ``add_parser(subparsers)``; :func:`add_parsers`
+file, ``retained``, which reads stored topics rather than
+subscriptions, and ``selectors``, which reads selector files of a
+:class:`~cstrie.selectors.SelectorIndex`), each with ``add_parser(subparsers)``; :func:`add_parsers`
 registers them all.  What they share (reading a subscription file, the common
 options) is in :mod:`cstrie.commands._common`.
 
@@ -36,9 +37,19 @@ def add_parsers(sub: Any) -> None:
         match_cmd,
         relate_cmd,
         retained_cmd,
+        selectors_cmd,
         stats_cmd,
         tree_cmd,
     )
 
-    for module in (export_cmd, load_cmd, tree_cmd, stats_cmd, match_cmd, relate_cmd, retained_cmd):
+    for module in (
+        export_cmd,
+        load_cmd,
+        tree_cmd,
+        stats_cmd,
+        match_cmd,
+        relate_cmd,
+        retained_cmd,
+        selectors_cmd,
+    ):
         module.add_parser(sub)

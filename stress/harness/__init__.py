@@ -23,7 +23,10 @@ Run ``python -m stress.harness --help`` from the repository root (or
   and popped while threads get, query, count and snapshot it):
   :mod:`~stress.harness.topics` (design and runs),
   :mod:`~stress.harness.topic_checker` (checks),
-  :mod:`~stress.harness.topic_cli` (its part of the command line).
+  :mod:`~stress.harness.topic_cli` (its part of the command line);
+* the ``selectors`` scenario (``--scenario selectors``; a SelectorIndex
+  added to and removed from while threads look up, live and on snapshots):
+  :mod:`~stress.harness.selectors` (runs, checks and command line).
 """
 
 from stress.harness.checker import CheckReport, Violation, check_history

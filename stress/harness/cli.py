@@ -58,13 +58,15 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("workload")
     g.add_argument(
         "--scenario",
-        choices=("mixed", "groups", "topics"),
+        choices=("mixed", "groups", "topics", "selectors"),
         default="mixed",
         help="mixed (default): lookups, updates and snapshots on ordinary subscriptions; "
         "groups: share groups routed (trie.route, route_by_group) while members join and "
         "leave, then a round-robin fairness phase (see stress/harness/groups.py); topics: "
         "a TopicIndex put/removed/popped while threads get, query, count and snapshot it "
-        "(see stress/harness/topics.py)",
+        "(see stress/harness/topics.py); selectors: a SelectorIndex added to and removed from "
+        "while threads look up, every answer checked against brute force "
+        "(see stress/harness/selectors.py)",
     )
     g.add_argument(
         "--threads",
@@ -185,6 +187,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="PCT",
         help="round-robin floor: max |count - mean| / mean of a round-robin group's "
         "members, in percent (default 2)",
+    )
+    sp = p.add_argument_group("selectors scenario")
+    sp.add_argument(
+        "--compact-min",
+        type=int,
+        default=None,
+        metavar="N",
+        help="dead ids a compaction of the SelectorIndex waits for (default 64 in this "
+        "scenario, so that runs compact often)",
     )
     tp = p.add_argument_group("topics scenario")
     tp.add_argument(
@@ -310,6 +321,10 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         from stress.harness.group_cli import main_groups
 
         return main_groups(args, argv)
+    if args.scenario == "selectors":
+        from stress.harness.selectors import main_selectors
+
+        return main_selectors(args, argv)
     if args.scenario == "topics":
         from stress.harness.topic_cli import main_topics
 

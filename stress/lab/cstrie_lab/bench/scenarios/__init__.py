@@ -38,6 +38,8 @@ REGISTRY: dict[str, str] = {
     "route": "cstrie_lab.bench.scenarios.route",
     # the topic index (reverse queries: filter -> stored topics, retained messages)
     "reverse": "cstrie_lab.bench.scenarios.reverse",
+    # the selector index (globs, URI templates, regexes): skipfilter cache vs every selector
+    "selectors": "cstrie_lab.bench.scenarios.selectors",
 }
 
 #: names that stand for several scenarios on the command line
