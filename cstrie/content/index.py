@@ -259,8 +259,7 @@ class _Reader:
             keys.append(ks.topic(topic))
         keys.append("a")
         rows = snap.lookup_many(keys)
-        always: list[_Record] = rows.pop()
-        cands: set[int] = set()
+        cands: set[int] = {rec.bid for rec in rows.pop()}  # the "a" list
         masks: dict[int, int] = {}
         for row in rows:
             for code in row:
@@ -281,8 +280,6 @@ class _Reader:
             for recs in found:
                 if recs:
                     self._verify(recs[0], fields, dollar, out, seen, dedupe)
-        for rec in always:
-            self._verify(rec, fields, dollar, out, seen, dedupe)
         return out
 
     @staticmethod
@@ -746,22 +743,22 @@ class ContentIndex(_Reader):
         try:
             if pats:
                 t.subscribe_many(zip(pats, codes, strict=True))
+            if rec.always:
+                t.subscribe("a", rec)
             t.subscribe(rec.marker, rec)  # visible from here on
             with self._lock:
                 self._count += 1
-            if rec.always:
-                t.subscribe("a", rec)
         except BaseException:
             self._remove(rec)
             raise
 
     def _remove(self, rec: _Record) -> None:
         t = self._trie
-        if rec.always:
-            t.unsubscribe("a", rec)
         if t.unsubscribe(rec.marker, rec):  # invisible from here on
             with self._lock:
                 self._count -= 1
+        if rec.always:
+            t.unsubscribe("a", rec)
         for p, code in rec.patterns:
             t.unsubscribe(p, code)
 

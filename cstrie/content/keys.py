@@ -34,9 +34,9 @@ end word.
 
 Numbers: an int or float maps to its IEEE-754 double (an int rounded to the
 nearest double, huge ones to infinity), and the double to the 64-bit key
-whose unsigned order is the numbers' order (:func:`order_key`).  A range's
-bounds are rounded outwards, so every number in the range has a key in the
-rounded interval; the interval is covered by at most ``budget`` aligned
+whose unsigned order is the numbers' order (:func:`order_key`).  Rounding is
+monotone, so every number in a range has a key between the bounds' keys;
+that interval is covered by at most ``budget`` aligned
 blocks of 16**j keys (:func:`cover`), each one prefix pattern.  Rounding
 and coarse blocks only add candidates; the index verifies every candidate
 exactly.
@@ -60,33 +60,24 @@ _pack, _unpack = struct.Struct(">d").pack, struct.Struct(">Q").unpack
 _ESCAPES = "~%!=:@^&,;"
 
 
-def _double(x: int | float, up: bool | None) -> float:
-    """x as a double: nearest (``up`` None), else rounded towards +inf (up)
-    or -inf (not up); ints beyond the doubles' range become infinities."""
-    if type(x) is float:
-        return x
-    try:
-        f = float(x)
-    except OverflowError:
-        return math.inf if x > 0 else -math.inf
-    if up is True and f < x:
-        f = math.nextafter(f, math.inf)
-    elif up is False and f > x:
-        f = math.nextafter(f, -math.inf)
-    return f
-
-
-def order_key(x: int | float, up: bool | None = None) -> int:
-    """The 64-bit key of the number ``x`` (not NaN): ``a < b`` implies
-    ``order_key(a) <= order_key(b)``; ``-0.0`` and ``0.0`` share a key.
+def order_key(x: int | float) -> int:
+    """The 64-bit key of the number ``x`` (not NaN): ``a <= b`` implies
+    ``order_key(a) <= order_key(b)``; ``-0.0`` and ``0.0`` share a key.  An
+    int is rounded to the nearest double (huge ones to an infinity), which
+    keeps the order (rounding is monotone), so a number within a range's
+    bounds has a key within the keys of the bounds.
 
     >>> order_key(-1.0) < order_key(0) < order_key(2**80) < order_key(2**1100)
     True
-    >>> order_key(2**1100) == order_key(float("inf"))
-    True
+    >>> order_key(2**1100) == order_key(float("inf")), order_key(2**53 + 1) == order_key(2**53)
+    (True, True)
     """
-    f = _double(x, up) + 0.0  # -0.0 + 0.0 is 0.0
-    bits: int = _unpack(_pack(f))[0]
+    if type(x) is not float:
+        try:
+            x = float(x)
+        except OverflowError:
+            x = math.inf if x > 0 else -math.inf
+    bits: int = _unpack(_pack(x + 0.0))[0]  # -0.0 + 0.0 is 0.0
     return (~bits & _MASK) if bits & _SIGN else (bits | _SIGN)
 
 
@@ -220,8 +211,8 @@ class KeySpace:
         self, field_word: str, low: int | float | None, high: int | float | None, budget: int
     ) -> list[str]:
         """The ``r`` patterns whose topics include every number in [low, high]."""
-        lo = 0 if low is None else order_key(low, up=False)
-        hi = _MASK if high is None else order_key(high, up=True)
+        lo = 0 if low is None else order_key(low)
+        hi = _MASK if high is None else order_key(high)
         out = []
         for start, digits in cover(lo, hi, budget):
             nibbles = format(start, "016x")[:digits]

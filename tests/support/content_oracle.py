@@ -1,7 +1,7 @@
 """The slow evaluator the content index is checked against: every binding
 tested against every message, written from the rules of
 :mod:`cstrie.content.criteria` (not with ``Criterion.test``), topics matched
-by a plain :class:`cstrie.Trie` of the bindings' filters."""
+by the topic rules' own oracle (``tests/support/oracle.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import cstrie
+import oracle
+
+from cstrie.dialect import resolve_dialect
 from cstrie.content import AllOf, AnyOf, Criterion, Eq, Has, Not, OneOf, Prefix, Range, Suffix
 
 _ABSENT = object()
@@ -68,12 +70,10 @@ def expected(
     dialect: str = "amqp",
 ) -> set[Any]:
     """The subscribers a message should reach (as a set)."""
-    bs = list(bindings)
-    topics = cstrie.Trie(dialect)
-    for i, (_, _, t) in enumerate(bs):
-        if t is not None:
-            topics.subscribe(t, i)
-    hit = set(topics.lookup(topic)) if topic is not None else set()
+    d = resolve_dialect(dialect)
     return {
-        s for i, (c, s, t) in enumerate(bs) if (t is None or i in hit) and holds(c, fields)
+        s
+        for c, s, t in bindings
+        if (t is None or (topic is not None and oracle.matches(d, t, topic)))
+        and holds(c, fields)
     }
