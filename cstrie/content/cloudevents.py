@@ -75,7 +75,8 @@ def _expression(f: object, depth: int) -> Criterion:
     if not isinstance(f, Mapping):
         raise TypeError(f"a filter expression is an object, not {type(f).__name__}")
     if len(f) != 1:
-        raise ValueError(f"a filter expression names exactly one dialect, not {sorted(map(str, f))}")
+        names = sorted(map(str, f))
+        raise ValueError(f"a filter expression names exactly one dialect, not {names}"[:300])
     ((dialect, body),) = f.items()
     if dialect in _LEAF:
         if not isinstance(body, Mapping):
@@ -105,7 +106,8 @@ def _expression(f: object, depth: int) -> Criterion:
         return AllOf(*nested) if dialect == "all" else AnyOf(*nested)
     if dialect == "not":
         return Not(_expression(body, depth + 1))
-    raise ValueError(f"unsupported filter dialect {dialect!r}; supported: {', '.join(DIALECTS)}"[:300])
+    supported = ", ".join(DIALECTS)
+    raise ValueError(f"unsupported filter dialect {dialect!r}; supported: {supported}"[:300])
 
 
 def _canonical(name: str, v: object) -> str:

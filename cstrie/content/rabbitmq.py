@@ -161,8 +161,8 @@ class HeadersExchange:
 
     __slots__ = ("index",)
 
-    def __init__(self, **limits: int) -> None:
-        self.index = ContentIndex(**limits)
+    def __init__(self, **limits: Any) -> None:
+        self.index = ContentIndex("amqp", **limits)
 
     def bind(self, queue: Hashable, arguments: Mapping[str, Any]) -> bool:
         """Bind ``queue`` with an arguments table; True if the binding is new."""

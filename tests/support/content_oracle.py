@@ -11,8 +11,8 @@ from typing import Any
 
 import oracle
 
-from cstrie.dialect import resolve_dialect
 from cstrie.content import AllOf, AnyOf, Criterion, Eq, Has, Not, OneOf, Prefix, Range, Suffix
+from cstrie.dialect import resolve_dialect
 
 _ABSENT = object()
 
