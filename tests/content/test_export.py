@@ -41,7 +41,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert keyset(back) == keyset(idx)
     assert back.dialect == idx.dialect and back.limits() == idx.limits()
     assert back.match({"price": 11, "s": "\ud800xy"}, "stock/x") == [7]
-    with pytest.raises(FormatError, match="line 2.*2 field tests"):
+    with pytest.raises(FormatError, match=r"line \d: 2 field tests"):
         load(path, max_criteria=1)  # a limit given to load overrides the file's
 
 
@@ -88,7 +88,7 @@ def pack(objs: list[Any]) -> bytes:
         (lambda ls: [ls[0], {"criteria": {"has": "a"}, "subscriber": "s", "topic": "a/#/b"},
                      ls[-1]], "line 2"),
         (lambda ls: [ls[0], {"criteria": {"all": [{"has": c} for c in "abcdefghijklm"]},
-                             "subscriber": "s"}, ls[-1]], "line 2.*field tests"),
+                             "subscriber": "s"}, ls[-1]], r"line 2: 13 field tests"),
     ],
 )
 def test_bad_files(edit: Any, error: str) -> None:
