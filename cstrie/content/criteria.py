@@ -12,7 +12,7 @@ mapping of field names to values); :class:`AllOf`, :class:`AnyOf` and
     False
 
 Rules (the index, :class:`~cstrie.content.ContentIndex`, obeys them exactly;
-``tests/content/test_criteria.py`` states them as tests):
+``tests/content/test_content_criteria.py`` states them as tests):
 
 =================  =========================================================
 ``Has(f)``         the message has field ``f`` (any value, ``None`` too)

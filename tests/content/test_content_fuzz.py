@@ -4,7 +4,7 @@ workloads, hypothesis-shrunk ones and under concurrent updates.
 
 Random workloads draw from ``CSTRIE_SEED`` (printed on failure): replay with
 
-    CSTRIE_SEED=<seed> python -m pytest tests/content/test_fuzz.py
+    CSTRIE_SEED=<seed> python -m pytest tests/content/test_content_fuzz.py
 """
 
 from __future__ import annotations
