@@ -87,9 +87,7 @@ is routed through the mirror.
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from collections.abc import Iterable
-from typing import Any, ClassVar, SupportsIndex, overload
+from typing import Any, ClassVar
 
 try:
     from kombu.transport import TRANSPORT_ALIASES
@@ -102,6 +100,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without kombu
     ) from exc
 
 from cstrie.dialect import AMQP, shown
+from cstrie.integrations._kombu_table import Index, IndexedTable, Mirrors, row
 from cstrie.trie import Trie
 
 __all__ = [
@@ -132,20 +131,6 @@ _Key = tuple[Any, Any]
 type_of = type
 
 
-def _key(entry: Any) -> _Key:
-    """``(routing_key, queue)`` of a routing-table entry ``(routing_key, regex, queue)``."""
-    try:
-        if isinstance(entry, (str, bytes)):
-            raise TypeError
-        rkey, _regex, queue = entry
-    except (TypeError, ValueError):
-        raise TypeError(
-            "a kombu routing table entry must be a (routing_key, pattern, queue) triple, "
-            f"not {entry!r}"
-        ) from None
-    return rkey, queue
-
-
 def _binding_error(exc: Exception, rkey: object, queue: object) -> Exception:
     key = shown(rkey) if isinstance(rkey, str) else repr(rkey)
     return type(exc)(f"cannot route binding key {key} of queue {queue!r} with cstrie: {exc}")
@@ -155,74 +140,40 @@ def _routing_key_error(exc: Exception, exchange: object) -> Exception:
     return type(exc)(f"routing key of a message to topic exchange {exchange!r}: {exc}")
 
 
-class _Index:
-    """A ``Trie("amqp")`` of routing_key -> queue and the multiplicity of each
-    ``(routing_key, queue)`` pair in the table it mirrors (only positive counts
-    are kept).  Writers hold ``lock``; readers use ``trie`` without it."""
+class _TrieIndex(Index[Trie]):
+    """A ``Trie("amqp")`` of routing_key -> queue: a row's key is its
+    ``(routing_key, queue)``.  O(w + log n) per update."""
 
-    __slots__ = ("counts", "lock", "trie")
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self.trie = Trie(AMQP)
-        self.counts: dict[_Key, int] = {}
-        self.lock = threading.Lock()
+    @staticmethod
+    def key(entry: Any) -> _Key:
+        rkey, _regex, queue = row(entry)
+        return rkey, queue
 
-    def add(self, keys: Iterable[_Key]) -> None:
-        """Count each key once more; subscribe the pairs that were absent.
+    def new(self) -> Trie:
+        return Trie(AMQP)
 
-        All or nothing: a key the AMQP dialect refuses raises ``ValueError`` /
-        ``TypeError`` naming it, with the trie and counts as they were.
-        O(k * (w + log n)) for k keys.
-        """
-        counts = self.counts
-        batch = Counter(keys)
-        fresh: list[_Key] = []
-        for key in batch:
-            if key in counts:
-                continue
-            try:
-                self.trie.subscribe(key[0], key[1])
-            except (TypeError, ValueError) as exc:
-                for done in fresh:
-                    self.trie.unsubscribe(*done)
-                raise _binding_error(exc, key[0], key[1]) from None
-            fresh.append(key)
-        for key, n in batch.items():
-            counts[key] = counts.get(key, 0) + n
+    def bind(self, engine: Trie, key: _Key) -> None:
+        try:
+            engine.subscribe(key[0], key[1])
+        except (TypeError, ValueError) as exc:
+            raise _binding_error(exc, key[0], key[1]) from None
 
-    def remove(self, keys: Iterable[_Key]) -> None:
-        """Count each key once less; unsubscribe the pairs that reach zero.
-
-        Only for keys the mirrored table held (so counted here).  O(k * (w + log n)).
-        """
-        counts = self.counts
-        for key, n in Counter(keys).items():
-            left = counts[key] - n
-            if left < 0:  # pragma: no cover - a bookkeeping bug, never input
-                raise AssertionError(f"binding {key!r} removed more often than added")
-            if left:
-                counts[key] = left
-            else:
-                del counts[key]
-                self.trie.unsubscribe(*key)
-
-    def reset(self) -> None:
-        """Forget everything: a fresh trie replaces the old one in one store."""
-        self.counts = {}
-        self.trie = Trie(AMQP)
+    def unbind(self, engine: Trie, key: _Key) -> None:
+        engine.unsubscribe(key[0], key[1])
 
 
-class TrieTable(list[Any]):
+class TrieTable(IndexedTable):
     """A kombu routing table that keeps a ``cstrie.Trie("amqp")`` in step.
 
     A ``list`` of ``(routing_key, regex, queue)`` triples, as kombu's virtual
     channel keeps per exchange (``state.exchanges[name]["table"]``).  Every
-    mutating list method (``append``, ``extend``, ``insert``, ``remove``,
-    ``pop``, ``clear``, item and slice assignment and deletion, ``+=``,
-    ``*=``) updates the trie under the table's lock; ``sort`` and ``reverse``
-    change no routing.  An entry whose routing key the AMQP dialect refuses
-    raises ``ValueError`` / ``TypeError`` naming it, and the table stays as it
-    was.  :meth:`route` answers from the trie without a lock.
+    mutating list method updates the trie under the table's lock (see
+    :class:`~cstrie.integrations._kombu_table.IndexedTable`).  An entry whose
+    routing key the AMQP dialect refuses raises ``ValueError`` /
+    ``TypeError`` naming it, and the table stays as it was.  :meth:`route`
+    answers from the trie without a lock.
 
     Costs: ``append`` O(w + log n); slice assignment and ``extend`` O(k) trie
     updates for k entries written or replaced (a whole-table ``t[:] = ...`` is
@@ -230,160 +181,19 @@ class TrieTable(list[Any]):
     :meth:`discard` O(n) C-level scan plus O(w + log n).
     """
 
-    __slots__ = ("_index",)
+    __slots__ = ()
 
-    _index: _Index
+    index_type = _TrieIndex
 
-    def __init__(self, entries: Iterable[Any] = (), /) -> None:
-        try:
-            index = self._index
-        except AttributeError:
-            index = self._index = _Index()
-        items = list(entries)
-        with index.lock:
-            index.add(map(_key, items))
-            old = list(self)
-            list.__init__(self, items)
-            index.remove(map(_key, old))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (list(self),))
-
-    # ------------------------------------------------------------------ reads
     def route(self, routing_key: str) -> list[Any]:
         """The queues of every entry whose binding key matches ``routing_key``,
         each once.  Lock-free.  O(w * b + m)."""
-        return self._index.trie.lookup(routing_key)
+        return self._index.engine.lookup(routing_key)  # type: ignore[no-any-return]
 
     @property
     def trie(self) -> Trie:
         """The trie (binding key -> queue) kept in step with this table."""
-        return self._index.trie
-
-    # ---------------------------------------------------------------- writes
-    def append(self, entry: Any, /) -> None:
-        index = self._index
-        with index.lock:
-            index.add([_key(entry)])
-            list.append(self, entry)
-
-    def extend(self, entries: Iterable[Any], /) -> None:
-        items = list(entries)
-        index = self._index
-        with index.lock:
-            index.add(map(_key, items))
-            list.extend(self, items)
-
-    def __iadd__(self, entries: Iterable[Any], /) -> TrieTable:  # type: ignore[misc]
-        self.extend(entries)
-        return self
-
-    def insert(self, i: SupportsIndex, entry: Any, /) -> None:
-        index = self._index
-        with index.lock:
-            index.add([_key(entry)])
-            list.insert(self, i, entry)
-
-    def remove(self, entry: Any, /) -> None:
-        index = self._index
-        with index.lock:
-            list.remove(self, entry)  # ValueError if absent: nothing changed
-            index.remove([_key(entry)])
-
-    def discard(self, entry: Any, /) -> int:
-        """Remove every entry equal to ``entry`` (kombu's unbind); return how many."""
-        index = self._index
-        with index.lock:
-            n = 0
-            while True:
-                try:
-                    list.remove(self, entry)
-                except ValueError:
-                    break
-                n += 1
-            if n:
-                index.remove([_key(entry)] * n)
-            return n
-
-    def pop(self, i: SupportsIndex = -1, /) -> Any:
-        index = self._index
-        with index.lock:
-            entry = list.pop(self, i)
-            index.remove([_key(entry)])
-            return entry
-
-    def clear(self) -> None:
-        index = self._index
-        with index.lock:
-            list.clear(self)
-            index.reset()
-
-    @overload
-    def __setitem__(self, i: SupportsIndex, entry: Any, /) -> None: ...
-    @overload
-    def __setitem__(self, i: slice, entries: Iterable[Any], /) -> None: ...
-    def __setitem__(self, i: SupportsIndex | slice, value: Any, /) -> None:
-        index = self._index
-        with index.lock:
-            if isinstance(i, slice):
-                new = list(value)
-                old = list.__getitem__(self, i)
-            else:
-                new = [value]
-                old = [list.__getitem__(self, i)]  # IndexError: nothing changed
-            index.add(map(_key, new))
-            try:
-                list.__setitem__(self, i, new if isinstance(i, slice) else value)
-            except BaseException:  # e.g. an extended slice of the wrong length
-                index.remove(map(_key, new))
-                raise
-            index.remove(map(_key, old))
-
-    def __delitem__(self, i: SupportsIndex | slice, /) -> None:
-        index = self._index
-        with index.lock:
-            got = list.__getitem__(self, i)
-            old = got if isinstance(i, slice) else [got]
-            list.__delitem__(self, i)
-            index.remove(map(_key, old))
-
-    def __imul__(self, n: SupportsIndex, /) -> TrieTable:
-        index = self._index
-        with index.lock:
-            items = list(self)
-            list.__imul__(self, n)
-            times = n.__index__()
-            if times <= 0:
-                index.reset()
-            elif times > 1:
-                index.add(map(_key, items * (times - 1)))
-        return self
-
-
-class _Mirror:
-    """The trie of a table that is not a :class:`TrieTable` (a plain list, or a
-    fresh list per publish from an external store), and the rows it reflects."""
-
-    __slots__ = ("index", "rows")
-
-    def __init__(self) -> None:
-        self.index = _Index()
-        self.rows: list[Any] = []
-
-    def sync(self, table: Iterable[Any]) -> None:
-        """Make the trie reflect ``table``.  Caller holds ``index.lock``.
-
-        O(n) C-level comparison when nothing changed; otherwise O(n) counting plus
-        O(d * (w + log n)) trie updates for d changed entries.
-        """
-        rows = table if type(table) is list else list(table)
-        if rows == self.rows:
-            return
-        old = Counter(map(_key, self.rows))
-        new = Counter(map(_key, rows))
-        self.index.add((new - old).elements())
-        self.index.remove((old - new).elements())
-        self.rows = list(rows)
+        return self._index.engine  # type: ignore[no-any-return]
 
 
 class CstrieTopicExchange(TopicExchange):
@@ -403,24 +213,20 @@ class CstrieTopicExchange(TopicExchange):
 
     def __init__(self, channel: Any) -> None:
         super().__init__(channel)
-        self._mirrors: dict[Any, _Mirror] = {}
-        self._mirrors_lock = threading.Lock()
+        self._mirrors = Mirrors(_TrieIndex)
 
     def lookup(self, table: Any, exchange: Any, routing_key: Any, default: Any) -> set[Any]:
         """The queues whose binding keys match ``routing_key`` (AMQP rules)."""
         if isinstance(table, TrieTable):
             try:
-                return set(table._index.trie.lookup(routing_key))
+                return set(table._index.engine.lookup(routing_key))
             except (TypeError, ValueError) as exc:
                 raise _routing_key_error(exc, exchange) from None
         mirror = self._mirrors.get(exchange)
-        if mirror is None:
-            with self._mirrors_lock:
-                mirror = self._mirrors.setdefault(exchange, _Mirror())
         with mirror.index.lock:
             mirror.sync(table)
             try:
-                return set(mirror.index.trie.lookup(routing_key))
+                return set(mirror.index.engine.lookup(routing_key))
             except (TypeError, ValueError) as exc:
                 raise _routing_key_error(exc, exchange) from None
 
