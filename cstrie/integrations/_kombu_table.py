@@ -62,8 +62,7 @@ class Index(Generic[E]):
         self.lock = threading.Lock()
 
     # ---------------------------------------------------------- subclass API
-    @staticmethod
-    def key(entry: Any) -> Any:
+    def key(self, entry: Any) -> Any:
         """The hashable part of a table row that routing depends on."""
         raise NotImplementedError
 

@@ -86,6 +86,7 @@ is routed through the mirror.
 
 from __future__ import annotations
 
+import builtins
 import threading
 from typing import Any, ClassVar
 
@@ -101,11 +102,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without kombu
 
 from cstrie.dialect import AMQP, shown
 from cstrie.integrations._kombu_table import Index, IndexedTable, Mirrors, row
+from cstrie.integrations.kombu_headers import CstrieHeadersExchange
 from cstrie.trie import Trie
 
 __all__ = [
     "ALIASES",
     "CstrieChannelMixin",
+    "CstrieHeadersExchange",
     "CstrieTopicExchange",
     "MemoryChannel",
     "MemoryTransport",
@@ -146,8 +149,7 @@ class _TrieIndex(Index[Trie]):
 
     __slots__ = ()
 
-    @staticmethod
-    def key(entry: Any) -> _Key:
+    def key(self, entry: Any) -> _Key:
         rkey, _regex, queue = row(entry)
         return rkey, queue
 
@@ -210,6 +212,8 @@ class CstrieTopicExchange(TopicExchange):
     """
 
     type = "topic"
+    #: The table an integrated channel gives a topic exchange it creates.
+    table_type: ClassVar[builtins.type[IndexedTable]] = TrieTable
 
     def __init__(self, channel: Any) -> None:
         super().__init__(channel)
@@ -237,6 +241,12 @@ def check_binding_key(routing_key: object) -> None:
     AMQP.split_pattern(routing_key)
 
 
+#: The exchange types the integrated channels install (kombu's ``exchange_types``).
+EXCHANGE_TYPES: dict[str, builtins.type[Any]] = {
+    "topic": CstrieTopicExchange,
+    "headers": CstrieHeadersExchange,
+}
+
 #: Serialises the creation of a topic exchange's table (and its replacement by a
 #: TrieTable) with binds through integrated channels.
 _TABLE_LOCK = threading.RLock()
@@ -257,7 +267,7 @@ class CstrieChannelMixin(_virtual.Channel):
 
     exchange_types: ClassVar[dict[str, Any]] = {
         **_virtual.Channel.exchange_types,
-        "topic": CstrieTopicExchange,
+        **EXCHANGE_TYPES,
     }
 
     def _cstrie_local_tables(self) -> bool:
@@ -291,11 +301,12 @@ class CstrieChannelMixin(_virtual.Channel):
         with _TABLE_LOCK:
             existed = name in self.state.exchanges
             result = super().exchange_declare(**kwargs)
-            if not existed and self._cstrie_topic(name):
+            table_type = getattr(self.typeof(name), "table_type", None)
+            if not existed and table_type is not None:
                 record = self.state.exchanges[name]
                 table = record.get("table")
                 if type_of(table) is list:
-                    record["table"] = TrieTable(table)
+                    record["table"] = table_type(table)
             return result
 
     def queue_bind(
@@ -307,6 +318,8 @@ class CstrieChannelMixin(_virtual.Channel):
         **kwargs: Any,
     ) -> Any:
         target = exchange or "amq.direct"
+        if isinstance(self.typeof(target), CstrieHeadersExchange):
+            return self._cstrie_headers_bind(queue, target, routing_key, arguments, **kwargs)
         if not self._cstrie_topic(target):
             return super().queue_bind(queue, exchange, routing_key, arguments, **kwargs)
         try:
@@ -328,15 +341,82 @@ class CstrieChannelMixin(_virtual.Channel):
         arguments: Any = None,
         **kwargs: Any,
     ) -> Any:
+        ex = self.typeof(exchange)
+        if isinstance(ex, CstrieHeadersExchange) and not self._cstrie_headers_bound(
+            ex, queue, exchange, routing_key, arguments
+        ):
+            return None  # no binding with these arguments: RabbitMQ removes nothing
         record = self.state.exchanges.get(exchange) if self._cstrie_local_tables() else None
         table = record.get("table") if record else None
-        if not isinstance(table, TrieTable):
+        if not isinstance(table, IndexedTable):
             return super().queue_unbind(queue, exchange, routing_key, arguments, **kwargs)
         # kombu's queue_unbind, with the O(n) list rebuild replaced by discard().
         self.state.binding_delete(queue, exchange, routing_key)
         meta = self.typeof(exchange).prepare_bind(queue, exchange, routing_key, arguments)
         table.discard(meta)
         return None
+
+    # ------------------------------------------------------------ headers
+    def _cstrie_headers_bound(
+        self, ex: CstrieHeadersExchange, queue: Any, exchange: Any, rkey: Any, arguments: Any
+    ) -> bool:
+        """Whether kombu's record of (queue, exchange, rkey), if any, has these
+        arguments (as RabbitMQ compares tables); checks ``arguments`` first."""
+        try:
+            pattern = ex.pattern(arguments)
+        except (TypeError, ValueError) as exc:
+            raise type_of(exc)(
+                f"headers exchange {exchange!r}, queue {queue!r}: {exc}"[:400]
+            ) from None
+        key = (queue, exchange, rkey)
+        if not self.state.has_binding(*key):
+            return True
+        return bool(ex.pattern(self.state.bindings[_virtual.base.binding_key_t(*key)]) == pattern)
+
+    def _cstrie_headers_bind(
+        self, queue: Any, exchange: Any, rkey: Any, arguments: Any, **kwargs: Any
+    ) -> Any:
+        ex = self.typeof(exchange)
+        try:
+            ex.pattern(arguments)
+        except (TypeError, ValueError) as exc:
+            raise type_of(exc)(
+                f"cannot bind queue {queue!r} to headers exchange {exchange!r}: {exc}"[:400]
+            ) from None
+        with _TABLE_LOCK:
+            if not self._cstrie_headers_bound(ex, queue, exchange, rkey, arguments):
+                raise ValueError(
+                    f"queue {queue!r} is already bound to headers exchange {exchange!r} with "
+                    f"routing key {rkey!r} and other arguments; kombu keeps one binding per "
+                    "(queue, exchange, routing key): unbind it first, or bind with another "
+                    "routing key (a headers exchange ignores it)"[:500]
+                )
+            return super().queue_bind(queue, exchange, rkey, arguments, **kwargs)
+
+    def _cstrie_headers_of(self, exchange: Any) -> CstrieHeadersExchange | None:
+        ex = self.typeof(exchange) if exchange else None
+        return ex if isinstance(ex, CstrieHeadersExchange) else None
+
+    def _restore(self, message: Any, *args: Any, **kwargs: Any) -> Any:
+        # kombu routes a restored message again with its routing key only; a
+        # headers exchange needs its headers.
+        ex = self._cstrie_headers_of(message.delivery_info.get("exchange"))
+        if ex is None:
+            return super()._restore(message, *args, **kwargs)
+        with ex.routing_headers(message.headers):
+            return super()._restore(message, *args, **kwargs)
+
+    def _do_restore_message(
+        self, payload: Any, exchange: Any, routing_key: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        # The Redis transport's restore of unacked messages (not on every channel).
+        restore = super()._do_restore_message
+        ex = self._cstrie_headers_of(exchange)
+        if ex is None:
+            return restore(payload, exchange, routing_key, *args, **kwargs)
+        headers = payload.get("headers") if isinstance(payload, dict) else None
+        with ex.routing_headers(headers):
+            return restore(payload, exchange, routing_key, *args, **kwargs)
 
 
 def make_channel(base: type[Any], name: str | None = None) -> type[Any]:
@@ -357,7 +437,7 @@ def make_channel(base: type[Any], name: str | None = None) -> type[Any]:
         {
             "__module__": __name__,
             "__doc__": f"{base.__module__}.{base.__qualname__} with cstrie topic routing.",
-            "exchange_types": {**base.exchange_types, "topic": CstrieTopicExchange},
+            "exchange_types": {**base.exchange_types, **EXCHANGE_TYPES},
         },
     )
 
@@ -397,7 +477,7 @@ class MemoryChannel(CstrieChannelMixin, _memory.Channel):
 
     exchange_types: ClassVar[dict[str, Any]] = {
         **_memory.Channel.exchange_types,
-        "topic": CstrieTopicExchange,
+        **EXCHANGE_TYPES,
     }
 
 
