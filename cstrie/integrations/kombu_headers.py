@@ -258,9 +258,22 @@ class CstrieHeadersExchange(ExchangeType):
     max_arguments: ClassVar[int] = MAX_ARGUMENTS
     max_value_length: ClassVar[int] = MAX_VALUE_LENGTH
 
+    #: The index of this class's limits (a subclass gets its own).
+    index_type: ClassVar[builtins.type[_HeadersIndex]] = _HeadersIndex
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A subclass with other limits gets an index and a table with them.
+        super().__init_subclass__(**kwargs)
+        attrs = {"__slots__": (), "max_arguments": cls.max_arguments}
+        attrs["max_value_length"] = cls.max_value_length
+        cls.index_type = builtins.type(f"{cls.__name__}Index", (_HeadersIndex,), attrs)
+        cls.table_type = builtins.type(
+            f"{cls.__name__}Table", (HeadersTable,), {"__slots__": (), "index_type": cls.index_type}
+        )
+
     def __init__(self, channel: Any) -> None:
         super().__init__(channel)
-        self._mirrors = Mirrors(_HeadersIndex)
+        self._mirrors = Mirrors(self.index_type)
         self._local = threading.local()
 
     def prepare_bind(
