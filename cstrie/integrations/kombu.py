@@ -6,7 +6,9 @@ which tries one regular expression per binding: O(bindings) per message.  This
 module replaces that exchange type with :class:`CstrieTopicExchange`, which
 keeps a ``cstrie.Trie("amqp")`` per exchange and answers in time independent of
 the number of bindings (O(w * b + m): w words in the routing key, b wildcard
-branches tried per level, m matches).
+branches tried per level, m matches).  The same channels also install the
+``headers`` exchange kombu lacks (:class:`CstrieHeadersExchange`, RabbitMQ's
+rules on a content index: :mod:`cstrie.integrations.kombu_headers`).
 
 Enabling it
 -----------
