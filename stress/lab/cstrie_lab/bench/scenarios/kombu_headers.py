@@ -27,20 +27,19 @@ from __future__ import annotations
 import gc
 import random
 import statistics
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from cstrie_lab.bench.base import (
     BenchError,
     Context,
-    Floor,
     MissingDependency,
     Result,
     Scenario,
     Table,
 )
 from cstrie_lab.bench.format import fmt_ratio, fmt_size
+from cstrie_lab.bench.scenarios.kombu import Rig, add_floor
 from cstrie_lab.bench.timing import calibrated_batch
 
 NAME = "kombu-headers"
@@ -134,72 +133,26 @@ def _exchange_types() -> tuple[type[Any], type[Any]]:
     return ck.MemoryTransport, transport
 
 
-class _Rig:
-    """One transport with the bindings, a producer and a consumer on all queues."""
+def headers_rig(transport_cls: type[Any], binds: list[tuple[str, str, dict[str, Any]]]) -> Rig:
+    """A :class:`~cstrie_lab.bench.scenarios.kombu.Rig` with the bindings on the
+    headers exchange ``hx``."""
+    from kombu import Exchange, binding
 
-    def __init__(
-        self, transport_cls: type[Any], binds: list[tuple[str, str, dict[str, Any]]]
-    ) -> None:
-        from kombu import Connection, Consumer, Exchange, Queue, binding
-        from kombu.transport import virtual
+    exchange = Exchange("hx", type="headers")
+    per_queue: dict[str, list[Any]] = {}
+    for q, rk, args in binds:
+        per_queue.setdefault(q, []).append(binding(exchange, routing_key=rk, arguments=args))
+    return Rig(transport_cls, exchange, per_queue, len(binds))
 
-        channel_cls = type("BenchChannel", (transport_cls.Channel,), {"queues": {}})
-        self.transport = type(
-            "BenchTransport",
-            (transport_cls,),
-            {"Channel": channel_cls, "global_state": virtual.BrokerState()},
-        )
-        self.conn = Connection(transport=self.transport)
-        self.channel = self.conn.channel()
-        self.exchange = Exchange("hx", type="headers")
-        per_queue: dict[str, list[Any]] = {}
-        for q, rk, args in binds:
-            per_queue.setdefault(q, []).append(
-                binding(self.exchange, routing_key=rk, arguments=args)
-            )
-        queues = [Queue(q, bindings=bs) for q, bs in per_queue.items()]
-        for q in queues:
-            q(self.channel).declare()
-        table = self.channel.state.exchanges["hx"]["table"]
-        if len(table) != len(binds):
-            raise BenchError(f"kombu holds {len(table)} bindings, expected {len(binds)}")
-        self.producer = self.conn.Producer(self.channel, exchange=self.exchange)
-        self.received = 0
-        self.consumer = Consumer(
-            self.channel, queues, callbacks=[self._on_message], no_ack=True, auto_declare=False
-        )
-        self.consumer.consume()
 
-    def _on_message(self, body: Any, message: Any) -> None:
-        self.received += 1
+def headers_round(rig: Rig, msgs: list[dict[str, Any]], deliveries: int) -> float:
+    return rig.round([{"headers": h} for h in msgs], deliveries)
 
-    def round(self, msgs: list[dict[str, Any]], deliveries: int) -> float:
-        """Publish ``msgs`` and drain their ``deliveries``; messages per second."""
-        publish, drain = self.producer.publish, self.conn.drain_events
-        self.received = 0
-        t0 = time.perf_counter()
-        for i, h in enumerate(msgs):
-            publish({"i": i}, headers=h, serializer="json")
-        while self.received < deliveries:
-            try:
-                drain(timeout=1.0)
-            except TimeoutError:
-                raise BenchError(
-                    f"{self.received} of {deliveries} deliveries arrived: routing lost messages"
-                ) from None
-        elapsed = time.perf_counter() - t0
-        if self.received != deliveries:
-            raise BenchError(f"{self.received} deliveries, expected {deliveries}")
-        return len(msgs) / elapsed
 
-    def route(self, headers: dict[str, Any]) -> list[Any]:
-        """The queues the channel's exchange type routes ``headers`` to."""
-        ex = self.channel.typeof("hx")
-        return list(ex.route(self.channel.get_table("hx"), "hx", headers))
-
-    def close(self) -> None:
-        self.consumer.cancel()
-        self.conn.release()
+def route(rig: Rig, headers: dict[str, Any]) -> list[Any]:
+    """The queues the rig channel's exchange type routes ``headers`` to."""
+    ex = rig.channel.typeof("hx")
+    return list(ex.route(rig.channel.get_table("hx"), "hx", headers))
 
 
 def run(ctx: Context) -> Result:
@@ -236,18 +189,18 @@ def run(ctx: Context) -> Result:
         batches: dict[str, int] = {}
         per_msg: list[float] = []
         with ctx.progress.task(f"{NAME}: {fmt_size(n)} bindings", repeat * 2) as task:
-            rigs = {v: _Rig(cls, binds) for v, cls in variants.items()}
+            rigs = {v: headers_rig(cls, binds) for v, cls in variants.items()}
             try:
                 for h in messages(rng, CHECKED):
-                    answers = {v: sorted(rig.route(h)) for v, rig in rigs.items()}
+                    answers = {v: sorted(route(rig, h)) for v, rig in rigs.items()}
                     want = sorted({q for q, _ in oracle.route(h)})
                     if any(a != want for a in answers.values()):
                         raise BenchError(f"queues differ for {h}: {answers} vs {want}")
                 for v, rig in rigs.items():
 
-                    def one(size: int, rig: _Rig = rig) -> float:
+                    def one(size: int, rig: Rig = rig) -> float:
                         msgs = messages(rng, size)
-                        return rig.round(msgs, deliveries(msgs))
+                        return headers_round(rig, msgs, deliveries(msgs))
 
                     batches[v] = calibrated_batch(one, ROUND_SECONDS, MIN_BATCH, MAX_BATCH)
                 gc.collect()
@@ -256,7 +209,7 @@ def run(ctx: Context) -> Result:
                         msgs = messages(rng, batches[v])
                         d = deliveries(msgs)
                         per_msg.append(d / len(msgs))
-                        rates[v].append(rig.round(msgs, d))
+                        rates[v].append(headers_round(rig, msgs, d))
                         task.advance()
             finally:
                 for rig in rigs.values():
@@ -276,17 +229,8 @@ def run(ctx: Context) -> Result:
             "ratio": ratio,
         }
         if n in FLOORS:
-            res.floors.append(
-                Floor(
-                    name=f"kombu-headers-{fmt_size(n)}",
-                    description=f"indexed / per-binding headers exchange msg/s at {n:,} bindings",
-                    measured=ratio,
-                    limit=FLOORS[n],
-                    kind="min",
-                    standard=not ctx.quick,
-                    indicative="--quick (fewer rounds)",
-                )
-            )
+            desc = f"indexed / per-binding headers exchange msg/s at {n:,} bindings"
+            add_floor(res, ctx, f"kombu-headers-{fmt_size(n)}", desc, ratio, FLOORS[n])
     res.tables.append(table)
     missing = [n for n in FLOORS if n not in sizes]
     if missing:
