@@ -16,9 +16,9 @@ modules are imported, so their ``exchange.TopicExchange`` is the integration's:
 kombu's exchange tests also assert that ``TopicExchange._compiled``, its regex
 cache, is non-empty; the integration compiles no regexes, so its class gets a
 one-entry ``_compiled`` here (and only here) so that those tests go on to check the
-routing answers.  The plugin counts the integration's lookups, per kind of table,
-(``headers`` for the headers exchange), and writes them as JSON to ``$CSTRIE_KOMBU_SUITE_REPORT``: proof that the swap
-was in effect.
+routing answers.  The plugin counts the integration's lookups, per kind of table
+(``headers`` for the headers exchange), and writes them as JSON to
+``$CSTRIE_KOMBU_SUITE_REPORT``: proof that the swap was in effect.
 """
 
 from __future__ import annotations
