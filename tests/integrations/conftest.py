@@ -41,5 +41,3 @@ def redis_url(redis_server: Any) -> str:
     """The URL of database 0 of the test server, emptied for this test."""
     redis_server.flush()
     return f"{redis_server.url}/0"
-
-

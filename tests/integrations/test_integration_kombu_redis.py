@@ -40,6 +40,7 @@ OURS = ck.RedisTransport
 RULES = kh.INSTALLED_RULES
 LONG = ".".join(["w"] * 257)  # one word more than an AMQP key can have
 
+
 def _session(url: str, transport: type[Any], exchange: str = "rx") -> Any:
     c = Connection(url, transport=transport)
     ch = c.channel()
