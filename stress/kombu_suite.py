@@ -85,6 +85,25 @@ class test_MemoryBaseExchangeTypes(BaseExchangeTypes):
 
 class test_MemoryMessage(BaseMessage):
     pass
+
+
+class test_MemoryHeadersExchange:
+    """Not kombu's: its integration tests' style (SimpleQueue on memory://) for
+    the headers exchange cstrie adds, RabbitMQ's rules."""
+
+    def test_headers(self, connection):
+        ex = kombu.Exchange("hx-suite", type="headers")
+        q_all = kombu.Queue("h-all", ex, binding_arguments={"x-match": "all", "a": 1, "b": "2"})
+        q_any = kombu.Queue("h-any", ex, binding_arguments={"x-match": "any", "a": 1, "b": "2"})
+        with connection as conn:
+            with conn.SimpleQueue(q_all) as s_all, conn.SimpleQueue(q_any) as s_any:
+                producer = conn.Producer(exchange=ex)
+                producer.publish({"i": 1}, headers={"a": 1, "b": "2"})
+                producer.publish({"i": 2}, headers={"a": 1})
+                producer.publish({"i": 3}, headers={"a": 1.0, "b": 2})
+                assert s_all.get(timeout=1).payload == {"i": 1}
+                assert [s_any.get(timeout=1).payload["i"] for _ in range(2)] == [1, 2]
+                assert len(s_all) == 0 and len(s_any) == 0
 ''',
 }
 

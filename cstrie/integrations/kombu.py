@@ -6,7 +6,9 @@ which tries one regular expression per binding: O(bindings) per message.  This
 module replaces that exchange type with :class:`CstrieTopicExchange`, which
 keeps a ``cstrie.Trie("amqp")`` per exchange and answers in time independent of
 the number of bindings (O(w * b + m): w words in the routing key, b wildcard
-branches tried per level, m matches).
+branches tried per level, m matches).  The same channels also install the
+``headers`` exchange kombu lacks (:class:`CstrieHeadersExchange`, RabbitMQ's
+rules on a content index: :mod:`cstrie.integrations.kombu_headers`).
 
 Enabling it
 -----------
@@ -86,10 +88,9 @@ is routed through the mirror.
 
 from __future__ import annotations
 
+import builtins
 import threading
-from collections import Counter
-from collections.abc import Iterable
-from typing import Any, ClassVar, SupportsIndex, overload
+from typing import Any, ClassVar
 
 try:
     from kombu.transport import TRANSPORT_ALIASES
@@ -102,11 +103,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without kombu
     ) from exc
 
 from cstrie.dialect import AMQP, shown
+from cstrie.integrations._kombu_table import Index, IndexedTable, Mirrors, row
+from cstrie.integrations.kombu_headers import CstrieHeadersExchange
 from cstrie.trie import Trie
 
 __all__ = [
     "ALIASES",
     "CstrieChannelMixin",
+    "CstrieHeadersExchange",
     "CstrieTopicExchange",
     "MemoryChannel",
     "MemoryTransport",
@@ -132,20 +136,6 @@ _Key = tuple[Any, Any]
 type_of = type
 
 
-def _key(entry: Any) -> _Key:
-    """``(routing_key, queue)`` of a routing-table entry ``(routing_key, regex, queue)``."""
-    try:
-        if isinstance(entry, (str, bytes)):
-            raise TypeError
-        rkey, _regex, queue = entry
-    except (TypeError, ValueError):
-        raise TypeError(
-            "a kombu routing table entry must be a (routing_key, pattern, queue) triple, "
-            f"not {entry!r}"
-        ) from None
-    return rkey, queue
-
-
 def _binding_error(exc: Exception, rkey: object, queue: object) -> Exception:
     key = shown(rkey) if isinstance(rkey, str) else repr(rkey)
     return type(exc)(f"cannot route binding key {key} of queue {queue!r} with cstrie: {exc}")
@@ -155,74 +145,39 @@ def _routing_key_error(exc: Exception, exchange: object) -> Exception:
     return type(exc)(f"routing key of a message to topic exchange {exchange!r}: {exc}")
 
 
-class _Index:
-    """A ``Trie("amqp")`` of routing_key -> queue and the multiplicity of each
-    ``(routing_key, queue)`` pair in the table it mirrors (only positive counts
-    are kept).  Writers hold ``lock``; readers use ``trie`` without it."""
+class _TrieIndex(Index[Trie]):
+    """A ``Trie("amqp")`` of routing_key -> queue: a row's key is its
+    ``(routing_key, queue)``.  O(w + log n) per update."""
 
-    __slots__ = ("counts", "lock", "trie")
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self.trie = Trie(AMQP)
-        self.counts: dict[_Key, int] = {}
-        self.lock = threading.Lock()
+    def key(self, entry: Any) -> _Key:
+        rkey, _regex, queue = row(entry)
+        return rkey, queue
 
-    def add(self, keys: Iterable[_Key]) -> None:
-        """Count each key once more; subscribe the pairs that were absent.
+    def new(self) -> Trie:
+        return Trie(AMQP)
 
-        All or nothing: a key the AMQP dialect refuses raises ``ValueError`` /
-        ``TypeError`` naming it, with the trie and counts as they were.
-        O(k * (w + log n)) for k keys.
-        """
-        counts = self.counts
-        batch = Counter(keys)
-        fresh: list[_Key] = []
-        for key in batch:
-            if key in counts:
-                continue
-            try:
-                self.trie.subscribe(key[0], key[1])
-            except (TypeError, ValueError) as exc:
-                for done in fresh:
-                    self.trie.unsubscribe(*done)
-                raise _binding_error(exc, key[0], key[1]) from None
-            fresh.append(key)
-        for key, n in batch.items():
-            counts[key] = counts.get(key, 0) + n
+    def bind(self, engine: Trie, key: _Key) -> None:
+        try:
+            engine.subscribe(key[0], key[1])
+        except (TypeError, ValueError) as exc:
+            raise _binding_error(exc, key[0], key[1]) from None
 
-    def remove(self, keys: Iterable[_Key]) -> None:
-        """Count each key once less; unsubscribe the pairs that reach zero.
-
-        Only for keys the mirrored table held (so counted here).  O(k * (w + log n)).
-        """
-        counts = self.counts
-        for key, n in Counter(keys).items():
-            left = counts[key] - n
-            if left < 0:  # pragma: no cover - a bookkeeping bug, never input
-                raise AssertionError(f"binding {key!r} removed more often than added")
-            if left:
-                counts[key] = left
-            else:
-                del counts[key]
-                self.trie.unsubscribe(*key)
-
-    def reset(self) -> None:
-        """Forget everything: a fresh trie replaces the old one in one store."""
-        self.counts = {}
-        self.trie = Trie(AMQP)
+    def unbind(self, engine: Trie, key: _Key) -> None:
+        engine.unsubscribe(key[0], key[1])
 
 
-class TrieTable(list[Any]):
+class TrieTable(IndexedTable):
     """A kombu routing table that keeps a ``cstrie.Trie("amqp")`` in step.
 
     A ``list`` of ``(routing_key, regex, queue)`` triples, as kombu's virtual
     channel keeps per exchange (``state.exchanges[name]["table"]``).  Every
-    mutating list method (``append``, ``extend``, ``insert``, ``remove``,
-    ``pop``, ``clear``, item and slice assignment and deletion, ``+=``,
-    ``*=``) updates the trie under the table's lock; ``sort`` and ``reverse``
-    change no routing.  An entry whose routing key the AMQP dialect refuses
-    raises ``ValueError`` / ``TypeError`` naming it, and the table stays as it
-    was.  :meth:`route` answers from the trie without a lock.
+    mutating list method updates the trie under the table's lock (see
+    :class:`~cstrie.integrations._kombu_table.IndexedTable`).  An entry whose
+    routing key the AMQP dialect refuses raises ``ValueError`` /
+    ``TypeError`` naming it, and the table stays as it was.  :meth:`route`
+    answers from the trie without a lock.
 
     Costs: ``append`` O(w + log n); slice assignment and ``extend`` O(k) trie
     updates for k entries written or replaced (a whole-table ``t[:] = ...`` is
@@ -230,160 +185,19 @@ class TrieTable(list[Any]):
     :meth:`discard` O(n) C-level scan plus O(w + log n).
     """
 
-    __slots__ = ("_index",)
+    __slots__ = ()
 
-    _index: _Index
+    index_type = _TrieIndex
 
-    def __init__(self, entries: Iterable[Any] = (), /) -> None:
-        try:
-            index = self._index
-        except AttributeError:
-            index = self._index = _Index()
-        items = list(entries)
-        with index.lock:
-            index.add(map(_key, items))
-            old = list(self)
-            list.__init__(self, items)
-            index.remove(map(_key, old))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (list(self),))
-
-    # ------------------------------------------------------------------ reads
     def route(self, routing_key: str) -> list[Any]:
         """The queues of every entry whose binding key matches ``routing_key``,
         each once.  Lock-free.  O(w * b + m)."""
-        return self._index.trie.lookup(routing_key)
+        return self._index.engine.lookup(routing_key)  # type: ignore[no-any-return]
 
     @property
     def trie(self) -> Trie:
         """The trie (binding key -> queue) kept in step with this table."""
-        return self._index.trie
-
-    # ---------------------------------------------------------------- writes
-    def append(self, entry: Any, /) -> None:
-        index = self._index
-        with index.lock:
-            index.add([_key(entry)])
-            list.append(self, entry)
-
-    def extend(self, entries: Iterable[Any], /) -> None:
-        items = list(entries)
-        index = self._index
-        with index.lock:
-            index.add(map(_key, items))
-            list.extend(self, items)
-
-    def __iadd__(self, entries: Iterable[Any], /) -> TrieTable:  # type: ignore[misc]
-        self.extend(entries)
-        return self
-
-    def insert(self, i: SupportsIndex, entry: Any, /) -> None:
-        index = self._index
-        with index.lock:
-            index.add([_key(entry)])
-            list.insert(self, i, entry)
-
-    def remove(self, entry: Any, /) -> None:
-        index = self._index
-        with index.lock:
-            list.remove(self, entry)  # ValueError if absent: nothing changed
-            index.remove([_key(entry)])
-
-    def discard(self, entry: Any, /) -> int:
-        """Remove every entry equal to ``entry`` (kombu's unbind); return how many."""
-        index = self._index
-        with index.lock:
-            n = 0
-            while True:
-                try:
-                    list.remove(self, entry)
-                except ValueError:
-                    break
-                n += 1
-            if n:
-                index.remove([_key(entry)] * n)
-            return n
-
-    def pop(self, i: SupportsIndex = -1, /) -> Any:
-        index = self._index
-        with index.lock:
-            entry = list.pop(self, i)
-            index.remove([_key(entry)])
-            return entry
-
-    def clear(self) -> None:
-        index = self._index
-        with index.lock:
-            list.clear(self)
-            index.reset()
-
-    @overload
-    def __setitem__(self, i: SupportsIndex, entry: Any, /) -> None: ...
-    @overload
-    def __setitem__(self, i: slice, entries: Iterable[Any], /) -> None: ...
-    def __setitem__(self, i: SupportsIndex | slice, value: Any, /) -> None:
-        index = self._index
-        with index.lock:
-            if isinstance(i, slice):
-                new = list(value)
-                old = list.__getitem__(self, i)
-            else:
-                new = [value]
-                old = [list.__getitem__(self, i)]  # IndexError: nothing changed
-            index.add(map(_key, new))
-            try:
-                list.__setitem__(self, i, new if isinstance(i, slice) else value)
-            except BaseException:  # e.g. an extended slice of the wrong length
-                index.remove(map(_key, new))
-                raise
-            index.remove(map(_key, old))
-
-    def __delitem__(self, i: SupportsIndex | slice, /) -> None:
-        index = self._index
-        with index.lock:
-            got = list.__getitem__(self, i)
-            old = got if isinstance(i, slice) else [got]
-            list.__delitem__(self, i)
-            index.remove(map(_key, old))
-
-    def __imul__(self, n: SupportsIndex, /) -> TrieTable:
-        index = self._index
-        with index.lock:
-            items = list(self)
-            list.__imul__(self, n)
-            times = n.__index__()
-            if times <= 0:
-                index.reset()
-            elif times > 1:
-                index.add(map(_key, items * (times - 1)))
-        return self
-
-
-class _Mirror:
-    """The trie of a table that is not a :class:`TrieTable` (a plain list, or a
-    fresh list per publish from an external store), and the rows it reflects."""
-
-    __slots__ = ("index", "rows")
-
-    def __init__(self) -> None:
-        self.index = _Index()
-        self.rows: list[Any] = []
-
-    def sync(self, table: Iterable[Any]) -> None:
-        """Make the trie reflect ``table``.  Caller holds ``index.lock``.
-
-        O(n) C-level comparison when nothing changed; otherwise O(n) counting plus
-        O(d * (w + log n)) trie updates for d changed entries.
-        """
-        rows = table if type(table) is list else list(table)
-        if rows == self.rows:
-            return
-        old = Counter(map(_key, self.rows))
-        new = Counter(map(_key, rows))
-        self.index.add((new - old).elements())
-        self.index.remove((old - new).elements())
-        self.rows = list(rows)
+        return self._index.engine  # type: ignore[no-any-return]
 
 
 class CstrieTopicExchange(TopicExchange):
@@ -400,27 +214,25 @@ class CstrieTopicExchange(TopicExchange):
     """
 
     type = "topic"
+    #: The table an integrated channel gives a topic exchange it creates.
+    table_type: ClassVar[builtins.type[IndexedTable]] = TrieTable
 
     def __init__(self, channel: Any) -> None:
         super().__init__(channel)
-        self._mirrors: dict[Any, _Mirror] = {}
-        self._mirrors_lock = threading.Lock()
+        self._mirrors = Mirrors(_TrieIndex)
 
     def lookup(self, table: Any, exchange: Any, routing_key: Any, default: Any) -> set[Any]:
         """The queues whose binding keys match ``routing_key`` (AMQP rules)."""
         if isinstance(table, TrieTable):
             try:
-                return set(table._index.trie.lookup(routing_key))
+                return set(table._index.engine.lookup(routing_key))
             except (TypeError, ValueError) as exc:
                 raise _routing_key_error(exc, exchange) from None
         mirror = self._mirrors.get(exchange)
-        if mirror is None:
-            with self._mirrors_lock:
-                mirror = self._mirrors.setdefault(exchange, _Mirror())
         with mirror.index.lock:
             mirror.sync(table)
             try:
-                return set(mirror.index.trie.lookup(routing_key))
+                return set(mirror.index.engine.lookup(routing_key))
             except (TypeError, ValueError) as exc:
                 raise _routing_key_error(exc, exchange) from None
 
@@ -430,6 +242,12 @@ def check_binding_key(routing_key: object) -> None:
     refuses ``routing_key`` as a binding key.  O(len(routing_key))."""
     AMQP.split_pattern(routing_key)
 
+
+#: The exchange types the integrated channels install (kombu's ``exchange_types``).
+EXCHANGE_TYPES: dict[str, builtins.type[Any]] = {
+    "topic": CstrieTopicExchange,
+    "headers": CstrieHeadersExchange,
+}
 
 #: Serialises the creation of a topic exchange's table (and its replacement by a
 #: TrieTable) with binds through integrated channels.
@@ -451,7 +269,7 @@ class CstrieChannelMixin(_virtual.Channel):
 
     exchange_types: ClassVar[dict[str, Any]] = {
         **_virtual.Channel.exchange_types,
-        "topic": CstrieTopicExchange,
+        **EXCHANGE_TYPES,
     }
 
     def _cstrie_local_tables(self) -> bool:
@@ -485,11 +303,12 @@ class CstrieChannelMixin(_virtual.Channel):
         with _TABLE_LOCK:
             existed = name in self.state.exchanges
             result = super().exchange_declare(**kwargs)
-            if not existed and self._cstrie_topic(name):
+            table_type = getattr(self.typeof(name), "table_type", None)
+            if not existed and table_type is not None:
                 record = self.state.exchanges[name]
                 table = record.get("table")
                 if type_of(table) is list:
-                    record["table"] = TrieTable(table)
+                    record["table"] = table_type(table)
             return result
 
     def queue_bind(
@@ -501,6 +320,8 @@ class CstrieChannelMixin(_virtual.Channel):
         **kwargs: Any,
     ) -> Any:
         target = exchange or "amq.direct"
+        if isinstance(self.typeof(target), CstrieHeadersExchange):
+            return self._cstrie_headers_bind(queue, target, routing_key, arguments, **kwargs)
         if not self._cstrie_topic(target):
             return super().queue_bind(queue, exchange, routing_key, arguments, **kwargs)
         try:
@@ -522,15 +343,82 @@ class CstrieChannelMixin(_virtual.Channel):
         arguments: Any = None,
         **kwargs: Any,
     ) -> Any:
+        ex = self.typeof(exchange)
+        if isinstance(ex, CstrieHeadersExchange) and not self._cstrie_headers_bound(
+            ex, queue, exchange, routing_key, arguments
+        ):
+            return None  # no binding with these arguments: RabbitMQ removes nothing
         record = self.state.exchanges.get(exchange) if self._cstrie_local_tables() else None
         table = record.get("table") if record else None
-        if not isinstance(table, TrieTable):
+        if not isinstance(table, IndexedTable):
             return super().queue_unbind(queue, exchange, routing_key, arguments, **kwargs)
         # kombu's queue_unbind, with the O(n) list rebuild replaced by discard().
         self.state.binding_delete(queue, exchange, routing_key)
         meta = self.typeof(exchange).prepare_bind(queue, exchange, routing_key, arguments)
         table.discard(meta)
         return None
+
+    # ------------------------------------------------------------ headers
+    def _cstrie_headers_bound(
+        self, ex: CstrieHeadersExchange, queue: Any, exchange: Any, rkey: Any, arguments: Any
+    ) -> bool:
+        """Whether kombu's record of (queue, exchange, rkey), if any, has these
+        arguments (as RabbitMQ compares tables); checks ``arguments`` first."""
+        try:
+            pattern = ex.pattern(arguments)
+        except (TypeError, ValueError) as exc:
+            raise type_of(exc)(
+                f"headers exchange {exchange!r}, queue {queue!r}: {exc}"[:400]
+            ) from None
+        key = (queue, exchange, rkey)
+        if not self.state.has_binding(*key):
+            return True
+        return bool(ex.pattern(self.state.bindings[_virtual.base.binding_key_t(*key)]) == pattern)
+
+    def _cstrie_headers_bind(
+        self, queue: Any, exchange: Any, rkey: Any, arguments: Any, **kwargs: Any
+    ) -> Any:
+        ex = self.typeof(exchange)
+        try:
+            ex.pattern(arguments)
+        except (TypeError, ValueError) as exc:
+            raise type_of(exc)(
+                f"cannot bind queue {queue!r} to headers exchange {exchange!r}: {exc}"[:400]
+            ) from None
+        with _TABLE_LOCK:
+            if not self._cstrie_headers_bound(ex, queue, exchange, rkey, arguments):
+                raise ValueError(
+                    f"queue {queue!r} is already bound to headers exchange {exchange!r} with "
+                    f"routing key {rkey!r} and other arguments; kombu keeps one binding per "
+                    "(queue, exchange, routing key): unbind it first, or bind with another "
+                    "routing key (a headers exchange ignores it)"[:500]
+                )
+            return super().queue_bind(queue, exchange, rkey, arguments, **kwargs)
+
+    def _cstrie_headers_of(self, exchange: Any) -> CstrieHeadersExchange | None:
+        ex = self.typeof(exchange) if exchange else None
+        return ex if isinstance(ex, CstrieHeadersExchange) else None
+
+    def _restore(self, message: Any, *args: Any, **kwargs: Any) -> Any:
+        # kombu routes a restored message again with its routing key only; a
+        # headers exchange needs its headers.
+        ex = self._cstrie_headers_of(message.delivery_info.get("exchange"))
+        if ex is None:
+            return super()._restore(message, *args, **kwargs)
+        with ex.routing_headers(message.headers):
+            return super()._restore(message, *args, **kwargs)
+
+    def _do_restore_message(
+        self, payload: Any, exchange: Any, routing_key: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        # The Redis transport's restore of unacked messages (not on every channel).
+        restore = super()._do_restore_message
+        ex = self._cstrie_headers_of(exchange)
+        if ex is None:
+            return restore(payload, exchange, routing_key, *args, **kwargs)
+        headers = payload.get("headers") if isinstance(payload, dict) else None
+        with ex.routing_headers(headers):
+            return restore(payload, exchange, routing_key, *args, **kwargs)
 
 
 def make_channel(base: type[Any], name: str | None = None) -> type[Any]:
@@ -551,7 +439,7 @@ def make_channel(base: type[Any], name: str | None = None) -> type[Any]:
         {
             "__module__": __name__,
             "__doc__": f"{base.__module__}.{base.__qualname__} with cstrie topic routing.",
-            "exchange_types": {**base.exchange_types, "topic": CstrieTopicExchange},
+            "exchange_types": {**base.exchange_types, **EXCHANGE_TYPES},
         },
     )
 
@@ -591,7 +479,7 @@ class MemoryChannel(CstrieChannelMixin, _memory.Channel):
 
     exchange_types: ClassVar[dict[str, Any]] = {
         **_memory.Channel.exchange_types,
-        "topic": CstrieTopicExchange,
+        **EXCHANGE_TYPES,
     }
 
 

@@ -20,7 +20,6 @@ any client adds is routed by every client's next publish.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,30 +39,6 @@ STOCK = kredis.Transport
 OURS = ck.RedisTransport
 RULES = kh.INSTALLED_RULES
 LONG = ".".join(["w"] * 257)  # one word more than an AMQP key can have
-
-NO_SERVER = (
-    "redis-server is not on PATH; `make test` installs Debian's redis-server when it "
-    "is missing (.ci/redis-server: `apt-get install -y redis-server`, as root or with "
-    "password-less sudo), and could not here, or was not run"
-)
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kh.RedisServer]:
-    if kh.REDIS_SERVER is None:
-        pytest.skip(NO_SERVER)
-    server = kh.RedisServer(kh.REDIS_SERVER, tmp_path_factory.mktemp("redis-server"))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def redis_url(redis_server: kh.RedisServer) -> str:
-    """The URL of database 0 of the test server, emptied for this test."""
-    redis_server.flush()
-    return f"{redis_server.url}/0"
 
 
 def _session(url: str, transport: type[Any], exchange: str = "rx") -> Any:

@@ -45,4 +45,6 @@ def test_kombus_own_tests_pass_with_the_integration() -> None:
     # TrieTable tables (memory transport) and on plain lists (exchange unit tests)
     assert summary["integration_lookups"].get("TrieTable", 0) > 0, summary
     assert summary["integration_lookups"].get("mirror", 0) > 0, summary
+    # and the headers exchange was installed and routed
+    assert summary["integration_lookups"].get("headers", 0) > 0, summary
     assert done.returncode == 0

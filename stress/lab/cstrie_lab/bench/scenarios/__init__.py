@@ -32,6 +32,8 @@ REGISTRY: dict[str, str] = {
     "suite-scale": "cstrie_lab.bench.scenarios.suite_scale",
     # cstrie inside kombu (Celery's messaging layer): real clients, memory transport
     "kombu": "cstrie_lab.bench.scenarios.kombu",
+    # kombu's missing headers exchange: indexed vs binding by binding
+    "kombu-headers": "cstrie_lab.bench.scenarios.kombu_headers",
     # cstrie inside amqtt (asyncio MQTT broker): paho clients over loopback
     "amqtt": "cstrie_lab.bench.scenarios.amqtt",
     # share groups (Trie.route vs Trie.lookup, round-robin spread)

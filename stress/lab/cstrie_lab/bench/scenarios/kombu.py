@@ -97,11 +97,15 @@ def routing_keys(rng: random.Random, n: int, count: int) -> list[str]:
     return out
 
 
-class _Rig:
-    """One transport with ``n`` bindings, a producer and a consumer on all queues."""
+class Rig:
+    """One transport class on a broker state of its own, an exchange with the
+    given bindings, a producer and one consumer on all the queues (shared by
+    the kombu scenarios)."""
 
-    def __init__(self, transport_cls: type[Any], n: int) -> None:
-        from kombu import Connection, Consumer, Exchange, Queue, binding
+    def __init__(
+        self, transport_cls: type[Any], exchange: Any, per_queue: dict[str, list[Any]], rows: int
+    ) -> None:
+        from kombu import Connection, Consumer, Queue
         from kombu.transport import virtual
 
         # a broker state and message store of its own (memory:// shares both process-wide)
@@ -113,19 +117,13 @@ class _Rig:
         )
         self.conn = Connection(transport=self.transport)
         self.channel = self.conn.channel()
-        self.exchange = Exchange("iot", type="topic")
-        per_queue: dict[str, list[str]] = {}
-        for key, queue in binding_keys(n):
-            per_queue.setdefault(queue, []).append(key)
-        queues = [
-            Queue(q, bindings=[binding(self.exchange, routing_key=k) for k in keys])
-            for q, keys in per_queue.items()
-        ]
+        self.exchange = exchange
+        queues = [Queue(q, bindings=bs) for q, bs in per_queue.items()]
         for q in queues:
             q(self.channel).declare()
-        table = self.channel.state.exchanges["iot"]["table"]
-        if len(table) != n:
-            raise BenchError(f"kombu holds {len(table)} bindings, expected {n}")
+        table = self.channel.state.exchanges[exchange.name]["table"]
+        if len(table) != rows:
+            raise BenchError(f"kombu holds {len(table)} bindings, expected {rows}")
         self.producer = self.conn.Producer(self.channel, exchange=self.exchange)
         self.received = 0
         self.consumer = Consumer(
@@ -136,33 +134,72 @@ class _Rig:
     def _on_message(self, body: Any, message: Any) -> None:
         self.received += 1
 
-    def round(self, keys: list[str]) -> float:
-        """Publish and drain ``keys``; messages per second."""
+    def round(self, publishes: list[dict[str, Any]], deliveries: int) -> float:
+        """Publish one message per keyword set of ``publishes`` (``routing_key``,
+        ``headers``) and drain the ``deliveries`` they make; messages per second."""
         publish, drain = self.producer.publish, self.conn.drain_events
         self.received = 0
         t0 = time.perf_counter()
-        for i, k in enumerate(keys):
-            publish({"i": i}, routing_key=k, serializer="json")
-        while self.received < len(keys):
+        for i, kw in enumerate(publishes):
+            publish({"i": i}, serializer="json", **kw)
+        while self.received < deliveries:
             try:
                 drain(timeout=1.0)
             except TimeoutError:
                 raise BenchError(
-                    f"{self.received} of {len(keys)} messages arrived: routing lost messages"
+                    f"{self.received} of {deliveries} deliveries arrived: routing lost messages"
                 ) from None
         elapsed = time.perf_counter() - t0
-        return len(keys) / elapsed
+        if self.received != deliveries:
+            raise BenchError(f"{self.received} deliveries, expected {deliveries}")
+        return len(publishes) / elapsed
 
     def close(self) -> None:
         self.consumer.cancel()
         self.conn.release()
 
 
-def _batch(rig: _Rig, rng: random.Random, n: int) -> int:
+def topic_rig(transport_cls: type[Any], n: int) -> Rig:
+    """A :class:`Rig` with ``n`` IoT bindings on the topic exchange ``iot``."""
+    from kombu import Exchange, binding
+
+    exchange = Exchange("iot", type="topic")
+    per_queue: dict[str, list[Any]] = {}
+    for key, queue in binding_keys(n):
+        per_queue.setdefault(queue, []).append(binding(exchange, routing_key=key))
+    return Rig(transport_cls, exchange, per_queue, n)
+
+
+def topic_round(rig: Rig, keys: list[str]) -> float:
+    """Publish to ``keys`` (each matching one binding) and drain; messages per second."""
+    return rig.round([{"routing_key": k} for k in keys], len(keys))
+
+
+def add_floor(
+    res: Result, ctx: Context, name: str, description: str, measured: float, limit: float
+) -> None:
+    """A ``min`` floor on a ratio of this run (indicative only with ``--quick``)."""
+    res.floors.append(
+        Floor(
+            name=name,
+            description=description,
+            measured=measured,
+            limit=limit,
+            kind="min",
+            standard=not ctx.quick,
+            indicative="--quick (fewer rounds)",
+        )
+    )
+
+
+def _batch(rig: Rig, rng: random.Random, n: int) -> int:
     """A batch that takes about ROUND_SECONDS (stock kombu compiles its regexes
     on the first lookups: the warm-up round)."""
     return calibrated_batch(
-        lambda size: rig.round(routing_keys(rng, n, size)), ROUND_SECONDS, MIN_BATCH, MAX_BATCH
+        lambda size: topic_round(rig, routing_keys(rng, n, size)),
+        ROUND_SECONDS,
+        MIN_BATCH,
+        MAX_BATCH,
     )
 
 
@@ -190,14 +227,14 @@ def run(ctx: Context) -> Result:
         rates: dict[str, list[float]] = {v: [] for v in variants}
         batches: dict[str, int] = {}
         with ctx.progress.task(f"{NAME}: {fmt_size(n)} bindings", repeat * 2) as task:
-            rigs = {v: _Rig(cls, n) for v, cls in variants.items()}
+            rigs = {v: topic_rig(cls, n) for v, cls in variants.items()}
             try:
                 for v, rig in rigs.items():
                     batches[v] = _batch(rig, rng, n)
                 gc.collect()
                 for _ in range(repeat):
                     for v, rig in rigs.items():
-                        rates[v].append(rig.round(routing_keys(rng, n, batches[v])))
+                        rates[v].append(topic_round(rig, routing_keys(rng, n, batches[v])))
                         task.advance()
             finally:
                 for rig in rigs.values():
@@ -213,17 +250,8 @@ def run(ctx: Context) -> Result:
         )
         res.data[str(n)] = {"stock": rates["stock"], "cstrie": rates["cstrie"], "ratio": ratio}
         if n in FLOORS:
-            res.floors.append(
-                Floor(
-                    name=f"kombu-{fmt_size(n)}",
-                    description=f"cstrie / stock kombu messages/s at {n:,} bindings",
-                    measured=ratio,
-                    limit=FLOORS[n],
-                    kind="min",
-                    standard=not ctx.quick,
-                    indicative="--quick (fewer rounds)",
-                )
-            )
+            desc = f"cstrie / stock kombu messages/s at {n:,} bindings"
+            add_floor(res, ctx, f"kombu-{fmt_size(n)}", desc, ratio, FLOORS[n])
     res.tables.append(table)
     missing = [n for n in FLOORS if n not in sizes]
     if missing:

@@ -386,8 +386,7 @@ def run(ctx: Context) -> Result:
             fmt_bytes(st["bytes"]),
         )
     ct.add(
-        f"one hot topic, Trie.lookup: {fmt_ns(hot['off'])} cache off, "
-        f"{fmt_ns(hot['on'])} cache on",
+        f"one hot topic, Trie.lookup: {fmt_ns(hot['off'])} cache off, {fmt_ns(hot['on'])} cache on",
         "",
         "",
         "",
