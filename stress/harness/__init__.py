@@ -23,7 +23,12 @@ Run ``python -m stress.harness --help`` from the repository root (or
   and popped while threads get, query, count and snapshot it):
   :mod:`~stress.harness.topics` (design and runs),
   :mod:`~stress.harness.topic_checker` (checks),
-  :mod:`~stress.harness.topic_cli` (its part of the command line).
+  :mod:`~stress.harness.topic_cli` (its part of the command line);
+* the ``content`` scenario (``--scenario content``; a ContentIndex bound and
+  unbound while threads match messages on it and on its snapshots):
+  :mod:`~stress.harness.content` (design and runs),
+  :mod:`~stress.harness.content_checker` (checks),
+  :mod:`~stress.harness.content_cli` (its part of the command line).
 """
 
 from stress.harness.checker import CheckReport, Violation, check_history

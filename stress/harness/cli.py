@@ -58,13 +58,14 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("workload")
     g.add_argument(
         "--scenario",
-        choices=("mixed", "groups", "topics"),
+        choices=("mixed", "groups", "topics", "content"),
         default="mixed",
         help="mixed (default): lookups, updates and snapshots on ordinary subscriptions; "
         "groups: share groups routed (trie.route, route_by_group) while members join and "
         "leave, then a round-robin fairness phase (see stress/harness/groups.py); topics: "
         "a TopicIndex put/removed/popped while threads get, query, count and snapshot it "
-        "(see stress/harness/topics.py)",
+        "(see stress/harness/topics.py); content: a ContentIndex bound/unbound while "
+        "threads match messages on it and its snapshots (see stress/harness/content.py)",
     )
     g.add_argument(
         "--threads",
@@ -314,6 +315,10 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         from stress.harness.topic_cli import main_topics
 
         return main_topics(args, argv)
+    if args.scenario == "content":
+        from stress.harness.content_cli import main_content
+
+        return main_content(args, argv)
     if args.dialect is None:
         args.dialect = "amqp"
     if args.mix is None:

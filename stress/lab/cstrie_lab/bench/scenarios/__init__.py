@@ -38,6 +38,8 @@ REGISTRY: dict[str, str] = {
     "route": "cstrie_lab.bench.scenarios.route",
     # the topic index (reverse queries: filter -> stored topics, retained messages)
     "reverse": "cstrie_lab.bench.scenarios.reverse",
+    # the content index (headers routing) vs per-binding evaluation (issue 27)
+    "content": "cstrie_lab.bench.scenarios.content",
 }
 
 #: names that stand for several scenarios on the command line
