@@ -2,9 +2,9 @@
 
 One module per subcommand (``export``, ``load``, ``tree``, ``stats``,
 ``match``, ``relate``, which compares two patterns rather than reading a
-file, and ``retained``, which reads stored topics rather than
-subscriptions), each with ``add_parser(subparsers)``; :func:`add_parsers`
-registers them all.  What they share (reading a subscription file, the common
+file, ``retained``, which reads stored topics rather than
+subscriptions, and ``content``, for content subscription files), each
+with ``add_parser(subparsers)``; :func:`add_parsers` registers them all.  What they share (reading a subscription file, the common
 options) is in :mod:`cstrie.commands._common`.
 
 A *subscription file* is either an export (JSON Lines, Parquet or binary; told
@@ -31,6 +31,7 @@ __all__ = ["add_common", "add_parsers", "read_source", "read_subscriptions"]
 
 def add_parsers(sub: Any) -> None:
     from cstrie.commands import (
+        content_cmd,
         export_cmd,
         load_cmd,
         match_cmd,
@@ -40,5 +41,14 @@ def add_parsers(sub: Any) -> None:
         tree_cmd,
     )
 
-    for module in (export_cmd, load_cmd, tree_cmd, stats_cmd, match_cmd, relate_cmd, retained_cmd):
+    for module in (
+        export_cmd,
+        load_cmd,
+        tree_cmd,
+        stats_cmd,
+        match_cmd,
+        relate_cmd,
+        retained_cmd,
+        content_cmd,
+    ):
         module.add_parser(sub)
