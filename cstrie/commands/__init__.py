@@ -4,8 +4,9 @@ One module per subcommand (``export``, ``load``, ``tree``, ``stats``,
 ``match``, ``relate``, which compares two patterns rather than reading a
 file, ``retained``, which reads stored topics rather than
 subscriptions, and ``content``, for content subscription files), each
-with ``add_parser(subparsers)``; :func:`add_parsers` registers them all.  What they share (reading a subscription file, the common
-options) is in :mod:`cstrie.commands._common`.
+with ``add_parser(subparsers)``; :func:`add_parsers` registers them all.
+What they share (reading a subscription file, the common options) is in
+:mod:`cstrie.commands._common`.
 
 A *subscription file* is either an export (JSON Lines, Parquet or binary; told
 by suffix, then by its first bytes) or a text file of ``PATTERN<TAB>SUBSCRIBER``
