@@ -3,8 +3,9 @@
 One module per subcommand (``export``, ``load``, ``tree``, ``stats``,
 ``match``, ``relate``, which compares two patterns rather than reading a
 file, ``retained``, which reads stored topics rather than
-subscriptions, and ``selectors``, which reads selector files of a
-:class:`~cstrie.selectors.SelectorIndex`), each with ``add_parser(subparsers)``; :func:`add_parsers`
+subscriptions, ``selectors``, which reads selector files of a
+:class:`~cstrie.selectors.SelectorIndex`, and ``content``, for content
+subscription files), each with ``add_parser(subparsers)``; :func:`add_parsers`
 registers them all.  What they share (reading a subscription file, the common
 options) is in :mod:`cstrie.commands._common`.
 
@@ -32,6 +33,7 @@ __all__ = ["add_common", "add_parsers", "read_source", "read_subscriptions"]
 
 def add_parsers(sub: Any) -> None:
     from cstrie.commands import (
+        content_cmd,
         export_cmd,
         load_cmd,
         match_cmd,
@@ -51,5 +53,6 @@ def add_parsers(sub: Any) -> None:
         relate_cmd,
         retained_cmd,
         selectors_cmd,
+        content_cmd,
     ):
         module.add_parser(sub)

@@ -410,7 +410,7 @@ class Prefix(_Affix):
 
     def test(self, fields: Mapping[str, Any]) -> bool:
         v = fields.get(self.field)
-        return isinstance(v, str) and v.startswith(self.text)
+        return isinstance(v, str) and str.startswith(v, self.text)  # a subclass by its text
 
 
 class Suffix(_Affix):
@@ -425,7 +425,7 @@ class Suffix(_Affix):
 
     def test(self, fields: Mapping[str, Any]) -> bool:
         v = fields.get(self.field)
-        return isinstance(v, str) and v.endswith(self.text)
+        return isinstance(v, str) and str.endswith(v, self.text)
 
 
 class Range(_Leaf):

@@ -26,7 +26,9 @@ only if its marker ``b <id>`` is in the same snapshot: the marker is
 inserted after everything else of the binding and removed before it, so a
 snapshot holding the marker holds the whole binding.  Each candidate is then
 verified exactly (:meth:`Criterion.test`), so the index only has to be
-complete, never exact.
+complete, never exact; except a candidate whose clauses are also sufficient
+(equality, set, presence, prefix and suffix tests under all/any: *exact*),
+which matches a plain dict message on its hits alone.
 
 Complexity (k = keys of the message: about 4 per str field, 3 per number,
 2 otherwise; L = the longest str value looked at, at most ``max_value_length``):
@@ -52,7 +54,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import Counter
 from collections.abc import Hashable, Iterator, Mapping
+from itertools import chain
 from typing import Any
 
 from cstrie.content.criteria import (
@@ -79,6 +83,8 @@ __all__ = ["Binding", "ContentIndex", "ContentSnapshot"]
 _BUILDING, _LIVE, _REMOVING = 0, 1, 2
 _MAX_CLAUSES = 255  # a clause number and the clause count fit in a byte each
 _NEVER: list[list[Criterion]] | None = None  # clauses() of a criterion that never holds
+_EXACT_LEAVES = (Has, Eq, OneOf, Prefix, Suffix)  # a key hit iff the leaf holds (dict, str keys)
+_binding_of = (8).__rrshift__  # code -> binding << 8 | clauses, in C (map)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +107,7 @@ class _Record:
         "bid",
         "criteria",
         "dollar",
+        "exact",
         "marker",
         "patterns",
         "state",
@@ -118,6 +125,7 @@ class _Record:
         patterns: list[tuple[str, int]],
         always: bool,
         marker: str,
+        exact: bool = False,
     ) -> None:
         self.bid = bid
         self.criteria = criteria
@@ -127,6 +135,7 @@ class _Record:
         self.patterns = patterns
         self.always = always
         self.marker = marker
+        self.exact = exact
         self.state = _BUILDING
 
 
@@ -145,7 +154,7 @@ class _Subscriber:
 
 
 class _Plan:
-    __slots__ = ("always", "clauses", "dollar", "key", "topic")
+    __slots__ = ("always", "clauses", "dollar", "exact", "key", "topic")
 
     def __init__(
         self,
@@ -154,12 +163,14 @@ class _Plan:
         dollar: bool,
         clauses: list[list[str]],
         always: bool,
+        exact: bool,
     ) -> None:
         self.key = key
         self.topic = topic
         self.dollar = dollar
         self.clauses = clauses
         self.always = always
+        self.exact = exact
 
 
 class _Reader:
@@ -167,6 +178,9 @@ class _Reader:
 
     __slots__ = ()
 
+    #: Whether an exact record counts on its hits alone (tests turn it off
+    #: to hold the shortcut to the verifier).
+    _fast = True
     _ks: KeySpace
     _dialect: Dialect
     _max_len: int
@@ -202,6 +216,21 @@ class _Reader:
         """
         return [r.subscriber for r in self._matching(self._snap(), fields, topic, True)]
 
+    def match_every(self, fields: Mapping[str, Any], topic: str | None = None) -> list[Any]:
+        """The subscriber of every binding the message satisfies, once per
+        binding (a subscriber bound several ways that match comes several
+        times).  As :meth:`match` without its de-duplication, which hashes
+        each matching subscriber: for a caller that de-duplicates on
+        something cheaper (the headers exchange, on queue names).
+
+        >>> from cstrie.content import ContentIndex, Eq, Has
+        >>> idx = ContentIndex()
+        >>> _ = idx.bind(Eq("a", 1), "s"), idx.bind(Has("a"), "s")
+        >>> idx.match_every({"a": 1}), idx.match({"a": 1})
+        (['s', 's'], ['s'])
+        """
+        return [r.subscriber for r in self._matching(self._snap(), fields, topic, False)]
+
     def match_bindings(self, fields: Mapping[str, Any], topic: str | None = None) -> list[Binding]:
         """The bindings the message satisfies (a subscriber bound several
         ways that match comes once per binding).  As :meth:`match`."""
@@ -210,10 +239,16 @@ class _Reader:
             for r in self._matching(self._snap(), fields, topic, False)
         ]
 
-    def _keys(self, fields: Mapping[str, Any]) -> list[str]:
-        """The topics a message looks up: ``h``/``e``/``p``/``x``/``r`` keys."""
+    def _keys(self, fields: Mapping[str, Any]) -> tuple[list[str], bool]:
+        """The topics a message looks up (``h``/``e``/``p``/``x``/``r``
+        keys), and whether a hit on them decides the exact leaves
+        (``_EXACT_LEAVES``) without testing them: ``fields`` is a plain dict
+        whose str keys are all exactly ``str`` (a subclass may hash or
+        compare otherwise than its text, and a mapping's ``get`` may
+        disagree with its ``items``)."""
         if not isinstance(fields, Mapping):
             raise TypeError(f"fields must be a mapping, not {type(fields).__name__}")
+        plain = type(fields) is dict
         ks = self._ks
         sep, end, word, chars, L = ks.sep, ks.end, ks.word, ks.chars, self._max_len
         keys: list[str] = []
@@ -223,6 +258,7 @@ class _Reader:
                 if not isinstance(f, str):
                     continue
                 f = str.__str__(f)
+                plain = False
             if len(f) > L:
                 continue  # no criterion names so long a field
             fw = word(f)
@@ -245,13 +281,19 @@ class _Reader:
                 add(ks.number_key(fw, x))
             elif tag != "y" or len(x) <= L:  # type: ignore[arg-type]
                 add(sep.join(("e", fw, ks.value_word(tok))))
-        return keys
+        return keys, plain
 
     def _matching(
         self, snap: Snapshot, fields: Mapping[str, Any], topic: str | None, dedupe: bool
     ) -> list[_Record]:
+        """The records of ``snap`` that the message satisfies.  Each code
+        hit is ``binding << 16 | clauses << 8 | clause``: the distinct codes
+        are counted per ``binding << 8 | clauses`` (a set and a Counter, in
+        C), and a binding is a candidate when its count is its clause count.
+        A candidate whose record is exact is a match when the fields are
+        :meth:`_keys`' plain dict; any other is tested."""
         ks = self._ks
-        keys = self._keys(fields)
+        keys, plain = self._keys(fields)
         dollar = False
         if topic is not None:
             words = self._dialect.split_topic(topic)
@@ -259,46 +301,30 @@ class _Reader:
             keys.append(ks.topic(topic))
         keys.append("a")
         rows = snap.lookup_many(keys)
-        cands: set[int] = {rec.bid for rec in rows.pop()}  # the "a" list
-        masks: dict[int, int] = {}
-        for row in rows:
-            for code in row:
-                n = (code >> 8) & 0xFF
-                if n == 1:
-                    cands.add(code >> 16)
-                else:
-                    bid = code >> 16
-                    m = masks.get(bid, 0) | (1 << (code & 0xFF))
-                    masks[bid] = m
-                    if m == (1 << n) - 1:
-                        cands.add(bid)
+        always = rows.pop()  # the "a" list: records
         out: list[_Record] = []
+        counts = Counter(map(_binding_of, set(chain.from_iterable(rows))))
+        marker = "b" + ks.sep
+        cands = [marker + str(k >> 8) for k, c in counts.items() if c == k & 0xFF]
+        if always:
+            cands.extend(rec.marker for rec in always)
+        if not cands:
+            return out
+        fast = plain and self._fast
         seen: set[Any] = set()
-        if cands:
-            sep = ks.sep
-            found = snap.lookup_many(["b" + sep + str(bid) for bid in cands])
-            for recs in found:
-                if recs:
-                    self._verify(recs[0], fields, dollar, out, seen, dedupe)
+        for recs in snap.lookup_many(cands):
+            if not recs:
+                continue  # not in this snapshot (yet, or any more)
+            rec = recs[0]
+            if dollar and rec.dollar:
+                continue
+            if dedupe and rec.subscriber in seen:
+                continue
+            if (fast and rec.exact) or rec.criteria.test(fields):
+                out.append(rec)
+                if dedupe:
+                    seen.add(rec.subscriber)
         return out
-
-    @staticmethod
-    def _verify(
-        rec: _Record,
-        fields: Mapping[str, Any],
-        dollar: bool,
-        out: list[_Record],
-        seen: set[Any],
-        dedupe: bool,
-    ) -> None:
-        if dollar and rec.dollar:
-            return
-        if dedupe and rec.subscriber in seen:
-            return
-        if rec.criteria.test(fields):
-            out.append(rec)
-            if dedupe:
-                seen.add(rec.subscriber)
 
     # ------------------------------------------------------------ whole
     def _records(self) -> Iterator[_Record]:
@@ -580,33 +606,42 @@ class ContentIndex(_Reader):
                 if type(v) is int and v.bit_length() > self._int_bits:
                     raise ValueError(f"an int of {v.bit_length()} bits in {field!r}; too large")
 
-    def _clauses(self, c: Criterion) -> list[list[Criterion]] | None:
+    def _clauses(self, c: Criterion) -> tuple[list[list[Criterion]] | None, bool]:
         """Necessary conditions of ``c``: clauses (lists of positive field
         tests), each of which must have a test hit for ``c`` to hold; [] if
-        none is known; None if ``c`` never holds.  Depth-bounded recursion."""
+        none is known; None if ``c`` never holds.  And whether they are
+        also sufficient (*exact*): ``c`` holds iff every clause has a hit,
+        when its leaves are ``_EXACT_LEAVES`` and no clause was dropped.
+        Depth-bounded recursion."""
         if isinstance(c, Not):
-            return []
+            return [], False
         if isinstance(c, AllOf):
             out: list[list[Criterion]] = []
+            exact = True
             for sub in c.criteria:
-                got = self._clauses(sub)
+                got, ex = self._clauses(sub)
                 if got is None:
-                    return None
+                    return None, False
                 out.extend(got)
-            return out
+                exact = exact and ex
+            return out, exact
         if isinstance(c, AnyOf):
             union: list[Criterion] = []
             live = False
+            exact = True
             for sub in c.criteria:
-                got = self._clauses(sub)
+                got, ex = self._clauses(sub)
                 if got is None:
                     continue  # a part that never holds adds nothing to an OR
                 if not got:
-                    return []
+                    return [], ex  # a part that always holds (exact) or is unknown
                 live = True
+                # One clause stands for the part exactly; of several, the
+                # shortest is only necessary.
+                exact = exact and ex and len(got) == 1
                 union.extend(min(got, key=len))  # type: ignore[arg-type]
-            return [union] if live else None
-        return [[c]]
+            return ([union], exact) if live else (None, False)
+        return [[c]], isinstance(c, _EXACT_LEAVES)
 
     def _patterns(self, c: Criterion) -> list[str]:
         ks = self._ks
@@ -628,7 +663,7 @@ class ContentIndex(_Reader):
     def _plan(self, criteria: Criterion, topic: str | None) -> _Plan:
         self._check(criteria)
         topic, dollar = self._topic(topic)
-        clauses = self._clauses(criteria)
+        clauses, exact = self._clauses(criteria)
         pats: list[list[str]] = []
         if topic is not None:
             pats.append([self._ks.topic(topic)])
@@ -637,6 +672,7 @@ class ContentIndex(_Reader):
             # Any subset of necessary clauses is necessary: keep the cheapest.
             sized = [[p for leaf in cl for p in self._patterns(leaf)] for cl in clauses]
             sized.sort(key=len)
+            exact = exact and len(sized) <= room
             pats.extend(list(dict.fromkeys(ps)) for ps in sized[:room])
         total = sum(map(len, pats))
         if total > self._max_patterns:
@@ -644,7 +680,7 @@ class ContentIndex(_Reader):
                 f"the binding needs {total} index patterns; this index allows {self._max_patterns}"
             )
         always = clauses is not None and not pats
-        return _Plan((criteria.key, topic), topic, dollar, pats, always)
+        return _Plan((criteria.key, topic), topic, dollar, pats, always, exact)
 
     # ------------------------------------------------------------ updates
     def bind(self, criteria: Criterion, subscriber: Hashable, topic: str | None = None) -> bool:
@@ -733,7 +769,15 @@ class ContentIndex(_Reader):
         ]
         marker = self._ks.key("b", str(bid))
         return _Record(
-            bid, criteria, subscriber, plan.topic, plan.dollar, patterns, plan.always, marker
+            bid,
+            criteria,
+            subscriber,
+            plan.topic,
+            plan.dollar,
+            patterns,
+            plan.always,
+            marker,
+            plan.exact,
         )
 
     def _insert(self, rec: _Record) -> None:

@@ -174,4 +174,4 @@ class HeadersExchange:
 
     def route(self, headers: Mapping[str, Any] | None) -> list[Any]:
         """The queues a message with these headers reaches, each once."""
-        return list(dict.fromkeys(q for q, _ in self.index.match(headers_fields(headers))))
+        return list(dict.fromkeys(q for q, _ in self.index.match_every(headers_fields(headers))))

@@ -27,6 +27,11 @@ Run ``python -m stress.harness --help`` from the repository root (or
 * the ``selectors`` scenario (``--scenario selectors``; a SelectorIndex
   added to and removed from while threads look up, live and on snapshots):
   :mod:`~stress.harness.selectors` (runs, checks and command line).
+* the ``content`` scenario (``--scenario content``; a ContentIndex bound and
+  unbound while threads match messages on it and on its snapshots):
+  :mod:`~stress.harness.content` (design and runs),
+  :mod:`~stress.harness.content_checker` (checks),
+  :mod:`~stress.harness.content_cli` (its part of the command line).
 """
 
 from stress.harness.checker import CheckReport, Violation, check_history

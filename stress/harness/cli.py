@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("workload")
     g.add_argument(
         "--scenario",
-        choices=("mixed", "groups", "topics", "selectors"),
+        choices=("mixed", "groups", "topics", "selectors", "content"),
         default="mixed",
         help="mixed (default): lookups, updates and snapshots on ordinary subscriptions; "
         "groups: share groups routed (trie.route, route_by_group) while members join and "
@@ -66,7 +66,8 @@ def parser() -> argparse.ArgumentParser:
         "a TopicIndex put/removed/popped while threads get, query, count and snapshot it "
         "(see stress/harness/topics.py); selectors: a SelectorIndex added to and removed from "
         "while threads look up, every answer checked against brute force "
-        "(see stress/harness/selectors.py)",
+        "(see stress/harness/selectors.py); content: a ContentIndex bound/unbound while "
+        "threads match messages on it and its snapshots (see stress/harness/content.py)",
     )
     g.add_argument(
         "--threads",
@@ -329,6 +330,10 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         from stress.harness.topic_cli import main_topics
 
         return main_topics(args, argv)
+    if args.scenario == "content":
+        from stress.harness.content_cli import main_content
+
+        return main_content(args, argv)
     if args.dialect is None:
         args.dialect = "amqp"
     if args.mix is None:

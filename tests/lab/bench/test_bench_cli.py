@@ -32,6 +32,7 @@ TINY = {
     "million": "2000",
     "churn": "3000",
     "route": "1000",
+    "content": "200,2000",
 }
 
 

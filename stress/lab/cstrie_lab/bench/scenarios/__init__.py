@@ -42,6 +42,8 @@ REGISTRY: dict[str, str] = {
     "reverse": "cstrie_lab.bench.scenarios.reverse",
     # the selector index (globs, URI templates, regexes): skipfilter cache vs every selector
     "selectors": "cstrie_lab.bench.scenarios.selectors",
+    # the content index (headers routing) vs per-binding evaluation (issue 27)
+    "content": "cstrie_lab.bench.scenarios.content",
 }
 
 #: names that stand for several scenarios on the command line
