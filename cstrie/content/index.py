@@ -700,6 +700,7 @@ class ContentIndex(_Reader):
         """
         plan = self._plan(criteria, topic)
         hash(subscriber)
+        full = 0  # the subscriber's bindings when it has too many (named after the lock)
         while True:
             st = self._subs.get(subscriber)
             if st is None:
@@ -711,16 +712,19 @@ class ContentIndex(_Reader):
                 rec = st.slots.get(plan.key)
                 if rec is None:
                     if len(st.slots) >= self._max_bindings:
-                        raise ValueError(
-                            f"subscriber {subscriber!r} has {len(st.slots)} bindings; this "
-                            f"index allows {self._max_bindings}"[:300]
-                        )
+                        full = len(st.slots)
+                        break
                     rec = self._record(plan, criteria, subscriber)
                     st.slots[plan.key] = rec
                     break
                 if rec.state == _LIVE:
                     return False
                 st.cond.wait()  # being built or removed: look again when it is done
+        if full:  # repr() is the subscriber's code: never under its lock
+            raise ValueError(
+                f"subscriber {subscriber!r} has {full} bindings; this "
+                f"index allows {self._max_bindings}"[:300]
+            )
         try:
             self._insert(rec)
         except BaseException:

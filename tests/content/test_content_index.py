@@ -305,3 +305,35 @@ def test_failed_bind_leaves_nothing_behind(monkeypatch: pytest.MonkeyPatch) -> N
     assert calls
     assert counts(idx) == before
     assert idx.bind(AllOf(Eq("x", 1), Eq("y", 2)), "s")  # the slot was released
+
+
+def test_a_subscribers_repr_runs_outside_its_lock() -> None:
+    """The limit's error names the subscriber with its ``repr``: user code,
+    which may call the index back (here: unbind the subscriber's other
+    binding), so it runs once the subscriber's lock is released.  Under
+    the lock it deadlocked."""
+    import threading
+
+    idx = ContentIndex(max_bindings_per_subscriber=1)
+
+    class Chatty:
+        def __repr__(self) -> str:
+            idx.unbind(Eq("a", 1), self)
+            return "Chatty()"
+
+    s = Chatty()
+    assert idx.bind(Eq("a", 1), s)
+    errors: list[BaseException] = []
+
+    def bind_one_too_many() -> None:
+        try:
+            idx.bind(Eq("b", 2), s)
+        except ValueError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=bind_one_too_many, daemon=True)
+    t.start()
+    t.join(timeout=10)
+    assert not t.is_alive(), "bind deadlocked running the subscriber's __repr__ under its lock"
+    assert len(errors) == 1 and "Chatty()" in str(errors[0])
+    assert len(idx) == 0  # the repr's unbind ran
