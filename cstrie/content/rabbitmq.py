@@ -142,10 +142,23 @@ def headers_fields(headers: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def _wire(v: object) -> object:
+    """A value as it travels in an AMQP table: ``str`` and ``bytes`` are both
+    one long string (py-amqp sends a ``str`` UTF-8 encoded)."""
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogatepass")
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    return v
+
+
 def _args_key(arguments: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
-    """The arguments table as RabbitMQ tells bindings apart (every
-    argument, ``x-`` ones included, with its type)."""
-    return tuple(sorted((k, type(v).__name__, repr(v)) for k, v in arguments.items()))
+    """The arguments table as RabbitMQ tells bindings apart: every argument,
+    ``x-`` ones included, by its value on the wire and that value's type
+    (``"abc"`` and ``b"abc"`` are one binding; ``1`` and ``1.0`` two)."""
+    return tuple(
+        sorted((k, type(w).__name__, repr(w)) for k, v in arguments.items() for w in (_wire(v),))
+    )
 
 
 class HeadersExchange:

@@ -494,14 +494,6 @@ def test_pattern_round_trip_is_canonical(args: dict[str, Any]) -> None:
 
 
 # ------------------------------------------- found in cstrie.content (not changed here)
-@pytest.mark.xfail(
-    strict=True,
-    reason="cstrie.content.rabbitmq.HeadersExchange tells bindings apart by the Python "
-    "type of each argument (_args_key), so {'k': 'abc'} and {'k': b'abc'} are two "
-    "bindings; on the wire both are one AMQP long string, and RabbitMQ keeps one "
-    "binding: binding the second is a no-op and unbinding either removes it. The kombu "
-    "integration is not affected (its patterns store UTF-8 bytes as the string).",
-)
 def test_content_adapter_str_and_bytes_arguments_are_one_binding() -> None:
     from cstrie.content.rabbitmq import HeadersExchange
 
