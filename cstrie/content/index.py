@@ -720,7 +720,7 @@ class ContentIndex(_Reader):
                 if rec.state == _LIVE:
                     return False
                 st.cond.wait()  # being built or removed: look again when it is done
-        if full:  # repr() is the subscriber's code: never under its lock
+        if rec is None:  # too many: repr() is the subscriber's code, never under its lock
             raise ValueError(
                 f"subscriber {subscriber!r} has {full} bindings; this "
                 f"index allows {self._max_bindings}"[:300]
