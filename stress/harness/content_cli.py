@@ -14,7 +14,6 @@ Exit status as for the other scenarios: 0 ok, 1 a violation, 2 usage.
 from __future__ import annotations
 
 import argparse
-import atexit
 import random
 import sys
 import time
@@ -35,33 +34,14 @@ DEFAULTS: dict[str, Any] = {
 
 def main_content(args: argparse.Namespace, argv: list[str] | None) -> int:
     import cstrie.content  # noqa: F401  (before looking at the GIL: see cli._main)
-    from stress.harness import report
-    from stress.harness.clock import make_clock
+    from stress.harness import report, scenario_cli
     from stress.harness.content import build_space, record_content
     from stress.harness.content_checker import CONTENT_CHECKS, check_content
-    from stress.harness.progress import Progress
-    from stress.harness.workload import Mix
 
-    dialect = args.dialect or DEFAULTS["dialect"]
-    keys = args.keys if args.keys is not None else DEFAULTS["keys"]
-    snapshot_every = (
-        DEFAULTS["snapshot_every"] if args.snapshot_every is None else args.snapshot_every
-    )
-    ops = args.ops if args.ops is not None else DEFAULTS["ops"]
-    try:
-        mix = Mix.parse(args.mix or DEFAULTS["mix"])
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    w = scenario_cli.workload(args, DEFAULTS, "content")
+    if w is None:
         return EXIT_USAGE
-    if args.duration is not None:
-        print("error: the content scenario runs --ops operations, not --duration", file=sys.stderr)
-        return EXIT_USAGE
-    if snapshot_every < 0:
-        print("error: --snapshot-every must be >= 0", file=sys.stderr)
-        return EXIT_USAGE
-    if not args.check:
-        print("error: the content scenario is a checked run (drop --no-check)", file=sys.stderr)
-        return EXIT_USAGE
+    dialect, keys, snapshot_every, ops, mix = w.dialect, w.keys, w.snapshot_every, w.ops, w.mix
     counts = args.thread_counts or ([args.threads] if args.threads else [2, 4])
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
     try:
@@ -69,24 +49,18 @@ def main_content(args: argparse.Namespace, argv: list[str] | None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    progress = Progress(args.progress if args.progress is not None else sys.stderr.isatty())
-    try:
-        clock = make_clock(args.clock)
-    except ImportError as exc:
-        print(f"error: --clock atomics: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    atexit.register(clock.close)
-    env = report.print_banner(argv, seed)
-    print(
+    run = scenario_cli.start(
+        args,
+        argv,
+        seed,
         f"scenario content: ContentIndex, dialect {dialect}, {keys} bindings (each bound and "
         f"unbound by one thread), {len(spaces[counts[0]].messages)} messages, mix {mix} "
         f"match/write, snapshot every {snapshot_every or 'never'}, thread counts {counts}, "
-        f"{ops:,} ops/thread"
+        f"{ops:,} ops/thread",
     )
-    print(f"clock: {clock.note}")
-    if report.gil_wrongly_on(env):
-        clock.close()
+    if run is None:
         return EXIT_USAGE
+    progress, clock, env = run.progress, run.clock, run.env
     data: dict[str, Any] = {
         "command": env["command"],
         "scenario": "content",

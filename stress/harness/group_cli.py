@@ -19,7 +19,6 @@ the round-robin phase)::
 from __future__ import annotations
 
 import argparse
-import atexit
 import random
 import sys
 import time
@@ -32,11 +31,9 @@ EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2  # as report.finish returns them
 
 def main_groups(args: argparse.Namespace, argv: list[str] | None) -> int:
     import cstrie.trie  # noqa: F401  (before looking at the GIL: see cli._main)
-    from stress.harness import report
-    from stress.harness.clock import make_clock
+    from stress.harness import report, scenario_cli
     from stress.harness.group_checker import GROUP_CHECKS, check_groups, check_round_robin
     from stress.harness.groups import build_space, record_groups, run_round_robin
-    from stress.harness.progress import Progress
 
     dialect = args.dialect or "mqtt"
     snapshot_every = 2000 if args.snapshot_every is None else args.snapshot_every
@@ -62,26 +59,19 @@ def main_groups(args: argparse.Namespace, argv: list[str] | None) -> int:
         print("error: the groups scenario is a checked run (drop --no-check)", file=sys.stderr)
         return EXIT_USAGE
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
-    progress = Progress(args.progress if args.progress is not None else sys.stderr.isatty())
-    try:
-        clock = make_clock(args.clock)
-    except ImportError as exc:
-        print(f"error: --clock atomics: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    atexit.register(clock.close)
-
-    env = report.print_banner(argv, seed)
-    print(
+    run = scenario_cli.start(
+        args,
+        argv,
+        seed,
         f"scenario groups: dialect {dialect}, {args.messages:,} messages per thread count, "
         f"(threads, routers, churners) {[p for p in plan]}, snapshot every "
         f"{snapshot_every or 'never'} messages per router; round-robin phase "
         f"{args.rr_messages:,} messages on {args.rr_threads} threads, floor "
-        f"{args.max_imbalance:g}%"
+        f"{args.max_imbalance:g}%",
     )
-    print(f"clock: {clock.note}")
-    if report.gil_wrongly_on(env):
-        clock.close()
+    if run is None:
         return EXIT_USAGE
+    progress, clock, env = run.progress, run.clock, run.env
 
     data: dict[str, Any] = {
         "command": env["command"],

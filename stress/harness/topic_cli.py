@@ -19,7 +19,6 @@ The full run (1,000,000 operations at 2 threads, 2,000,000 at 4)::
 from __future__ import annotations
 
 import argparse
-import atexit
 import random
 import sys
 import time
@@ -41,38 +40,16 @@ DEFAULTS: dict[str, Any] = {
 
 def main_topics(args: argparse.Namespace, argv: list[str] | None) -> int:
     import cstrie.topics  # noqa: F401  (before looking at the GIL: see cli._main)
-    from stress.harness import report
-    from stress.harness.clock import make_clock
-    from stress.harness.progress import Progress
+    from stress.harness import report, scenario_cli
     from stress.harness.topic_checker import TOPIC_CHECKS, check_topics
     from stress.harness.topics import build_space, record_topics
-    from stress.harness.workload import Mix
 
-    dialect = args.dialect or DEFAULTS["dialect"]
-    keys = args.keys if args.keys is not None else DEFAULTS["keys"]
-    snapshot_every = (
-        DEFAULTS["snapshot_every"] if args.snapshot_every is None else args.snapshot_every
-    )
-    ops = args.ops if args.ops is not None else DEFAULTS["ops"]
-    try:
-        mix = Mix.parse(args.mix or DEFAULTS["mix"])
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    w = scenario_cli.workload(args, DEFAULTS, "topics")
+    if w is None:
         return EXIT_USAGE
-    if args.duration is not None:
-        print(
-            "error: the topics scenario runs --ops operations per thread, not --duration",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    if snapshot_every < 0:
-        print("error: --snapshot-every must be >= 0", file=sys.stderr)
-        return EXIT_USAGE
+    dialect, keys, snapshot_every, ops, mix = w.dialect, w.keys, w.snapshot_every, w.ops, w.mix
     if args.shared_topics is not None and args.shared_topics < 0:
         print("error: --shared-topics must be >= 0", file=sys.stderr)
-        return EXIT_USAGE
-    if not args.check:
-        print("error: the topics scenario is a checked run (drop --no-check)", file=sys.stderr)
         return EXIT_USAGE
     counts = args.thread_counts or ([args.threads] if args.threads else [2, 4])
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
@@ -83,27 +60,20 @@ def main_topics(args: argparse.Namespace, argv: list[str] | None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    progress = Progress(args.progress if args.progress is not None else sys.stderr.isatty())
-    try:
-        clock = make_clock(args.clock)
-    except ImportError as exc:
-        print(f"error: --clock atomics: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    atexit.register(clock.close)
-
-    env = report.print_banner(argv, seed)
     first = spaces[counts[0]]
-    print(
+    run = scenario_cli.start(
+        args,
+        argv,
+        seed,
         f"scenario topics: TopicIndex, dialect {dialect}, {keys} topics "
         f"({len(first.shared)} shared, the rest owned by one thread each), "
         f"{len(first.filters)} filters ({', '.join(sorted(set(first.shapes)))}), mix {mix} "
         f"read/write, snapshot every {snapshot_every or 'never'}, thread counts {counts}, "
-        f"{ops:,} ops/thread"
+        f"{ops:,} ops/thread",
     )
-    print(f"clock: {clock.note}")
-    if report.gil_wrongly_on(env):
-        clock.close()
+    if run is None:
         return EXIT_USAGE
+    progress, clock, env = run.progress, run.clock, run.env
 
     data: dict[str, Any] = {
         "command": env["command"],
