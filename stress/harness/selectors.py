@@ -37,6 +37,7 @@ The full run (PYTHON_GIL=0 on a free-threaded interpreter)::
 from __future__ import annotations
 
 import argparse
+import bisect
 import functools
 import random
 import sys
@@ -198,7 +199,16 @@ def record_run(
     return logs
 
 
-Timeline = list[tuple[int, int, frozenset[tuple[str, str]]]]  # (start, end, state after)
+@dataclass
+class Timeline:
+    """One subscriber's writes in its owner's order (so their starts, and
+    their ends, increase): ``starts[k]``, ``ends[k]`` of write k and
+    ``states[k]``, the state after it; k = 0 is the empty state before any
+    write."""
+
+    starts: list[int] = field(default_factory=lambda: [-1])
+    ends: list[int] = field(default_factory=lambda: [-1])
+    states: list[frozenset[tuple[str, str]]] = field(default_factory=lambda: [frozenset()])
 
 
 def _timelines(logs: list[list[Op]], report: Report) -> dict[str, Timeline]:
@@ -226,24 +236,22 @@ def _timelines(logs: list[list[Op]], report: Report) -> dict[str, Timeline]:
                     f"{op.kind}({op.sub}, {op.selector}) gave {op.result!r}, expected {want!r}",
                 )
             state[op.sub] = after
-            lines.setdefault(op.sub, []).append((op.start, op.end, after))
+            line = lines.setdefault(op.sub, Timeline())
+            line.starts.append(op.start)
+            line.ends.append(op.end)
+            line.states.append(after)
     return lines
 
 
 def _possible(line: Timeline, start: int, end: int) -> list[frozenset[tuple[str, str]]]:
     """The states of one subscriber that may have been current at some time
     in [start, end]: state k once write k may have begun before ``end``,
-    until write k+1 surely ended before ``start``."""
-    out = []
-    states: Timeline = [(-1, -1, frozenset()), *line]
-    for k, (s_k, _, st) in enumerate(states):
-        if s_k > end:
-            break
-        nxt_end = states[k + 1][1] if k + 1 < len(states) else None
-        if nxt_end is not None and nxt_end < start:
-            continue
-        out.append(st)
-    return out
+    until write k+1 surely ended before ``start``.  Two binary searches
+    (the owner's writes are sequential), so checking a run is not quadratic
+    in its writes."""
+    first = bisect.bisect_left(line.ends, start) - 1  # write first+1 ends at or after start
+    last = bisect.bisect_right(line.starts, end)  # writes before `last` began by end
+    return line.states[max(first, 0) : last]
 
 
 def check_run(index: Any, logs: list[list[Op]]) -> Report:
@@ -256,7 +264,7 @@ def check_run(index: Any, logs: list[list[Op]]) -> Report:
                 _check_lookup(op, lines, report)
             elif op.kind == SNAP:
                 _check_snapshot(op, lines, report)
-    final = {s: line[-1][2] for s, line in lines.items() if line[-1][2]}
+    final = {s: line.states[-1] for s, line in lines.items() if line.states[-1]}
     got = {s: frozenset(v) for s, v in index.subscriptions().items()}
     if got != final:
         report.fail(

@@ -6,6 +6,7 @@ on broken indexes run through the same recorder."""
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ if str(ROOT) not in sys.path:
 from cstrie.selectors import SelectorIndex  # noqa: E402
 from cstrie.selectors import index as index_mod  # noqa: E402
 from stress.harness import cli  # noqa: E402
-from stress.harness.selectors import check_run, record_run  # noqa: E402
+from stress.harness.selectors import Timeline, _possible, check_run, record_run  # noqa: E402
 
 
 @pytest.fixture
@@ -110,3 +111,30 @@ def test_stale_cache_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     index = SelectorIndex()
     report = check_run(index, record_run(index, 1, 4, 600, 9, 60))
     assert report.counts.get("lookup", 0) > 0, report.counts
+
+
+def test_possible_states_are_those_of_the_definition() -> None:
+    """State k of a subscriber may be current at some time in [start, end]
+    iff write k began by ``end`` (k = 0: always) and write k+1 (if any) did
+    not end before ``start``; checked against that definition, written out,
+    on random sequential writes and windows."""
+    rng = random.Random(7)
+    for _ in range(300):
+        line, t = Timeline(), 0
+        for w in range(rng.randrange(0, 8)):
+            t += rng.randrange(0, 4)
+            start = t
+            t += rng.randrange(0, 4)
+            line.starts.append(start)
+            line.ends.append(t)
+            line.states.append(frozenset({("exact", f"w{w}")}))
+        for _ in range(10):
+            a = rng.randrange(-1, t + 3)
+            b = a + rng.randrange(0, 6)
+            n = len(line.states)
+            want = [
+                line.states[k]
+                for k in range(n)
+                if line.starts[k] <= b and not (k + 1 < n and line.ends[k + 1] < a)
+            ]
+            assert _possible(line, a, b) == want, (line, a, b)
