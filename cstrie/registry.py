@@ -16,7 +16,14 @@ four (index, entry, key object, value).
 Rules (tests: ``tests/trie/test_registry.py``, the races in ``tests/trie/test_threads.py``):
 
 1. An object has at most one id at a time.  A freed id's slot holds
-   :data:`FREE` and is reused for a later new subscriber.
+   :data:`FREE` and is reused for a later new subscriber: first by one of
+   the same stripe (each stripe keeps up to :data:`LOCAL_FREE` freed ids of
+   its own, so a client leaving and another arriving take no lock that
+   every thread takes), else by any (the stripes' overflow goes to one
+   shared ring).  A new slot is made only when no freed id is ready in the
+   new subscriber's stripe or the ring, so ``objects`` never holds more
+   than the most ids alive at once plus ``STRIPES * LOCAL_FREE`` (1,792)
+   waiting ids, plus those freed within the last two epochs (rule 4).
 2. Each writable handle counts, per id, the (pattern, subscriber) pairs it holds
    (:class:`Counts`).  All changes to the counts of one subscriber happen under
    that subscriber's stripe lock, shared by the whole family, so racing threads
@@ -57,11 +64,11 @@ Rules (tests: ``tests/trie/test_registry.py``, the races in ``tests/trie/test_th
 
 from __future__ import annotations
 
-from cstrie._hotpath import FREE, MAX_ATTEMPTS, STRIPES, Counts
+from cstrie._hotpath import FREE, LOCAL_FREE, MAX_ATTEMPTS, STRIPES, Counts
 from cstrie._hotpath import Registry as _RegistryCore
 from cstrie.groups import GroupTable
 
-__all__ = ["FREE", "MAX_ATTEMPTS", "STRIPES", "Counts", "Registry"]
+__all__ = ["FREE", "LOCAL_FREE", "MAX_ATTEMPTS", "STRIPES", "Counts", "Registry"]
 
 
 class Registry(_RegistryCore):

@@ -115,12 +115,28 @@ typedef struct idtab {
 } idtab;
 _Static_assert(sizeof(idtab) == 128, "a stripe's table per line pair");
 
+/* A freed id waiting for reuse (registry rule 4). */
+typedef struct freed_slot {
+    uint64_t id;
+    uint64_t epoch;            /* 0: never visible to a read, reusable at once */
+} freed_slot;
+
 /* A stripe lock on lines of its own (a PyMutex is one byte: 64 of them side
  * by side were one line that every update wrote; 128 bytes, since x86 CPUs
- * fetch lines in aligned pairs). */
+ * fetch lines in aligned pairs).  The rest of its lines hold what only the
+ * lock's holder touches: the stripe's own few freed ids, oldest first, so
+ * that a subscriber's id is freed and another's made without the registry's
+ * one slot lock (registry.c, "Freed ids"), and its count of frees.
+ *
+ *   | m | nfree | freed | local[0] ... local[LOCAL_FREE - 1] |
+ *   0   4       8       16                                   128
+ */
+#define LOCAL_FREE 7
 typedef struct stripe_lock {
     cst_mutex m;
-    char pad[128 - sizeof(cst_mutex) % 128];
+    uint32_t nfree;            /* local[0 .. nfree) in use */
+    _Atomic int64_t freed;     /* ids freed under this lock (read by `freed`) */
+    freed_slot local[LOCAL_FREE];
 } stripe_lock;
 _Static_assert(sizeof(stripe_lock) == 128, "a stripe lock per line pair");
 
@@ -167,10 +183,6 @@ typedef struct pin_set {
 /* A freed id, and the engine epoch at which it was freed: it is reused once
  * the epoch is two steps further, when no read that may still map it is
  * open (registry rule 4). */
-typedef struct freed_slot {
-    uint64_t id;
-    uint64_t epoch;            /* 0: never visible to a read, reusable at once */
-} freed_slot;
 
 /* -------------------------------------------------------------- Registry */
 typedef struct Registry {
@@ -252,7 +264,10 @@ int reg_removed(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *regi
 int reg_maybe_dead(Registry *r, Counts *c, Py_hash_t h, uint64_t id, PyObject *registered);
 static inline int64_t reg_freed(Registry *r)
 {
-    return atomic_load_explicit(r->freed, memory_order_relaxed);
+    int64_t n = atomic_load_explicit(r->freed, memory_order_relaxed);
+    for (size_t s = 0; s < STRIPES; s++)
+        n += atomic_load_explicit(&r->stripes[s].freed, memory_order_relaxed);
+    return n;
 }
 /* A writable handle is gone / a snapshot or a read starts / a snapshot's
  * engine handle exists / a snapshot or a read is over. */

@@ -133,7 +133,8 @@ static int module_exec(PyObject *m)
     if (cst_FREE == NULL || PyModule_AddObjectRef(m, "FREE", cst_FREE) < 0)
         return -1;
     if (PyModule_AddIntConstant(m, "MAX_ATTEMPTS", MAX_ATTEMPTS) < 0 ||
-        PyModule_AddIntConstant(m, "STRIPES", STRIPES) < 0)
+        PyModule_AddIntConstant(m, "STRIPES", STRIPES) < 0 ||
+        PyModule_AddIntConstant(m, "LOCAL_FREE", LOCAL_FREE) < 0)
         return -1;
     if (registry_module_init(m) < 0 || reader_module_init(m) < 0 || groups_module_init(m) < 0)
         return -1;

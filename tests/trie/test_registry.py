@@ -1,7 +1,9 @@
 """The subscriber registry's rules (cstrie/registry.py), each from the rule.
 
 1. An object has at most one id; a freed id's slot is reused for a later new
-   subscriber, so churn through new subscribers does not grow the table.
+   subscriber (of its stripe, or of any once the stripe keeps too many), so
+   churn through new subscribers does not grow the table past the ids alive
+   plus ``STRIPES * LOCAL_FREE`` waiting.
 3. A snapshot's ids stay mapped while it is open (and more in test_snapshots).
 4. A read of a live trie maps the ids of the engine's answer inside a read
    section: a slot freed while it is open is not reused until it ends (two
@@ -27,7 +29,7 @@ from helpers import Sub
 
 import cstrie.trie as trie_module
 from cstrie import _binding as nb
-from cstrie.registry import FREE, MAX_ATTEMPTS
+from cstrie.registry import FREE, LOCAL_FREE, MAX_ATTEMPTS, STRIPES
 from cstrie.trie import Trie
 
 
@@ -75,16 +77,49 @@ def _racy_trie() -> Trie:
 
 
 # ----------------------------------------------------------------- rule 1
+# A freed id waits in its stripe (at most LOCAL_FREE per stripe) or in the
+# shared ring, and a new slot is made only when the newcomer's stripe and the
+# ring have none ready: the slots beyond those alive are bounded by this.
+WAITING = STRIPES * LOCAL_FREE
+
+
 def test_freed_slots_are_reused_by_new_subscribers() -> None:
     trie = Trie()
     trie.subscribe("keep", "anchor")
-    for k in range(1000):
-        trie.subscribe("a.b", f"s{k}")
-        assert trie.unsubscribe("a.b", f"s{k}")
+    for k in range(5000):  # 5,000 newcomers, one at a time
+        trie.subscribe("a.b", k)
+        assert trie.unsubscribe("a.b", k)
     reg = trie._reg
     assert len(reg) == 1
-    assert len(reg.objects) <= 3  # slot 0, the anchor, one slot reused 1000 times
+    grown = len(reg.objects)
+    assert grown <= 2 + 1 + WAITING  # slot 0, the anchor, one alive, the waiting
+    for k in range(5000, 10_000):  # the churn goes on: no more slots
+        trie.subscribe("a.b", k)
+        assert trie.unsubscribe("a.b", k)
+    assert len(reg.objects) <= 2 + 1 + WAITING
     assert trie.lookup("keep") == ["anchor"]
+
+
+def test_freed_slots_of_any_stripe_are_reused() -> None:
+    """3,000 leave at once: more than the stripes keep (LOCAL_FREE each), so
+    the rest wait in the shared ring, which every stripe's newcomers take
+    from: a newcomer gets a new slot only when the ring has none."""
+    trie = Trie()
+    for k in range(3000):
+        trie.subscribe("a", k)
+    reg = trie._reg
+    for k in range(3000):
+        assert trie.unsubscribe("a", k)
+    ring, stripes = reg._waiting()
+    assert ring + stripes == 3000 and stripes <= WAITING
+    for k in range(3000, 6000):
+        ring, _ = reg._waiting()
+        size = len(reg.objects)
+        trie.subscribe("b", k)
+        if reg.existing_id(k) >= size:  # a new slot
+            assert ring == 0, f"newcomer {k} made a slot while {ring} waited in the ring"
+    assert len(reg.objects) <= 1 + 3000 + WAITING  # not 6,001: reused
+    assert sorted(trie.lookup("b")) == list(range(3000, 6000))
 
 
 def test_equal_objects_share_one_id_and_free_it_once() -> None:
@@ -94,24 +129,40 @@ def test_equal_objects_share_one_id_and_free_it_once() -> None:
     trie.subscribe("q", b)
     reg = trie._reg
     assert len(reg) == 1
+    n_id = reg.existing_id(a)
     assert trie.unsubscribe("p", b) and trie.unsubscribe("q", a)
     assert len(reg) == 0 and reg.live_objects() == []
-    trie.subscribe("r", "new")
-    assert reg.live_objects() == ["new"]  # the slot came back once, not twice
-    assert sum(1 for o in reg.objects if o is FREE) == 1  # slot 0
+    assert reg.objects[n_id] is FREE
+    # freed once, so reused at most once: newcomers all get ids of their own
+    news = [f"new{k}" for k in range(2000)]
+    for o in news:
+        trie.subscribe("r", o)
+    ids = [reg.existing_id(o) for o in news]
+    assert len(set(ids)) == len(ids) and 0 not in ids
+    assert sorted(reg.live_objects()) == sorted(news)
+    assert sorted(trie.lookup("r")) == sorted(news)
 
 
 def test_a_slot_freed_while_a_snapshot_holds_it_is_not_reused() -> None:
     trie = Trie()
     trie.subscribe("a", "x")
+    reg = trie._reg
+    x_id = reg.existing_id("x")
     snap = trie.snapshot()
     trie.unsubscribe("a", "x")
-    trie.subscribe("b", "y")  # must not take x's slot: the snapshot maps it
+    for k in range(3000):  # none may take x's slot: the snapshot maps it
+        trie.subscribe("b", k)
+        assert reg.existing_id(k) != x_id
     assert snap.lookup("a") == ["x"] and list(snap) == [("a", "x")]
-    assert trie.lookup("b") == ["y"]
+    assert sorted(trie.lookup("b")) == list(range(3000))
     del snap
-    trie.subscribe("c", "z")  # x's slot is free now
-    assert len(trie._reg.objects) == 3
+    assert reg.objects[x_id] is FREE  # x's slot is free now
+    for k in range(3000, 13_000):  # so a newcomer (of its stripe) takes it
+        trie.subscribe("c", k)
+        if reg.existing_id(k) == x_id:
+            break
+    else:
+        raise AssertionError("x's slot was never reused")
 
 
 def test_last_handle_gone_frees_every_slot() -> None:
