@@ -37,7 +37,12 @@ See ``docs/spark.md`` for running on a cluster, memory sizing and throughput.
 """
 
 from cstrie.spark.api import (
+    SparkContentMatcher,
     SparkMatcher,
+    content_match,
+    content_rejected,
+    content_summary,
+    content_unmatched,
     deliver,
     filter_join,
     match,
@@ -49,11 +54,17 @@ from cstrie.spark.api import (
     to_payload,
     unmatched,
 )
-from cstrie.spark.payload import Payload
+from cstrie.spark.payload import ContentPayload, Payload
 
 __all__ = [
+    "ContentPayload",
     "Payload",
+    "SparkContentMatcher",
     "SparkMatcher",
+    "content_match",
+    "content_rejected",
+    "content_summary",
+    "content_unmatched",
     "deliver",
     "filter_join",
     "match",
