@@ -252,6 +252,11 @@ class _Broadcast:
         fn = _Runner(self._bc, plan)
         return messages.mapInArrow(fn, schema)
 
+    def _rejected(self, messages: DataFrame, plan: _eng.Plan, reason_col: str) -> DataFrame:
+        """The rows the matcher rejects, with their reason."""
+        plan.mode = "rejected"
+        return self._map(messages, plan, [T.StructField(reason_col, T.StringType(), False)])
+
     def _counts(self, messages: DataFrame, plan: _eng.Plan) -> DataFrame:
         """(pair, n) summed over the job, counters under negative keys."""
         plan.mode = "counts"
@@ -441,8 +446,7 @@ class SparkMatcher(_Broadcast):
         """The messages whose topic is null or invalid in the dialect, each with
         the ``reason`` (the dialect's own error message, or "null topic")."""
         self._check(messages, topic_col, [reason_col])
-        plan = _eng.Plan(key="", mode="rejected", topic_col=topic_col)
-        return self._map(messages, plan, [T.StructField(reason_col, T.StringType(), False)])
+        return self._rejected(messages, _eng.Plan(key="", topic_col=topic_col), reason_col)
 
     def unmatched(self, messages: DataFrame, topic_col: str = "topic") -> DataFrame:
         """The messages with a valid topic that no subscription matches."""
@@ -1056,7 +1060,7 @@ class SparkContentMatcher(_Broadcast):
         """The messages with a null fields value (reason "null fields") or
         a topic the dialect rejects (its own error message), with ``reason``."""
         plan = self._plan(messages, "rejected", fields_col, topic_col, [reason_col])
-        return self._map(messages, plan, [T.StructField(reason_col, T.StringType(), False)])
+        return self._rejected(messages, plan, reason_col)
 
     def unmatched(
         self, messages: DataFrame, fields_col: str = "headers", topic_col: str | None = None
