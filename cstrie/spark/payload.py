@@ -28,6 +28,10 @@ is then exactly one (pattern, subscriber) pair, so the Spark output can carry bo
 Memberships play no part in matching (as in ``Trie.lookup``); the delivery
 job's router (:class:`cstrie.spark.engine.Router`) joins them.
 The payload's SHA-256 names it in the worker cache.
+
+Content subscriptions travel as a :class:`ContentPayload` in the same frame
+(:func:`frame`: magic, version, JSON meta, length-prefixed blobs), with its
+own magic bytes.
 """
 
 from __future__ import annotations
