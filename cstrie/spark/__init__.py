@@ -29,6 +29,14 @@ Filters against stored topics
     subjects), without a cross join: each batch of topics is put into a
     :class:`cstrie.topics.TopicIndex` and queried once per distinct filter.
 
+Content subscriptions
+    :func:`content_match` runs a :class:`cstrie.content.ContentIndex` (or a
+    RabbitMQ :class:`cstrie.content.rabbitmq.HeadersExchange`) over a log
+    whose fields are a map or struct column: one row per (message, matching
+    binding), or per (message, subscriber) with ``bindings=False``, each row
+    matched as ``ContentIndex.match_bindings`` matches its non-null fields
+    and topic (:class:`SparkContentMatcher`).
+
 Bad topics never fail the job
     Null topics and topics invalid in the dialect are counted (:meth:`summary`)
     and can be kept with their reason (:meth:`rejected`, :meth:`route`).
@@ -37,7 +45,12 @@ See ``docs/spark.md`` for running on a cluster, memory sizing and throughput.
 """
 
 from cstrie.spark.api import (
+    SparkContentMatcher,
     SparkMatcher,
+    content_match,
+    content_rejected,
+    content_summary,
+    content_unmatched,
     deliver,
     filter_join,
     match,
@@ -49,11 +62,17 @@ from cstrie.spark.api import (
     to_payload,
     unmatched,
 )
-from cstrie.spark.payload import Payload
+from cstrie.spark.payload import ContentPayload, Payload
 
 __all__ = [
+    "ContentPayload",
     "Payload",
+    "SparkContentMatcher",
     "SparkMatcher",
+    "content_match",
+    "content_rejected",
+    "content_summary",
+    "content_unmatched",
     "deliver",
     "filter_join",
     "match",

@@ -17,11 +17,17 @@ from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 
 from cstrie.dialect import Dialect, resolve_dialect
 from cstrie.spark import engine as _eng
-from cstrie.spark.payload import Payload, digest
+from cstrie.spark.payload import ContentPayload, Payload, digest
 
 __all__ = [
+    "SparkContentMatcher",
     "SparkMatcher",
     "StatsParam",
+    "content_match",
+    "content_payload",
+    "content_rejected",
+    "content_summary",
+    "content_unmatched",
     "deliver",
     "filter_join",
     "match",
@@ -149,7 +155,128 @@ def _session(df: DataFrame) -> SparkSession:
     return df.sparkSession
 
 
-class SparkMatcher:
+def _active(spark: SparkSession | None, subscriptions: Any) -> SparkSession:
+    if spark is None:
+        if isinstance(subscriptions, DataFrame):
+            spark = subscriptions.sparkSession
+        else:
+            spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise ValueError("no active SparkSession: pass spark=")
+    return spark
+
+
+def _check_messages(
+    messages: DataFrame, topic_col: str | None, new: list[str]
+) -> dict[str, T.StructField]:
+    """The messages' fields by name, after checking that ``messages`` is a
+    DataFrame, that ``topic_col`` (unless None) is a string or binary
+    column, and that no ``new`` output column name is taken."""
+    if not isinstance(messages, DataFrame):
+        raise TypeError(f"messages must be a Spark DataFrame, not {type(messages).__name__}")
+    fields = {f.name: f for f in messages.schema.fields}
+    if topic_col is not None and topic_col not in fields:
+        raise ValueError(
+            f"the messages have no column {topic_col!r} (columns: {messages.columns}); "
+            "pass topic_col="
+        )
+    if topic_col is not None and not isinstance(
+        fields[topic_col].dataType, (T.StringType, T.BinaryType)
+    ):
+        raise TypeError(
+            f"the topic column {topic_col!r} must be a string (or binary UTF-8) column, "
+            f"not {fields[topic_col].dataType.simpleString()}"
+        )
+    for name in new:
+        if name in fields:
+            raise ValueError(
+                f"the messages already have a column {name!r}; choose another output "
+                "column name (pattern_col=, subscriber_col=, route_col=, reason_col=, "
+                "group_col=, criteria_col=)"
+            )
+    if len(set(new)) != len(new):
+        raise ValueError(f"two output columns have the same name: {new}")
+    return fields
+
+
+class _Broadcast:
+    """What the matchers share: a payload (``raw``, named by its SHA-256
+    ``key``) broadcast once, and the ``mapInArrow`` jobs that run
+    :func:`cstrie.spark.engine.run` over it with the engine ``engine``."""
+
+    spark: SparkSession
+    raw: bytes
+    key: str
+    engine: Any
+    build_counter: Any
+    _bc: Any
+
+    def _start(self, spark: SparkSession, raw: bytes, engine: Any, check: Any = None) -> None:
+        self.spark = spark
+        self.raw = raw
+        self.key = digest(raw)
+        self.engine = engine
+        #: an int accumulator; when set, each matcher build in a worker adds 1
+        self.build_counter = None
+        # Build once here (with ``check``, the engine by default): validates
+        # every subscription (ValueError) before a job starts.
+        _eng.get_matcher(self.key, raw, engine if check is None else check)
+        try:
+            sc = spark.sparkContext
+        except Exception as exc:  # Spark Connect has no SparkContext
+            raise TypeError(
+                "cstrie.spark needs a classic SparkSession (broadcast variables); "
+                "Spark Connect is not supported"
+            ) from exc
+        self._bc = sc.broadcast(raw)
+
+    def destroy(self) -> None:
+        """Drop the broadcast from the executors (the matcher cannot be used after)."""
+        self._bc.destroy()
+
+    def _arrow(self, t: T.DataType) -> Any:
+        return _arrow_type(self.spark, t)
+
+    def _map(
+        self,
+        messages: DataFrame,
+        plan: _eng.Plan,
+        new_fields: list[T.StructField],
+        with_messages: bool = True,
+    ) -> DataFrame:
+        plan.key = self.key
+        plan.engine = self.engine
+        plan.builds = self.build_counter
+        plan.extra = [(f.name, self._arrow(f.dataType)) for f in new_fields]
+        schema = T.StructType((list(messages.schema.fields) if with_messages else []) + new_fields)
+        fn = _Runner(self._bc, plan)
+        return messages.mapInArrow(fn, schema)
+
+    def _rejected(self, messages: DataFrame, plan: _eng.Plan, reason_col: str) -> DataFrame:
+        """The rows the matcher rejects, with their reason."""
+        plan.mode = "rejected"
+        return self._map(messages, plan, [T.StructField(reason_col, T.StringType(), False)])
+
+    def _counts(self, messages: DataFrame, plan: _eng.Plan) -> DataFrame:
+        """(pair, n) summed over the job, counters under negative keys."""
+        plan.mode = "counts"
+        fields = [
+            T.StructField("pair", T.LongType(), False),
+            T.StructField("n", T.LongType(), False),
+        ]
+        return (
+            self._map(messages, plan, fields, with_messages=False)
+            .groupBy("pair")
+            .agg(F.sum("n").alias("n"))
+        )
+
+    def _counters(self, messages: DataFrame, plan: _eng.Plan) -> dict[str, int]:
+        rows = self._counts(messages, plan).where(F.col("pair") < 0).collect()
+        by_key = {r["pair"]: r["n"] for r in rows}
+        return {name: int(by_key.get(key, 0) or 0) for name, key in COUNTERS.items()}
+
+
+class SparkMatcher(_Broadcast):
     """A subscription set compiled for Spark: serialised once, broadcast once.
 
     Every method returns a lazy DataFrame (except :meth:`summary`); each Python
@@ -180,34 +307,14 @@ class SparkMatcher:
                 "engine must be 'native' or a subclass of cstrie.spark.engine.MatcherBase, "
                 f"not {engine!r}"
             )
-        if spark is None:
-            if isinstance(subscriptions, DataFrame):
-                spark = subscriptions.sparkSession
-            else:
-                spark = SparkSession.getActiveSession()
-        if spark is None:
-            raise ValueError("no active SparkSession: pass spark=")
-        self.spark = spark
-        self.engine = engine
-        #: an int accumulator; when set, each matcher build in a worker adds 1
-        self.build_counter: Any = None
+        spark = _active(spark, subscriptions)
         self.payload = to_payload(
             subscriptions, dialect, pattern_col, subscriber_col, group_col, policies
         )
-        self.raw = self.payload.to_bytes()
-        self.key = digest(self.raw)
-        # Build once here: validates every pattern (ValueError) before a job starts.
-        _eng.get_matcher(self.key, self.raw, "native")
+        raw = self.payload.to_bytes()
         if self.payload.nmembers or self.payload.policies:
-            _eng.get_matcher(self.key, self.raw, "router")  # and the memberships
-        try:
-            sc = spark.sparkContext
-        except Exception as exc:  # Spark Connect has no SparkContext
-            raise TypeError(
-                "cstrie.spark needs a classic SparkSession (broadcast variables); "
-                "Spark Connect is not supported"
-            ) from exc
-        self._bc = sc.broadcast(self.raw)
+            _eng.get_matcher(digest(raw), raw, "router")  # validates the memberships
+        self._start(spark, raw, engine, "native")
         self.subscriber_type = from_arrow_type(self.payload.subscribers.type)
 
     @property
@@ -224,37 +331,11 @@ class SparkMatcher:
             f"payload={len(self.raw):,} bytes sha256={self.key[:12]}>"
         )
 
-    def destroy(self) -> None:
-        """Drop the broadcast from the executors (the matcher cannot be used after)."""
-        self._bc.destroy()
-
     # ------------------------------------------------------------ plumbing
-    def _arrow(self, t: T.DataType) -> Any:
-        return _arrow_type(self.spark, t)
-
     def _check(
         self, messages: DataFrame, topic_col: str, new: list[str], key_col: str | None = None
     ) -> None:
-        if not isinstance(messages, DataFrame):
-            raise TypeError(f"messages must be a Spark DataFrame, not {type(messages).__name__}")
-        fields = {f.name: f for f in messages.schema.fields}
-        if topic_col not in fields:
-            raise ValueError(
-                f"the messages have no column {topic_col!r} (columns: {messages.columns}); "
-                "pass topic_col="
-            )
-        if not isinstance(fields[topic_col].dataType, (T.StringType, T.BinaryType)):
-            raise TypeError(
-                f"the topic column {topic_col!r} must be a string (or binary UTF-8) column, "
-                f"not {fields[topic_col].dataType.simpleString()}"
-            )
-        for name in new:
-            if name in fields:
-                raise ValueError(
-                    f"the messages already have a column {name!r}; choose another output "
-                    "column name (pattern_col=, subscriber_col=, route_col=, reason_col=, "
-                    "group_col=)"
-                )
+        fields = _check_messages(messages, topic_col, new)
         if key_col is not None:
             if key_col not in fields:
                 raise ValueError(
@@ -267,21 +348,6 @@ class SparkMatcher:
                     f"the key column {key_col!r} must be a string, binary or integer column, "
                     f"not {fields[key_col].dataType.simpleString()}"
                 )
-
-    def _map(
-        self,
-        messages: DataFrame,
-        plan: _eng.Plan,
-        new_fields: list[T.StructField],
-        with_messages: bool = True,
-    ) -> DataFrame:
-        plan.key = self.key
-        plan.engine = self.engine
-        plan.builds = self.build_counter
-        plan.extra = [(f.name, self._arrow(f.dataType)) for f in new_fields]
-        schema = T.StructType((list(messages.schema.fields) if with_messages else []) + new_fields)
-        fn = _Runner(self._bc, plan)
-        return messages.mapInArrow(fn, schema)
 
     # ------------------------------------------------------------- outputs
     def match(
@@ -380,8 +446,7 @@ class SparkMatcher:
         """The messages whose topic is null or invalid in the dialect, each with
         the ``reason`` (the dialect's own error message, or "null topic")."""
         self._check(messages, topic_col, [reason_col])
-        plan = _eng.Plan(key="", mode="rejected", topic_col=topic_col)
-        return self._map(messages, plan, [T.StructField(reason_col, T.StringType(), False)])
+        return self._rejected(messages, _eng.Plan(key="", topic_col=topic_col), reason_col)
 
     def unmatched(self, messages: DataFrame, topic_col: str = "topic") -> DataFrame:
         """The messages with a valid topic that no subscription matches."""
@@ -416,23 +481,13 @@ class SparkMatcher:
         and the counters under negative keys (see ``cstrie.spark.engine.COUNTERS``).  Computed
         in the workers without materialising the matches."""
         self._check(messages, topic_col, [])
-        plan = _eng.Plan(key="", mode="counts", topic_col=topic_col)
-        fields = [
-            T.StructField("pair", T.LongType(), False),
-            T.StructField("n", T.LongType(), False),
-        ]
-        return (
-            self._map(messages, plan, fields, with_messages=False)
-            .groupBy("pair")
-            .agg(F.sum("n").alias("n"))
-        )
+        return self._counts(messages, _eng.Plan(key="", topic_col=topic_col))
 
     def summary(self, messages: DataFrame, topic_col: str = "topic") -> dict[str, int]:
         """Counts (runs a job): messages, matched, unmatched, null, invalid (topics)
         and matches ((message, pattern, subscriber) rows)."""
-        rows = self.counts(messages, topic_col).where(F.col("pair") < 0).collect()
-        by_key = {r["pair"]: r["n"] for r in rows}
-        return {name: int(by_key.get(key, 0) or 0) for name, key in COUNTERS.items()}
+        self._check(messages, topic_col, [])
+        return self._counters(messages, _eng.Plan(key="", topic_col=topic_col))
 
     def _joined(self, messages: DataFrame, topic_col: str) -> DataFrame:
         counts = self.counts(messages, topic_col).where(F.col("pair") >= 0)
@@ -811,3 +866,272 @@ def _filter_table(
             f"not {spark_fields[0].dataType.simpleString()}"
         )
     return table, spark_fields
+
+
+# ------------------------------------------------------ content subscriptions
+#: The Spark types a message field may have (in a map's values or a struct's
+#: fields); NullType only in a struct (a field that is always absent).
+_FIELD_TYPES = (
+    T.StringType,
+    T.BinaryType,
+    T.BooleanType,
+    T.ByteType,
+    T.ShortType,
+    T.IntegerType,
+    T.LongType,
+    T.FloatType,
+    T.DoubleType,
+)
+
+
+def content_payload(subscriptions: Any) -> ContentPayload:
+    """A :class:`~cstrie.spark.payload.ContentPayload` from a
+    :class:`~cstrie.content.ContentIndex` or ``ContentSnapshot``, a
+    :class:`~cstrie.content.rabbitmq.HeadersExchange`, a path to a content
+    subscription file (:mod:`cstrie.content.export`, native subscribers), a
+    ContentPayload or its bytes."""
+    if isinstance(subscriptions, SparkContentMatcher):
+        return subscriptions.payload
+    if isinstance(subscriptions, ContentPayload):
+        return subscriptions
+    if isinstance(subscriptions, (bytes, bytearray, memoryview)):
+        return ContentPayload.from_bytes(subscriptions)
+    if isinstance(subscriptions, (str, os.PathLike)):
+        from cstrie.content import ContentIndex
+
+        return ContentPayload.from_index(ContentIndex.load(os.fspath(subscriptions)))
+    return ContentPayload.from_index(subscriptions)
+
+
+def _check_fields(fields: Mapping[str, T.StructField], fields_col: str) -> None:
+    """``TypeError``/``ValueError`` unless ``fields_col`` is a map of string
+    keys or a struct, with values of :data:`_FIELD_TYPES`."""
+    if fields_col not in fields:
+        raise ValueError(
+            f"the messages have no column {fields_col!r} (columns: {list(fields)}); "
+            "pass fields_col="
+        )
+    t = fields[fields_col].dataType
+    allowed = ", ".join(k.typeName() for k in _FIELD_TYPES)
+    if isinstance(t, T.MapType):
+        if not isinstance(t.keyType, T.StringType):
+            raise TypeError(
+                f"the fields column {fields_col!r} is a map with {t.keyType.simpleString()} "
+                "keys; field names are strings"
+            )
+        if not isinstance(t.valueType, _FIELD_TYPES):
+            raise TypeError(
+                f"the fields column {fields_col!r} is a map of "
+                f"{t.valueType.simpleString()} values; values may be {allowed}"
+            )
+        return
+    if not isinstance(t, T.StructType):
+        raise TypeError(
+            f"the fields column {fields_col!r} must be a map (string keys) or a struct, "
+            f"not {t.simpleString()}"
+        )
+    seen: set[str] = set()
+    for f in t.fields:
+        if f.name in seen:
+            raise ValueError(f"the fields column {fields_col!r} has two fields named {f.name!r}")
+        seen.add(f.name)
+        if not isinstance(f.dataType, (*_FIELD_TYPES, T.NullType)):
+            raise TypeError(
+                f"field {f.name!r} of the fields column {fields_col!r} is "
+                f"{f.dataType.simpleString()}; fields may be {allowed}"
+            )
+
+
+class SparkContentMatcher(_Broadcast):
+    """Content subscriptions compiled for Spark: a
+    :class:`~cstrie.content.ContentIndex`'s bindings (or a RabbitMQ
+    :class:`~cstrie.content.rabbitmq.HeadersExchange`'s) serialised once
+    (:class:`~cstrie.spark.payload.ContentPayload`: the index's export file
+    plus the subscribers), broadcast once.
+
+    Each Python worker loads the index once per payload (cached by SHA-256,
+    as the topic matchers are) and matches every row of a batch as
+    ``ContentIndex.match_every(fields, topic)`` matches the dict of the
+    row's non-null fields and its topic; for a headers exchange the fields
+    go through ``headers_fields`` first (RabbitMQ's rules) and the
+    subscriber is the queue.  Per row: O(fields + the index's match), not
+    O(bindings).
+
+    Every method returns a lazy DataFrame (except :meth:`summary`).  Messages
+    are a DataFrame with a fields column, a map (string keys) or a struct,
+    whose values are strings, binary, booleans, integers or floats (a null
+    value is an absent field), and optionally a topic column (string or
+    binary UTF-8; null: the message has no topic, so only bindings without
+    a topic filter can match).  Bad rows never fail the job: a null fields
+    value ("null fields") and a topic the dialect rejects are counted by
+    :meth:`summary` (``null``, ``invalid``) and listed with their reason by
+    :meth:`rejected`.  A column of another type raises ``TypeError`` on
+    the driver, before any job runs.
+    """
+
+    def __init__(self, subscriptions: Any, spark: SparkSession | None = None) -> None:
+        spark = _active(spark, subscriptions)
+        self.payload = content_payload(subscriptions)
+        self._start(spark, self.payload.to_bytes(), "content")
+        self.subscriber_type = from_arrow_type(self.payload.subscribers.type)
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.payload.dialect
+
+    @property
+    def nbindings(self) -> int:
+        return self.payload.nbindings
+
+    def __repr__(self) -> str:
+        kind = " headers" if self.payload.headers else ""
+        return (
+            f"<cstrie.spark.SparkContentMatcher{kind} dialect={self.dialect.name} "
+            f"bindings={self.nbindings} payload={len(self.raw):,} bytes "
+            f"sha256={self.key[:12]}>"
+        )
+
+    def _plan(
+        self,
+        messages: DataFrame,
+        mode: str,
+        fields_col: str,
+        topic_col: str | None,
+        new: list[str],
+        **kw: Any,
+    ) -> _eng.Plan:
+        fields = _check_messages(messages, topic_col, new)
+        _check_fields(fields, fields_col)
+        return _eng.Plan(key="", mode=mode, topic_col=topic_col, fields_col=fields_col, **kw)
+
+    def match(
+        self,
+        messages: DataFrame,
+        fields_col: str = "headers",
+        topic_col: str | None = None,
+        *,
+        bindings: bool = True,
+        keep_unmatched: bool = False,
+        criteria_col: str = "criteria",
+        pattern_col: str = "pattern",
+        subscriber_col: str = "subscriber",
+        chunk_rows: int = _eng.DEFAULT_CAP,
+    ) -> DataFrame:
+        """The messages' columns plus ``criteria`` (the binding's criteria
+        as JSON text, :meth:`Criterion.to_json
+        <cstrie.content.criteria.Criterion.to_json>`), ``pattern`` (its
+        topic filter, null when it has none) and ``subscriber``: one row per
+        (message, matching binding), as ``ContentIndex.match_bindings``.
+        With ``bindings=False``: the messages' columns plus ``subscriber``
+        only, one row per (message, matching subscriber), each subscriber
+        once per message, as ``ContentIndex.match`` (a headers exchange:
+        each queue once, as ``HeadersExchange.route``).  With
+        ``keep_unmatched`` every message without a match (rejected ones
+        included) is kept once, with nulls.  Output batches hold at most
+        ``chunk_rows`` rows."""
+        new = [criteria_col, pattern_col, subscriber_col] if bindings else [subscriber_col]
+        plan = self._plan(
+            messages,
+            "match",
+            fields_col,
+            topic_col,
+            new,
+            keep_unmatched=keep_unmatched,
+            cap=_cap(chunk_rows),
+            bindings=bool(bindings),
+        )
+        out = [T.StructField(subscriber_col, self.subscriber_type, keep_unmatched)]
+        if bindings:
+            out = [
+                T.StructField(criteria_col, T.StringType(), keep_unmatched),
+                T.StructField(pattern_col, T.StringType(), True),
+                *out,
+            ]
+        return self._map(messages, plan, out)
+
+    def rejected(
+        self,
+        messages: DataFrame,
+        fields_col: str = "headers",
+        topic_col: str | None = None,
+        *,
+        reason_col: str = "reason",
+    ) -> DataFrame:
+        """The messages with a null fields value (reason "null fields") or
+        a topic the dialect rejects (its own error message), with ``reason``."""
+        plan = self._plan(messages, "rejected", fields_col, topic_col, [reason_col])
+        return self._rejected(messages, plan, reason_col)
+
+    def unmatched(
+        self, messages: DataFrame, fields_col: str = "headers", topic_col: str | None = None
+    ) -> DataFrame:
+        """The valid messages that no binding matches."""
+        return self._map(messages, self._plan(messages, "unmatched", fields_col, topic_col, []), [])
+
+    def summary(
+        self, messages: DataFrame, fields_col: str = "headers", topic_col: str | None = None
+    ) -> dict[str, int]:
+        """Counts (runs a job): ``messages``, ``matched``, ``unmatched``,
+        ``null`` (null fields), ``invalid`` (topics) and ``matches``
+        ((message, binding) rows)."""
+        return self._counters(messages, self._plan(messages, "counts", fields_col, topic_col, []))
+
+
+def _content(messages: DataFrame, subscriptions: Any) -> SparkContentMatcher:
+    if isinstance(subscriptions, SparkContentMatcher):
+        return subscriptions
+    if not isinstance(messages, DataFrame):
+        raise TypeError(f"messages must be a Spark DataFrame, not {type(messages).__name__}")
+    return SparkContentMatcher(subscriptions, _session(messages))
+
+
+def content_match(
+    messages: DataFrame,
+    subscriptions: Any,
+    fields_col: str = "headers",
+    topic_col: str | None = None,
+    **kw: Any,
+) -> DataFrame:
+    """Match a DataFrame of messages against content subscriptions (see
+    :meth:`SparkContentMatcher.match`).  ``subscriptions``: a
+    :class:`~cstrie.content.ContentIndex` or ``ContentSnapshot``, a
+    :class:`~cstrie.content.rabbitmq.HeadersExchange`, a content
+    subscription file path, or a :class:`SparkContentMatcher` (reuse one
+    to broadcast once for several jobs).
+
+    >>> out = content_match(log, index, "headers", "topic")     # doctest: +SKIP
+    >>> out.columns                                             # doctest: +SKIP
+    ['topic', 'headers', 'criteria', 'pattern', 'subscriber']
+    """
+    return _content(messages, subscriptions).match(messages, fields_col, topic_col, **kw)
+
+
+def content_rejected(
+    messages: DataFrame,
+    subscriptions: Any,
+    fields_col: str = "headers",
+    topic_col: str | None = None,
+    **kw: Any,
+) -> DataFrame:
+    """See :meth:`SparkContentMatcher.rejected`."""
+    return _content(messages, subscriptions).rejected(messages, fields_col, topic_col, **kw)
+
+
+def content_unmatched(
+    messages: DataFrame,
+    subscriptions: Any,
+    fields_col: str = "headers",
+    topic_col: str | None = None,
+) -> DataFrame:
+    """See :meth:`SparkContentMatcher.unmatched`."""
+    return _content(messages, subscriptions).unmatched(messages, fields_col, topic_col)
+
+
+def content_summary(
+    messages: DataFrame,
+    subscriptions: Any,
+    fields_col: str = "headers",
+    topic_col: str | None = None,
+) -> dict[str, int]:
+    """See :meth:`SparkContentMatcher.summary`."""
+    return _content(messages, subscriptions).summary(messages, fields_col, topic_col)

@@ -41,17 +41,18 @@ Deliveries
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from cstrie.spark.payload import Payload, digest
+from cstrie.spark.payload import ContentPayload, Payload, digest, ipc_bytes, ipc_table
 
 __all__ = [
     "CACHE_SIZE",
@@ -74,6 +75,7 @@ DEFAULT_CAP = 65536
 
 # Statuses written by cst_lookup_batch: 0 valid, 1 null, < 0 a CST_E* code.
 NULL = 1
+INVALID = -1  # a content row's invalid topic
 
 # Counter rows in the "counts" output (the pair column holds these negative keys).
 COUNTERS = {
@@ -139,6 +141,27 @@ class MatcherBase:
         self, column: Any, status: np.ndarray, cap: int = DEFAULT_CAP
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # What the batch pipeline (:func:`run`) calls; a matcher of other
+    # columns than one topic (:class:`ContentMatcher`) overrides these.
+    def scan_batch(
+        self, batch: Any, plan: Plan, status: np.ndarray
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(row indexes, pair indexes) of one Arrow batch, at most ``plan.cap``
+        each; fills ``status`` (0 valid, :data:`NULL`, < 0 invalid)."""
+        return self.scan(batch.column(plan.topic_col), status, plan.cap)
+
+    def match_columns(self, pairs: np.ndarray, plan: Plan, types: list[Any]) -> list[Any]:
+        """The new columns of the match rows of ``pairs`` (Arrow ``types``)."""
+        return [
+            _fit(self.pattern_column(pairs), types[0]),
+            _fit(self.subscriber_column(pairs), types[1]),
+        ]
+
+    def reasons(self, batch: Any, plan: Plan, rows: np.ndarray, codes: list[int]) -> list[str]:
+        """Why each of the rejected ``rows`` (statuses ``codes``) was rejected."""
+        topics = batch.column(plan.topic_col).take(pa.array(rows)).to_pylist()
+        return [self.reason(t, code) for t, code in zip(topics, codes, strict=True)]
 
 
 class NativeMatcher(MatcherBase):
@@ -261,39 +284,178 @@ class Router:
         return routed
 
 
-ENGINES: dict[str, Any] = {"native": NativeMatcher, "router": Router}
+class ContentMatcher(MatcherBase):
+    """Content subscriptions rebuilt from a :class:`ContentPayload`: the
+    content index loaded from the payload's export file (one snapshot), a
+    "pair" being a binding number.  Each row of a batch is matched as
+    ``ContentIndex.match_every(fields, topic)`` matches the dict of its
+    non-null fields (:func:`field_rows`) and its topic (None when the row
+    has none); statuses: :data:`NULL` for a null fields value (for a
+    headers exchange's payload: no headers, routed as ``{}``),
+    :data:`INVALID` for a topic the dialect rejects (or binary topic bytes
+    that are not UTF-8).  Per row: O(fields + the index's match), in Python."""
+
+    payload_type = ContentPayload
+
+    def __init__(self, payload: ContentPayload) -> None:
+        from cstrie.content.index import ContentIndex
+        from cstrie.export.errors import FormatError
+
+        self.payload = payload  # type: ignore[assignment]
+        self.dialect = payload.dialect
+        self.npairs = payload.nbindings
+        self.subscribers = payload.subscribers
+        self.patterns = payload.bindings.column("pattern").combine_chunks()
+        self.criteria = payload.bindings.column("criteria").combine_chunks()
+        sub = payload.bindings.column("subscriber").to_numpy(zero_copy_only=False)
+        self.pair_subscriber = sub.astype(np.int64)
+        self.headers = payload.headers
+        try:
+            self.index = ContentIndex.load(io.BytesIO(payload.index)).snapshot()
+        except FormatError as exc:
+            raise ValueError(f"the content subscriptions cannot be loaded: {exc}") from None
+
+    def scan_batch(
+        self, batch: Any, plan: Plan, status: np.ndarray
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        from cstrie.content.rabbitmq import headers_fields
+
+        messages = field_rows(batch.column(plan.fields_col))
+        topics = batch.column(plan.topic_col).to_pylist() if plan.topic_col else None
+        match = self.index.match_every
+        headers = self.headers
+        sub_of = self.pair_subscriber.tolist() if not plan.bindings else []
+        cap = plan.cap
+        rows: list[int] = []
+        pairs: list[int] = []
+        for r, fields in enumerate(messages):
+            if fields is None:
+                if not headers:
+                    status[r] = NULL
+                    continue
+                fields = {}  # no headers, as RabbitMQ routes a message without any
+            topic = topics[r] if topics is not None else None
+            try:
+                if isinstance(topic, bytes):
+                    topic = topic.decode("utf-8")
+                found = match(headers_fields(fields) if headers else fields, topic)
+            except (ValueError, TypeError):  # UnicodeDecodeError is a ValueError
+                status[r] = INVALID
+                continue
+            if not found:
+                continue
+            if not plan.bindings and len(found) > 1:  # one row per subscriber
+                first: dict[int, int] = {}
+                for k in found:
+                    first.setdefault(sub_of[k], k)
+                found = list(first.values())
+            rows.extend([r] * len(found))
+            pairs.extend(found)
+            while len(rows) >= cap:
+                yield np.array(rows[:cap], np.int64), np.array(pairs[:cap], np.int64)
+                rows, pairs = rows[cap:], pairs[cap:]
+        if rows:
+            yield np.array(rows, np.int64), np.array(pairs, np.int64)
+
+    def match_columns(self, pairs: np.ndarray, plan: Plan, types: list[Any]) -> list[Any]:
+        """(criteria, pattern, subscriber) of each binding, or only the
+        subscriber without ``plan.bindings``."""
+        subs = _fit(self.subscribers.take(pa.array(self.pair_subscriber[pairs])), types[-1])
+        if not plan.bindings:
+            return [subs]
+        idx = pa.array(pairs, pa.int64())
+        return [
+            _fit(self.criteria.take(idx), types[0]),
+            _fit(self.patterns.take(idx), types[1]),
+            subs,
+        ]
+
+    def reasons(self, batch: Any, plan: Plan, rows: np.ndarray, codes: list[int]) -> list[str]:
+        if plan.topic_col:
+            topics = batch.column(plan.topic_col).take(pa.array(rows)).to_pylist()
+        else:
+            topics = [None] * len(rows)
+        return [
+            "null fields" if code == NULL else self.reason(t, code)
+            for t, code in zip(topics, codes, strict=True)
+        ]
+
+
+def field_rows(column: Any) -> list[dict[str, Any] | None]:
+    """The messages of an Arrow map (string keys) or struct column as dicts
+    of their non-null fields (a null value is an absent field), None for a
+    null row.  A map with a key twice keeps the last.  O(cells), columnar
+    for structs."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    t = column.type
+    if pa.types.is_map(t):
+        return [
+            None if m is None else {k: v for k, v in m if v is not None} for m in column.to_pylist()
+        ]
+    if not pa.types.is_struct(t):
+        raise TypeError(f"the fields column must be a map or a struct, not {t}")
+    valid = column.is_valid().to_pylist()
+    names = [t.field(i).name for i in range(t.num_fields)]
+    if not names:
+        return [{} if v else None for v in valid]
+    values = zip(*(c.to_pylist() for c in column.flatten()), strict=True)
+    return [
+        {n: v for n, v in zip(names, vals, strict=True) if v is not None} if ok else None
+        for ok, vals in zip(valid, values, strict=True)
+    ]
+
+
+ENGINES: dict[str, Any] = {"native": NativeMatcher, "router": Router, "content": ContentMatcher}
 
 
 # --------------------------------------------------------------------- cache
-_CACHE: OrderedDict[tuple[str, Any], Any] = OrderedDict()
+class _Lru:
+    """Objects built from broadcast bytes, by (SHA-256, kind), at most
+    :data:`CACHE_SIZE` per cache, least recently used dropped first.  The
+    bytes are read (and their hash checked) only on a miss."""
+
+    def __init__(self, what: str, counted: bool) -> None:
+        self.what = what
+        self.counted = counted
+        self.items: OrderedDict[tuple[str, Any], Any] = OrderedDict()
+
+    def get(self, key: str, kind: Any, source: Any, build: Any) -> Any:
+        ck = (key, kind)
+        with _LOCK:
+            got = self.items.get(ck)
+            if got is not None:
+                self.items.move_to_end(ck)
+                return got
+            raw = source if isinstance(source, (bytes, bytearray, memoryview)) else source.value
+            if digest(raw) != key:
+                raise ValueError(f"the {self.what} does not match its SHA-256 (corrupt broadcast)")
+            got = self.items[ck] = build(raw)
+            if self.counted:
+                _BUILDS[0] += 1
+            while len(self.items) > max(CACHE_SIZE, 1):
+                self.items.popitem(last=False)
+            return got
+
+
 _LOCK = threading.Lock()
 _BUILDS = [0]
+_CACHE = _Lru("matcher payload", counted=True)
+_FILTERS = _Lru("filter table", counted=False)
 
 
-def get_matcher(key: str, source: Any, engine: str | type[MatcherBase] = "native") -> Any:
+def get_matcher(key: str, source: Any, engine: str | type[Any] = "native") -> Any:
     """The matcher for payload ``key``, built at most once per process
-    (``engine``: "native", "router", a :class:`Router`, or a
-    :class:`MatcherBase` subclass).
+    (``engine``: "native", "router", "content", a :class:`Router`, or a
+    :class:`MatcherBase` subclass; it is built from the payload class its
+    ``payload_type`` names, :class:`Payload` by default).
 
     ``source`` is the payload's bytes or anything with a ``.value`` holding them
     (a Spark Broadcast); it is read only when the matcher is not cached.
     """
-    ck = (key, engine)
-    with _LOCK:
-        m = _CACHE.get(ck)
-        if m is not None:
-            _CACHE.move_to_end(ck)
-            return m
-        raw = source if isinstance(source, (bytes, bytearray, memoryview)) else source.value
-        if digest(raw) != key:
-            raise ValueError("the matcher payload does not match its SHA-256 (corrupt broadcast)")
-        make = ENGINES[engine] if isinstance(engine, str) else engine
-        m = make(Payload.from_bytes(raw))
-        _CACHE[ck] = m
-        _BUILDS[0] += 1
-        while len(_CACHE) > max(CACHE_SIZE, 1):
-            _CACHE.popitem(last=False)
-        return m
+    make = ENGINES[engine] if isinstance(engine, str) else engine
+    kind = getattr(make, "payload_type", Payload)
+    return _CACHE.get(key, engine, source, lambda raw: make(kind.from_bytes(raw)))
 
 
 def build_count() -> int:
@@ -303,12 +465,12 @@ def build_count() -> int:
 
 def cache_info() -> dict[str, Any]:
     with _LOCK:
-        return {"builds": _BUILDS[0], "cached": [k for k, _ in _CACHE], "size": CACHE_SIZE}
+        return {"builds": _BUILDS[0], "cached": [k for k, _ in _CACHE.items], "size": CACHE_SIZE}
 
 
 def clear_cache() -> None:
     with _LOCK:
-        _CACHE.clear()
+        _CACHE.items.clear()
 
 
 # ------------------------------------------------------------ batch pipeline
@@ -326,7 +488,7 @@ class Plan:
 
     key: str
     mode: str = "match"
-    topic_col: str = "topic"
+    topic_col: str | None = "topic"
     pattern_col: str = "pattern"
     subscriber_col: str = "subscriber"
     route_col: str = "route"
@@ -338,6 +500,8 @@ class Plan:
     extra: list[tuple[str, Any]] = field(default_factory=list)  # appended (name, Arrow type)
     stats: Any = None  # an accumulator (added to once per partition) or None
     builds: Any = None  # an accumulator counting matcher builds, or None
+    fields_col: str | None = None  # content: the map/struct column of fields
+    bindings: bool = True  # content: one row per binding (False: per subscriber)
 
 
 class _Counts:
@@ -406,23 +570,24 @@ def _batch(m: MatcherBase, plan: Plan, batch: Any, counts: _Counts, schema: Any)
     if n == 0:
         return
     mode = plan.mode
-    column = batch.column(plan.topic_col)
     status = np.zeros(n, np.int8)
     matched = np.zeros(n, np.bool_)
     c = counts.c
     nmsg = len(batch.schema) if mode != "counts" else 0
-    for rows, pairs in m.scan(column, status, plan.cap):
+    # The matcher's own columns (pattern, subscriber; a content binding's
+    # criteria, pattern, subscriber), then route and reason in "route" mode.
+    nnew = len(schema) - nmsg - (2 if mode == "route" else 0)
+    types = [schema.field(nmsg + i).type for i in range(max(nnew, 0))]
+    for rows, pairs in m.scan_batch(batch, plan, status):
         matched[rows] = True
         c["matches"] += len(rows)
         if counts.pairs is not None:
             np.add.at(counts.pairs, pairs, 1)
         if mode in ("match", "route"):
-            cols = _take(batch, rows)
-            cols.append(_fit(m.pattern_column(pairs), schema.field(nmsg).type))
-            cols.append(_fit(m.subscriber_column(pairs), schema.field(nmsg + 1).type))
+            cols = _take(batch, rows) + m.match_columns(pairs, plan, types)
             if mode == "route":
-                cols.append(_repeat("match", len(rows), schema.field(nmsg + 2).type))
-                cols.append(pa.nulls(len(rows), schema.field(nmsg + 3).type))
+                cols.append(_repeat("match", len(rows), schema.field(nmsg + nnew).type))
+                cols.append(pa.nulls(len(rows), schema.field(nmsg + nnew + 1).type))
             yield pa.RecordBatch.from_arrays(cols, schema=schema)
     nulls = status == NULL
     invalid = status < 0
@@ -447,8 +612,7 @@ def _batch(m: MatcherBase, plan: Plan, batch: Any, counts: _Counts, schema: Any)
         for start in range(0, len(sel), plan.cap):
             rows = sel[start : start + plan.cap]
             k = len(rows)
-            cols = _take(batch, rows)
-            cols += [pa.nulls(k, schema.field(nmsg).type), pa.nulls(k, schema.field(nmsg + 1).type)]
+            cols = _take(batch, rows) + [pa.nulls(k, t) for t in types]
             yield pa.RecordBatch.from_arrays(cols, schema=schema)
         return
     # route / rejected: rows without a match, each with its route and reason.
@@ -460,19 +624,17 @@ def _batch(m: MatcherBase, plan: Plan, batch: Any, counts: _Counts, schema: Any)
         st = status[rows]
         # Only rejected rows get a Python string (their reason); the rest are null.
         bad = np.flatnonzero(st != 0)
-        topics = column.take(pa.array(rows[bad])).to_pylist() if len(bad) else []
-        texts = [m.reason(t, code) for t, code in zip(topics, st[bad].tolist(), strict=True)]
+        texts = m.reasons(batch, plan, rows[bad], st[bad].tolist()) if len(bad) else []
         where = np.full(k, len(bad), np.int64)
         where[bad] = np.arange(len(bad))
         reasons = pa.array([*texts, None], pa.string()).take(pa.array(where))
         if mode == "route":
             codes = np.where(st == NULL, 1, np.where(st < 0, 2, 0))
-            names = pa.array(["unmatched", "null", "invalid"], schema.field(nmsg + 2).type)
+            names = pa.array(["unmatched", "null", "invalid"], schema.field(nmsg + nnew).type)
+            cols += [pa.nulls(k, t) for t in types]
             cols += [
-                pa.nulls(k, schema.field(nmsg).type),
-                pa.nulls(k, schema.field(nmsg + 1).type),
                 names.take(pa.array(codes)),
-                _fit(reasons, schema.field(nmsg + 3).type),
+                _fit(reasons, schema.field(nmsg + nnew + 1).type),
             ]
         else:
             cols.append(_fit(reasons, schema.field(nmsg).type))
@@ -571,38 +733,19 @@ class FilterSet:
     @staticmethod
     def to_bytes(table: Any) -> bytes:
         """The table as one Arrow IPC stream (zstd when available)."""
-        codec = "zstd" if pa.Codec.is_available("zstd") else None
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(
-            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=codec)
-        ) as w:
-            w.write_table(table)
-        return cast(bytes, sink.getvalue().to_pybytes())
+        return ipc_bytes(table)
 
     @classmethod
     def from_bytes(cls, raw: Any) -> FilterSet:
-        return cls(pa.ipc.open_stream(pa.py_buffer(raw)).read_all())
-
-
-_FILTERS: OrderedDict[str, FilterSet] = OrderedDict()
+        return cls(ipc_table(raw))
 
 
 def get_filters(key: str, source: Any) -> FilterSet:
     """The :class:`FilterSet` of the serialised table ``key`` (its SHA-256),
     read from ``source`` (bytes or a Broadcast) at most once per process; at
     most :data:`CACHE_SIZE` are kept, apart from the matchers."""
-    with _LOCK:
-        fs = _FILTERS.get(key)
-        if fs is not None:
-            _FILTERS.move_to_end(key)
-            return fs
-        raw = source if isinstance(source, (bytes, bytearray, memoryview)) else source.value
-        if digest(raw) != key:
-            raise ValueError("the filter table does not match its SHA-256 (corrupt broadcast)")
-        fs = _FILTERS[key] = FilterSet.from_bytes(raw)
-        while len(_FILTERS) > max(CACHE_SIZE, 1):
-            _FILTERS.popitem(last=False)
-        return fs
+    fs: FilterSet = _FILTERS.get(key, "filters", source, FilterSet.from_bytes)
+    return fs
 
 
 @dataclass

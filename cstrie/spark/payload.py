@@ -28,6 +28,10 @@ is then exactly one (pattern, subscriber) pair, so the Spark output can carry bo
 Memberships play no part in matching (as in ``Trie.lookup``); the delivery
 job's router (:class:`cstrie.spark.engine.Router`) joins them.
 The payload's SHA-256 names it in the worker cache.
+
+Content subscriptions travel as a :class:`ContentPayload` in the same frame
+(:func:`frame`: magic, version, JSON meta, length-prefixed blobs), with its
+own magic bytes.
 """
 
 from __future__ import annotations
@@ -39,15 +43,27 @@ import json
 import struct
 import warnings
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from cstrie.dialect import Dialect, resolve_dialect
 
-__all__ = ["MAGIC", "Payload", "dialect_from_json", "dialect_to_json"]
+__all__ = [
+    "CONTENT_MAGIC",
+    "MAGIC",
+    "ContentPayload",
+    "Payload",
+    "dialect_from_json",
+    "dialect_to_json",
+    "frame",
+    "ipc_bytes",
+    "ipc_table",
+    "unframe",
+]
 
 MAGIC = b"CSTSPRK\n"
+CONTENT_MAGIC = b"CSTCONT\n"
 VERSION = 2
 _HEAD = struct.Struct("<II")
 _LEN = struct.Struct("<Q")
@@ -275,58 +291,28 @@ class Payload:
     # -------------------------------------------------------- serialisation
     def to_bytes(self) -> bytes:
         pa = _pa()
-        meta = json.dumps(
-            {
-                "dialect": dialect_to_json(self.dialect),
-                "patterns": len(self.patterns),
-                "subscribers": len(self.subscribers),
-                "pairs": self.npairs,
-                "memberships": self.nmembers,
-                "policies": self.policies,
-            }
-        ).encode()
-        out = io.BytesIO()
-        out.write(MAGIC + _HEAD.pack(VERSION, len(meta)) + meta)
-        codec = "zstd" if pa.Codec.is_available("zstd") else None
-        options = pa.ipc.IpcWriteOptions(compression=codec)
-        for table in (
+        meta = {
+            "dialect": dialect_to_json(self.dialect),
+            "patterns": len(self.patterns),
+            "subscribers": len(self.subscribers),
+            "pairs": self.npairs,
+            "memberships": self.nmembers,
+            "policies": self.policies,
+        }
+        tables = (
             pa.table({"pattern": self.patterns}),
             pa.table({"subscriber": self.subscribers}),
             pa.table({"pattern": self.pair_pattern, "subscriber": self.pair_subscriber}),
             self.members,
-        ):
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema, options=options) as w:
-                w.write_table(table)
-            buf = sink.getvalue()
-            out.write(_LEN.pack(buf.size))
-            out.write(buf)
-        return out.getvalue()
+        )
+        return frame(MAGIC, VERSION, meta, [ipc_bytes(t) for t in tables])
 
     @classmethod
     def from_bytes(cls, raw: bytes | bytearray | memoryview) -> Payload:
-        pa = _pa()
-        view = memoryview(raw)
-        if len(view) < 16 or bytes(view[:8]) != MAGIC:
-            raise ValueError("not a cstrie Spark payload (bad magic bytes)")
-        version, meta_len = _HEAD.unpack_from(view, 8)
-        if not 1 <= version <= VERSION:
-            raise ValueError(
-                f"cstrie Spark payload version {version}; this cstrie reads 1 to {VERSION}"
-            )
-        pos = 16 + meta_len
-        meta = json.loads(bytes(view[16:pos]))
-        tables = []
-        for _ in range(3 if version == 1 else 4):
-            if pos + 8 > len(view):
-                raise ValueError("truncated cstrie Spark payload")
-            (size,) = _LEN.unpack_from(view, pos)
-            pos += 8
-            if pos + size > len(view):
-                raise ValueError("truncated cstrie Spark payload")
-            reader = pa.ipc.open_stream(pa.py_buffer(view[pos : pos + size]))
-            tables.append(reader.read_all().combine_chunks())
-            pos += size
+        version, meta, blobs = unframe(raw, MAGIC, VERSION, "cstrie Spark payload")
+        if len(blobs) != (3 if version == 1 else 4):
+            raise ValueError("truncated cstrie Spark payload")
+        tables = [ipc_table(b) for b in blobs]
         pats, subs, pairs = tables[:3]
         self = cls(
             dialect_from_json(meta["dialect"]),
@@ -345,6 +331,69 @@ class Payload:
         ):
             raise ValueError("corrupt cstrie Spark payload: counts do not match its header")
         return self
+
+
+# ----------------------------------------------------------------- framing
+def ipc_bytes(table: Any) -> bytes:
+    """``table`` as one Arrow IPC stream (zstd-compressed when available)."""
+    pa = _pa()
+    codec = "zstd" if pa.Codec.is_available("zstd") else None
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(
+        sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=codec)
+    ) as w:
+        w.write_table(table)
+    return cast(bytes, sink.getvalue().to_pybytes())
+
+
+def ipc_table(raw: bytes | bytearray | memoryview) -> Any:
+    """The table of one Arrow IPC stream, each column one chunk."""
+    pa = _pa()
+    return pa.ipc.open_stream(pa.py_buffer(raw)).read_all().combine_chunks()
+
+
+def frame(magic: bytes, version: int, meta: Mapping[str, Any], blobs: Iterable[bytes]) -> bytes:
+    """The payloads' common frame: 8 magic bytes, u32 version, u32 meta
+    length, the meta as UTF-8 JSON, then each blob preceded by its u64
+    length (all little-endian)."""
+    head = json.dumps(meta).encode()
+    out = io.BytesIO()
+    out.write(magic + _HEAD.pack(version, len(head)) + head)
+    for blob in blobs:
+        out.write(_LEN.pack(len(blob)))
+        out.write(blob)
+    return out.getvalue()
+
+
+def unframe(
+    raw: bytes | bytearray | memoryview, magic: bytes, version: int, what: str
+) -> tuple[int, dict[str, Any], list[memoryview]]:
+    """(version, meta, blobs) of a :func:`frame`; ``ValueError`` for bad magic
+    bytes, a version above ``version``, bad meta or a truncated blob."""
+    view = memoryview(raw)
+    if len(view) < 16 or bytes(view[:8]) != magic:
+        raise ValueError(f"not a {what} (bad magic bytes)")
+    got, meta_len = _HEAD.unpack_from(view, 8)
+    if not 1 <= got <= version:
+        raise ValueError(f"{what} version {got}; this cstrie reads 1 to {version}")
+    pos = 16 + meta_len
+    try:
+        meta = json.loads(bytes(view[16:pos]))
+    except ValueError:
+        meta = None
+    if pos > len(view) or not isinstance(meta, dict):
+        raise ValueError(f"corrupt {what}: its header is not a JSON object")
+    blobs = []
+    while pos < len(view):
+        if pos + 8 > len(view):
+            raise ValueError(f"truncated {what}")
+        (size,) = _LEN.unpack_from(view, pos)
+        pos += 8
+        if pos + size > len(view):
+            raise ValueError(f"truncated {what}")
+        blobs.append(view[pos : pos + size])
+        pos += size
+    return got, meta, blobs
 
 
 def _members_table(filters: Any, subscribers: Any, groups: Any) -> Any:
@@ -404,6 +453,130 @@ def _split_share_syntax(d: Dialect, pat: Any, grp: Any) -> tuple[Any, Any]:
     pat = pc.replace_with_mask(pat, mask, pa.array([f for f, _ in split], pa.string()))
     grp = pc.replace_with_mask(grp, mask, pa.array([g for _, g in split], pa.string()))
     return pat, grp
+
+
+class _Numbered:
+    """The bindings of a content reader with binding numbers for subscribers:
+    what :func:`cstrie.content.export.write` needs of a reader."""
+
+    def __init__(self, dialect: Dialect, limits: dict[str, int], bindings: list[Any]) -> None:
+        self.dialect = dialect
+        self._limits = limits
+        self._bindings = bindings
+
+    def bindings(self) -> list[Any]:
+        return self._bindings
+
+    def limits(self) -> dict[str, int]:
+        return self._limits
+
+
+@dataclasses.dataclass
+class ContentPayload:
+    """Content subscriptions (a :class:`cstrie.content.ContentIndex`'s
+    bindings) in the form the Spark workers rebuild them from.
+
+    ``index``: the bindings as a content export file
+    (:mod:`cstrie.content.export`) whose subscriber of binding ``k`` is the int
+    ``k``, so a worker's ``match_every`` answers binding numbers;
+    ``bindings``: an Arrow table, row ``k`` = binding ``k``: {subscriber:
+    int32 index into ``subscribers``, criteria: its JSON text
+    (:meth:`Criterion.to_json <cstrie.content.criteria.Criterion.to_json>`),
+    pattern: its topic filter or null}; ``subscribers``: the distinct
+    subscribers, as :class:`Payload` stores them (str, int64, binary, or
+    ``str()`` of a mix); ``headers``: the bindings are a RabbitMQ headers
+    exchange's (:class:`cstrie.content.rabbitmq.HeadersExchange`: the
+    subscriber is the queue, and a message's fields are converted by
+    ``headers_fields``).
+
+    Layout: the frame of :func:`frame` with magic ``CSTCONT\\n``, meta
+    {"dialect", "bindings", "subscribers", "headers"}, then three blobs: the
+    export file, the bindings table and the subscribers (Arrow IPC streams).
+    """
+
+    dialect: Dialect
+    index: bytes
+    bindings: Any
+    subscribers: Any
+    headers: bool = False
+
+    @property
+    def nbindings(self) -> int:
+        return int(self.bindings.num_rows)
+
+    @classmethod
+    def from_index(cls, source: Any) -> ContentPayload:
+        """From a :class:`~cstrie.content.ContentIndex` or
+        :class:`~cstrie.content.ContentSnapshot` (one snapshot of its
+        bindings) or a :class:`~cstrie.content.rabbitmq.HeadersExchange`.
+        O(bindings)."""
+        from cstrie.content.export import write
+        from cstrie.content.index import Binding, _Reader
+        from cstrie.content.rabbitmq import HeadersExchange
+
+        pa = _pa()
+        headers = isinstance(source, HeadersExchange)
+        reader = source.index.snapshot() if headers else source
+        if not isinstance(reader, _Reader):
+            raise TypeError(
+                "content subscriptions must be a ContentIndex, a ContentSnapshot or a "
+                f"HeadersExchange, not {type(source).__name__}"
+            )
+        if not headers and hasattr(reader, "snapshot"):
+            reader = reader.snapshot()
+        found = reader.bindings()
+        ids: dict[Any, int] = {}
+        numbered = []
+        for k, b in enumerate(found):
+            numbered.append(Binding(b.criteria, k, b.topic))
+            ids.setdefault(b.subscriber[0] if headers else b.subscriber, len(ids))
+        sub_of = [ids[b.subscriber[0] if headers else b.subscriber] for b in found]
+        out = io.BytesIO()
+        write(cast(Any, _Numbered(reader.dialect, reader.limits(), numbered)), out)
+        table = pa.table(
+            {
+                "subscriber": pa.array(sub_of, pa.int32()),
+                "criteria": pa.array(
+                    [json.dumps(b.criteria.to_json(), separators=(",", ":")) for b in found],
+                    pa.string(),
+                ),
+                "pattern": pa.array([b.topic for b in found], pa.string()),
+            }
+        )
+        return cls(reader.dialect, out.getvalue(), table, _subscriber_array(list(ids)), headers)
+
+    def to_bytes(self) -> bytes:
+        pa = _pa()
+        meta = {
+            "dialect": dialect_to_json(self.dialect),
+            "bindings": self.nbindings,
+            "subscribers": len(self.subscribers),
+            "headers": self.headers,
+        }
+        subs = ipc_bytes(pa.table({"subscriber": self.subscribers}))
+        return frame(CONTENT_MAGIC, 1, meta, [self.index, ipc_bytes(self.bindings), subs])
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | bytearray | memoryview) -> ContentPayload:
+        what = "cstrie Spark content payload"
+        _, meta, blobs = unframe(raw, CONTENT_MAGIC, 1, what)
+        if len(blobs) != 3:
+            raise ValueError(f"truncated {what}")
+        bindings = ipc_table(blobs[1])
+        subs = ipc_table(blobs[2]).column(0).combine_chunks()
+        self = cls(
+            dialect_from_json(meta.get("dialect")),
+            bytes(blobs[0]),
+            bindings,
+            subs,
+            bool(meta.get("headers")),
+        )
+        if bindings.column_names != ["subscriber", "criteria", "pattern"] or (
+            self.nbindings,
+            len(subs),
+        ) != (meta.get("bindings"), meta.get("subscribers")):
+            raise ValueError(f"corrupt {what}: its tables do not match its header")
+        return self
 
 
 def digest(raw: bytes | bytearray | memoryview) -> str:
