@@ -24,4 +24,5 @@ HOTPATH_SOURCES := \
     hotpath/module.c \
     hotpath/registry.c \
     hotpath/reader.c \
-    hotpath/groups.c
+    hotpath/groups.c \
+    hotpath/content.c

@@ -24,7 +24,9 @@ keeps as candidates the bindings whose every clause was hit, plus the
 bindings that can match with no key hit (the ``a`` list).  A binding counts
 only if its marker ``b <id>`` is in the same snapshot: the marker is
 inserted after everything else of the binding and removed before it, so a
-snapshot holding the marker holds the whole binding.  Each candidate is then
+snapshot holding the marker holds the whole binding (a snapshot taken while
+no bind or unbind was writing holds only whole bindings, and skips that
+check: ``_view``).  Each candidate is then
 verified exactly (:meth:`Criterion.test`), so the index only has to be
 complete, never exact; except a candidate whose clauses are also sufficient
 (equality, set, presence, prefix and suffix tests under all/any: *exact*),
@@ -54,11 +56,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import Counter
 from collections.abc import Hashable, Iterator, Mapping
-from itertools import chain
 from typing import Any
 
+from cstrie._hotpath import content_candidates
 from cstrie.content.criteria import (
     MAX_DEPTH,
     AllOf,
@@ -84,7 +85,6 @@ _BUILDING, _LIVE, _REMOVING = 0, 1, 2
 _MAX_CLAUSES = 255  # a clause number and the clause count fit in a byte each
 _NEVER: list[list[Criterion]] | None = None  # clauses() of a criterion that never holds
 _EXACT_LEAVES = (Has, Eq, OneOf, Prefix, Suffix)  # a key hit iff the leaf holds (dict, str keys)
-_binding_of = (8).__rrshift__  # code -> binding << 8 | clauses, in C (map)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +192,14 @@ class _Reader:
     def _snap(self) -> Snapshot:
         raise NotImplementedError
 
+    def _view(self) -> tuple[Snapshot, bool]:
+        """A snapshot of the internal trie, and whether it is *quiet*: no
+        bind or unbind was writing while it was taken (see ``_matching``)."""
+        raise NotImplementedError
+
+    def _live(self) -> dict[int, _Record]:
+        raise NotImplementedError
+
     @property
     def dialect(self) -> Dialect:
         """The dialect of the bindings' topic filters and the messages' topics."""
@@ -214,7 +222,7 @@ class _Reader:
         >>> idx.match({"ccy": "EUR"}, "trades/ny"), idx.match({"ccy": "EUR"})
         (['fx'], [])
         """
-        return [r.subscriber for r in self._matching(self._snap(), fields, topic, True)]
+        return [r.subscriber for r in self._matching(self._view(), fields, topic, True)]
 
     def match_every(self, fields: Mapping[str, Any], topic: str | None = None) -> list[Any]:
         """The subscriber of every binding the message satisfies, once per
@@ -229,14 +237,14 @@ class _Reader:
         >>> idx.match_every({"a": 1}), idx.match({"a": 1})
         (['s', 's'], ['s'])
         """
-        return [r.subscriber for r in self._matching(self._snap(), fields, topic, False)]
+        return [r.subscriber for r in self._matching(self._view(), fields, topic, False)]
 
     def match_bindings(self, fields: Mapping[str, Any], topic: str | None = None) -> list[Binding]:
         """The bindings the message satisfies (a subscriber bound several
         ways that match comes once per binding).  As :meth:`match`."""
         return [
             Binding(r.criteria, r.subscriber, r.topic)
-            for r in self._matching(self._snap(), fields, topic, False)
+            for r in self._matching(self._view(), fields, topic, False)
         ]
 
     def _keys(self, fields: Mapping[str, Any]) -> tuple[list[str], bool]:
@@ -284,14 +292,24 @@ class _Reader:
         return keys, plain
 
     def _matching(
-        self, snap: Snapshot, fields: Mapping[str, Any], topic: str | None, dedupe: bool
+        self,
+        view: tuple[Snapshot, bool],
+        fields: Mapping[str, Any],
+        topic: str | None,
+        dedupe: bool,
     ) -> list[_Record]:
-        """The records of ``snap`` that the message satisfies.  Each code
-        hit is ``binding << 16 | clauses << 8 | clause``: the distinct codes
-        are counted per ``binding << 8 | clauses`` (a set and a Counter, in
-        C), and a binding is a candidate when its count is its clause count.
-        A candidate whose record is exact is a match when the fields are
-        :meth:`_keys`' plain dict; any other is tested."""
+        """The records of the snapshot that the message satisfies.  Each
+        code hit is ``binding << 16 | clauses << 8 | clause``: the distinct
+        codes are counted per ``binding << 8 | clauses``
+        (native/hotpath/content.c), and a binding is a candidate when its
+        count is its clause count.  A candidate counts if it is whole in the
+        snapshot: when the snapshot is quiet (no bind or unbind was writing
+        while it was taken), every binding in it is whole, and the candidate
+        is its record from the live table, or, if it was unbound since, the
+        record its marker names in the snapshot; otherwise its marker must
+        be in the snapshot.  A candidate whose record is exact is a match
+        when the fields are :meth:`_keys`' plain dict; any other is tested."""
+        snap, quiet = view
         ks = self._ks
         keys, plain = self._keys(fields)
         dollar = False
@@ -301,21 +319,31 @@ class _Reader:
             keys.append(ks.topic(topic))
         keys.append("a")
         rows = snap.lookup_many(keys)
-        always = rows.pop()  # the "a" list: records
+        always: list[_Record] = rows.pop()  # the "a" list: records
+        bids = content_candidates(rows)
         out: list[_Record] = []
-        counts = Counter(map(_binding_of, set(chain.from_iterable(rows))))
-        marker = "b" + ks.sep
-        cands = [marker + str(k >> 8) for k, c in counts.items() if c == k & 0xFF]
-        if always:
-            cands.extend(rec.marker for rec in always)
-        if not cands:
+        if not bids and not always:
             return out
+        marker = "b" + ks.sep
+        recs: list[_Record] = []
+        unsure: list[str] = []
+        if quiet:
+            get = self._live().get
+            for b in bids:
+                rec = get(b)
+                if rec is None:
+                    unsure.append(marker + str(b))
+                else:
+                    recs.append(rec)
+            recs.extend(always)
+        else:
+            unsure = [marker + str(b) for b in bids]
+            unsure.extend(rec.marker for rec in always)
+        if unsure:
+            recs.extend(r[0] for r in snap.lookup_many(unsure) if r)
         fast = plain and self._fast
         seen: set[Any] = set()
-        for recs in snap.lookup_many(cands):
-            if not recs:
-                continue  # not in this snapshot (yet, or any more)
-            rec = recs[0]
+        for rec in recs:
             if dollar and rec.dollar:
                 continue
             if dedupe and rec.subscriber in seen:
@@ -373,10 +401,10 @@ class ContentSnapshot(_Reader):
     (O(1) to take); it keeps answering for that moment while the index
     changes."""
 
-    __slots__ = ("_dialect", "_index", "_int_bits", "_ks", "_max_len", "_s")
+    __slots__ = ("_dialect", "_index", "_int_bits", "_ks", "_max_len", "_quiet", "_s")
 
-    def __init__(self, index: ContentIndex, snap: Snapshot) -> None:
-        self._s = snap
+    def __init__(self, index: ContentIndex) -> None:
+        self._s, self._quiet = index._view()
         self._index = index
         self._ks = index._ks
         self._dialect = index._dialect
@@ -385,6 +413,12 @@ class ContentSnapshot(_Reader):
 
     def _snap(self) -> Snapshot:
         return self._s
+
+    def _view(self) -> tuple[Snapshot, bool]:
+        return self._s, self._quiet
+
+    def _live(self) -> dict[int, _Record]:
+        return self._index._bids
 
     def limits(self) -> dict[str, int]:
         """The limits of the index this snapshot was taken from."""
@@ -424,8 +458,10 @@ class ContentIndex(_Reader):
     """
 
     __slots__ = (
+        "_bids",
         "_count",
         "_dialect",
+        "_done",
         "_int_bits",
         "_ks",
         "_lock",
@@ -437,6 +473,7 @@ class ContentIndex(_Reader):
         "_max_values",
         "_next",
         "_range_budget",
+        "_started",
         "_subs",
         "_trie",
     )
@@ -492,12 +529,31 @@ class ContentIndex(_Reader):
         self._max_patterns = max_patterns
         self._range_budget = range_patterns
         self._subs: dict[Hashable, _Subscriber] = {}
-        self._lock = threading.Lock()  # guards _next and _count only
+        self._lock = threading.Lock()  # guards what follows
         self._next = 0
         self._count = 0
+        # The trie's writers (bind's insert, unbind's removal) started and
+        # done so far, and the whole bindings by number (numbers are never
+        # reused): what lets a quiet snapshot's candidates skip their markers.
+        self._started = 0
+        self._done = 0
+        self._bids: dict[int, _Record] = {}
 
     def _snap(self) -> Snapshot:
         return self._trie.snapshot()
+
+    def _view(self) -> tuple[Snapshot, bool]:
+        """The snapshot, quiet if every writer that had started when it was
+        taken (``_started``, read after it) had already finished before it
+        (``_done``, read before it): then no writer's patterns were half in
+        (both counters change under ``_lock``; the snapshot is one atomic
+        step of the engine between the two reads)."""
+        done = self._done
+        snap = self._trie.snapshot()
+        return snap, self._started == done
+
+    def _live(self) -> dict[int, _Record]:
+        return self._bids
 
     def limits(self) -> dict[str, int]:
         """The limits this index was made with (its constructor's keywords)."""
@@ -540,7 +596,7 @@ class ContentIndex(_Reader):
 
     def snapshot(self) -> ContentSnapshot:
         """A consistent read-only view, O(1)."""
-        return ContentSnapshot(self, self._trie.snapshot())
+        return ContentSnapshot(self)
 
     def __len__(self) -> int:
         """The number of bindings (those whose ``bind`` has returned True and
@@ -784,10 +840,19 @@ class ContentIndex(_Reader):
             plan.exact,
         )
 
+    def _writing(self, step: int) -> None:
+        """Count a writer of the trie starting (``step`` 0) or done (1)."""
+        with self._lock:
+            if step == 0:
+                self._started += 1
+            else:
+                self._done += 1
+
     def _insert(self, rec: _Record) -> None:
         t = self._trie
         pats = [p for p, _ in rec.patterns]
         codes: list[Any] = [c for _, c in rec.patterns]
+        self._writing(0)
         try:
             if pats:
                 t.subscribe_many(zip(pats, codes, strict=True))
@@ -796,19 +861,28 @@ class ContentIndex(_Reader):
             t.subscribe(rec.marker, rec)  # visible from here on
             with self._lock:
                 self._count += 1
+                self._bids[rec.bid] = rec
         except BaseException:
             self._remove(rec)
             raise
+        finally:
+            self._writing(1)
 
     def _remove(self, rec: _Record) -> None:
         t = self._trie
-        if t.unsubscribe(rec.marker, rec):  # invisible from here on
+        self._writing(0)
+        try:
             with self._lock:
-                self._count -= 1
-        if rec.always:
-            t.unsubscribe("a", rec)
-        for p, code in rec.patterns:
-            t.unsubscribe(p, code)
+                self._bids.pop(rec.bid, None)
+            if t.unsubscribe(rec.marker, rec):  # invisible from here on
+                with self._lock:
+                    self._count -= 1
+            if rec.always:
+                t.unsubscribe("a", rec)
+            for p, code in rec.patterns:
+                t.unsubscribe(p, code)
+        finally:
+            self._writing(1)
 
     def _release(self, subscriber: Any, st: _Subscriber, key: tuple[str, str | None]) -> None:
         """Forget ``st``'s binding ``key``; drop ``st`` when it was the last."""

@@ -330,6 +330,9 @@ typedef struct Group {
 
 extern PyTypeObject Group_Type;
 
+/* The content index's hit counting (content.c), module functions. */
+extern PyMethodDef content_methods[];
+
 /* The pick callback's argument (cst_pick_fn, cstrie.h). */
 typedef struct pick_arg {
     PyObject *objects;         /* the registry's id -> object list */

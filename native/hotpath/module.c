@@ -127,6 +127,8 @@ static PyMethodDef module_methods[] = {
 
 static int module_exec(PyObject *m)
 {
+    if (PyModule_AddFunctions(m, content_methods) < 0)
+        return -1;
     if (PyType_Ready(&Free_Type) < 0)
         return -1;
     cst_FREE = PyObject_New(PyObject, &Free_Type);

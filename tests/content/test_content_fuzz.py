@@ -299,3 +299,41 @@ def test_every_step_of_bind_and_unbind_is_all_or_nothing(monkeypatch: pytest.Mon
     idx.unbind(Not(Has("zz")), "t")
     check()
     assert len(checks) >= 12 and all(checks), [i for i, ok in enumerate(checks) if not ok]
+
+
+def test_a_snapshot_of_any_step_answers_for_its_bindings_after_later_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Snapshots taken before each engine update of binds and unbinds, and
+    matched only once every write is done (so the index's table of whole
+    bindings has moved on: bindings added, bindings removed), still answer
+    exactly as the slow evaluator on the bindings each one holds."""
+    from cstrie.trie import Trie
+
+    idx = ContentIndex()
+    c1 = AllOf(Eq("a", 1), Prefix("b", "x"))
+    c2 = AnyOf(Eq("a", 1), Has("d"))
+    fields = {"a": 1, "b": "xy", "d": None}
+    snaps: list[Any] = []
+
+    for name in ("subscribe", "unsubscribe", "subscribe_many"):
+        real = getattr(Trie, name)
+
+        def hooked(self: Any, *args: Any, _real: Any = real, **kw: Any) -> Any:
+            if self is idx._trie:
+                snaps.append(idx.snapshot())
+            return _real(self, *args, **kw)
+
+        monkeypatch.setattr(Trie, name, hooked)
+    idx.bind(c1, "s")  # whole while c2 is half bound, then gone while c2 is whole
+    idx.bind(c2, "t")
+    idx.unbind(c1, "s")
+    idx.bind(Not(Has("zz")), "u")  # an always-candidate
+    idx.unbind(c2, "t")
+    snaps.append(idx.snapshot())
+    monkeypatch.undo()
+    assert len(snaps) >= 10
+    for i, snap in enumerate(snaps):
+        bs = [(b.criteria, b.subscriber, b.topic) for b in snap.bindings()]
+        for f in (fields, {"a": 1}, {"d": 0}, {}):
+            assert set(snap.match(f)) == expected(bs, f, None), (i, f, bs)
