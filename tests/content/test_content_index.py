@@ -337,3 +337,31 @@ def test_a_subscribers_repr_runs_outside_its_lock() -> None:
     assert not t.is_alive(), "bind deadlocked running the subscriber's __repr__ under its lock"
     assert len(errors) == 1 and "Chatty()" in str(errors[0])
     assert len(idx) == 0  # the repr's unbind ran
+
+
+def test_hit_counting_takes_each_clause_once_and_refuses_other_items() -> None:
+    """The candidates of a message's hits (``binding << 16 | clauses << 8 |
+    clause`` codes): a binding whose every clause was hit, however many keys
+    hit one clause; nothing that is not such a code is accepted."""
+    from cstrie._hotpath import content_candidates
+
+    def code(b: int, n: int, i: int) -> int:
+        return b << 16 | n << 8 | i
+
+    rows = [
+        [code(1, 2, 0), code(2, 3, 0), code(5, 1, 0)],
+        [code(1, 2, 0), code(2, 3, 1)],  # binding 1's clause 0 hit twice
+        [code(2, 3, 1), code(3, 2, 1), code(2**40, 1, 0)],
+        [],
+    ]
+    assert sorted(content_candidates(rows)) == [5, 2**40]  # 1: one clause of 2; 2: 2 of 3
+    rows[0].append(code(1, 2, 1))
+    rows[3].append(code(2, 3, 2))
+    assert sorted(content_candidates(rows)) == [1, 2, 5, 2**40]
+    assert content_candidates([]) == [] and content_candidates([[], []]) == []
+    for bad in ([[1.5]], [["x"]], [[-1]], [[5]], [[2**64]], [[True]]):
+        with pytest.raises((TypeError, ValueError)):
+            content_candidates(bad)  # type: ignore[arg-type]
+    for bad_rows in ((), [()], None):
+        with pytest.raises(TypeError):
+            content_candidates(bad_rows)  # type: ignore[arg-type]
