@@ -226,13 +226,13 @@ def _need_column(messages: Any, name: str, flag: str) -> None:
 
 @dataclasses.dataclass
 class _Job:
-    """One matching job: the matcher, its lazy outputs, the accumulator the
-    match fills, and what the summary adds about the subscriptions."""
+    """One matching job: the matcher, the column arguments its ``match`` and
+    ``rejected`` take after the messages, ``match``'s own keywords, and what
+    the summary adds about the subscriptions."""
 
     matcher: Any
-    out: Any
-    rejected: Any
-    acc: Any
+    cols: tuple[str | None, ...]
+    keywords: dict[str, Any]
     info: dict[str, Any]
 
 
@@ -242,17 +242,8 @@ def _topic_job(args: argparse.Namespace, spark: Any, messages: Any, trie: Any) -
     topic_col = args.topic_col or "topic"
     _need_column(messages, topic_col, "--topic-col")
     matcher = SparkMatcher(trie, spark)
-    acc = matcher.stats_accumulator()
-    out = matcher.match(
-        messages,
-        topic_col,
-        keep_unmatched=args.keep_unmatched,
-        chunk_rows=args.chunk_rows,
-        stats=acc,
-    )
-    rej = matcher.rejected(messages, topic_col) if args.rejected else None
     info = {"content": False, "pairs": matcher.npairs, "topic_col": topic_col}
-    return _Job(matcher, out, rej, acc, info)
+    return _Job(matcher, (topic_col,), {}, info)
 
 
 def _content_job(args: argparse.Namespace, spark: Any, messages: Any, index: Any) -> _Job:
@@ -272,17 +263,6 @@ def _content_job(args: argparse.Namespace, spark: Any, messages: Any, index: Any
     fields_col = args.fields_col or "headers"
     _need_column(messages, fields_col, "--fields-col")
     matcher = SparkContentMatcher(index, spark)
-    acc = matcher.stats_accumulator()
-    out = matcher.match(
-        messages,
-        fields_col,
-        topic_col,
-        bindings=not args.per_subscriber,
-        keep_unmatched=args.keep_unmatched,
-        chunk_rows=args.chunk_rows,
-        stats=acc,
-    )
-    rej = matcher.rejected(messages, fields_col, topic_col) if args.rejected else None
     info = {
         "content": True,
         "bindings": matcher.nbindings,
@@ -290,7 +270,7 @@ def _content_job(args: argparse.Namespace, spark: Any, messages: Any, index: Any
         "topic_col": topic_col,
         "per_subscriber": bool(args.per_subscriber),
     }
-    return _Job(matcher, out, rej, acc, info)
+    return _Job(matcher, (fields_col, topic_col), {"bindings": not args.per_subscriber}, info)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -322,19 +302,29 @@ def run(args: argparse.Namespace) -> int:
             messages = messages.repartition(args.partitions)
         make = _content_job if args.content else _topic_job
         job = make(args, spark, messages, subscriptions)
+        acc = job.matcher.stats_accumulator()
+        out = job.matcher.match(
+            messages,
+            *job.cols,
+            keep_unmatched=args.keep_unmatched,
+            chunk_rows=args.chunk_rows,
+            stats=acc,
+            **job.keywords,
+        )
+        rejected = job.matcher.rejected(messages, *job.cols) if args.rejected else None
         sc = spark.sparkContext
         sc.setJobGroup(GROUP, "cstrie spark-match")
         start = time.monotonic()
         bar = Bar("spark-match", show, unit="tasks")
         try:
             with _Progress(sc, bar):
-                _write(job.out, args.output, args.format, args.overwrite)
-                if job.rejected is not None:
-                    _write(job.rejected, args.rejected, args.format, args.overwrite)
+                _write(out, args.output, args.format, args.overwrite)
+                if rejected is not None:
+                    _write(rejected, args.rejected, args.format, args.overwrite)
         finally:
             bar.close()
         seconds = time.monotonic() - start
-        summary = job.matcher.read_stats(job.acc, args.top)
+        summary = job.matcher.read_stats(acc, args.top)
         summary.update(
             seconds=seconds,
             master=sc.master,

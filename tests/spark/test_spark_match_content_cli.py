@@ -26,8 +26,8 @@ pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pandas")
 import pyarrow.parquet as pq  # noqa: E402
-from test_spark import reason_for  # noqa: E402
 from test_spark import spark as spark  # noqa: E402  (the shared session fixture)
+from test_spark_content import got_rows, present, want_rows  # noqa: E402
 
 from cstrie.cli import main  # noqa: E402
 from cstrie.content import (  # noqa: E402
@@ -40,9 +40,7 @@ from cstrie.content import (  # noqa: E402
     OneOf,
     Prefix,
     Range,
-    from_json,
 )
-from cstrie.dialect import MQTT  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -83,41 +81,15 @@ def random_fields(r: Any) -> dict[str, Any] | None:
     return out
 
 
-def present(fields: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if fields is None else {k: v for k, v in fields.items() if v is not None}
-
-
-def expected(
-    idx: ContentIndex, log: list[tuple[int, dict[str, Any] | None, str | None]]
-) -> tuple[Counter, dict[int, str]]:
-    """(id, criteria key, pattern, subscriber) rows and the rejected rows'
-    reasons, from ContentIndex.match_bindings."""
-    rows: Counter = Counter()
-    rejected: dict[int, str] = {}
-    for i, fields, topic in log:
-        msg = present(fields)
-        if msg is None:
-            rejected[i] = "null fields"
-            continue
-        try:
-            found = idx.match_bindings(msg, topic)
-        except ValueError:
-            rejected[i] = reason_for(MQTT, topic)
-            continue
-        for b in found:
-            rows[(i, b.criteria.key, b.topic, b.subscriber)] += 1
-    return rows, rejected
-
-
-def got(table: Any, id_col: str = "id") -> Counter:
-    return Counter(
-        (r[id_col], from_json(json.loads(r["criteria"])).key, r["pattern"], r["subscriber"])
-        for r in table.to_pylist()
-    )
-
-
 def spark_match(*args: str | Path) -> int:
     return int(main(["spark-match", "--no-progress", *map(str, args)]))
+
+
+def content_run(subs: Path, msgs: Path, out: Path, *more: str | Path) -> int:
+    """``spark-match --content`` of ``subs`` over ``msgs`` into ``out``."""
+    return spark_match(
+        "--content", "--subscriptions", subs, "--messages", msgs, "--output", out, *more
+    )
 
 
 @pytest.fixture
@@ -141,29 +113,17 @@ def test_jsonl_log_struct_fields_row_by_row(
         "".join(json.dumps({"id": i, "topic": t, "headers": f}) + "\n" for i, f, t in log)
     )
     out, rej, summ = tmp_path / "out", tmp_path / "rej", tmp_path / "s.json"
-    code = spark_match(
-        "--content",
-        "--subscriptions",
-        subs,
-        "--messages",
-        msgs,
-        "--output",
-        out,
-        "--rejected",
-        rej,
-        "--summary-json",
-        summ,
-    )
+    code = content_run(subs, msgs, out, "--rejected", rej, "--summary-json", summ)
     printed = capsys.readouterr()
     assert code == 0, printed.err
     idx = content_index()
-    want, rejected = expected(idx, log)
+    want, rejected = want_rows(idx, log)
     assert sum(want.values()) > 100 and "null fields" in rejected.values()
     assert any(reason != "null fields" for reason in rejected.values())
     table = pq.read_table(str(out))
     assert table.column_names[-3:] == ["criteria", "pattern", "subscriber"]
     assert pa.types.is_struct(table.schema.field("headers").type)
-    assert got(table) == want
+    assert got_rows(table.to_pylist()) == want
     got_rej = {row["id"]: row["reason"] for row in pq.read_table(str(rej)).to_pylist()}
     assert got_rej == rejected
     s = json.loads(summ.read_text())
@@ -204,7 +164,7 @@ def test_parquet_log_map_fields_and_per_subscriber(
     pq.write_table(
         pa.table(
             {
-                "n": [i for i, _, _ in log],
+                "id": [i for i, _, _ in log],
                 "props": pa.array(
                     [None if f is None else list(f.items()) for _, f, _ in log], fields_type
                 ),
@@ -213,32 +173,23 @@ def test_parquet_log_map_fields_and_per_subscriber(
         ),
         str(msgs),
     )
-    common = ["--content", "--subscriptions", subs, "--messages", msgs, "--fields-col", "props"]
+    cols = ["--fields-col", "props", "--topic-col", "subject"]
     out = tmp_path / "out"
-    assert spark_match(*common, "--topic-col", "subject", "--output", out) == 0
+    assert content_run(subs, msgs, out, *cols) == 0
     idx = content_index()
-    want, rejected = expected(idx, log)
+    want, rejected = want_rows(idx, log)
     assert sum(want.values()) > 50
     table = pq.read_table(str(out))
-    assert table.column_names == ["n", "props", "subject", "criteria", "pattern", "subscriber"]
-    assert got(table, "n") == want
+    assert table.column_names == ["id", "props", "subject", "criteria", "pattern", "subscriber"]
+    assert got_rows(table.to_pylist()) == want
 
     per, summ = tmp_path / "per", tmp_path / "s.json"
-    code = spark_match(
-        *common,
-        "--topic-col",
-        "subject",
-        "--output",
-        per,
-        "--per-subscriber",
-        "--keep-unmatched",
-        "--summary-json",
-        summ,
-    )
+    more = ["--per-subscriber", "--keep-unmatched", "--summary-json", summ]
+    code = content_run(subs, msgs, per, *cols, *more)
     assert code == 0
     rows = pq.read_table(str(per))
-    assert rows.column_names == ["n", "props", "subject", "subscriber"]
-    pairs = Counter((row["n"], row["subscriber"]) for row in rows.to_pylist())
+    assert rows.column_names == ["id", "props", "subject", "subscriber"]
+    pairs = Counter((row["id"], row["subscriber"]) for row in rows.to_pylist())
     want_pairs: Counter = Counter()
     for i, f, t in log:
         found = [] if i in rejected else idx.match(present(f) or {}, t)
@@ -265,9 +216,7 @@ def test_topic_column_absent_means_no_topic_unless_named(
         "".join(json.dumps({"id": i, "headers": f}) + "\n" for i, f in enumerate(fields))
     )
     out = tmp_path / "out"
-    assert (
-        spark_match("--content", "--subscriptions", subs, "--messages", msgs, "--output", out) == 0
-    )
+    assert content_run(subs, msgs, out) == 0
     assert "no 'topic' column" in capsys.readouterr().err
     idx = content_index()
     want = Counter(
@@ -275,20 +224,10 @@ def test_topic_column_absent_means_no_topic_unless_named(
         for i, f in enumerate(fields)
         for b in idx.match_bindings(f)
     )
-    assert got(pq.read_table(str(out))) == want
+    assert got_rows(pq.read_table(str(out)).to_pylist()) == want
     # desk-2's Range binding needs the topic stock/#: with no topic it never matches
     assert not any(p for (_, _, p, _) in want)
-    code = spark_match(
-        "--content",
-        "--subscriptions",
-        subs,
-        "--messages",
-        msgs,
-        "--output",
-        tmp_path / "o2",
-        "--topic-col",
-        "topic",
-    )
+    code = content_run(subs, msgs, tmp_path / "o2", "--topic-col", "topic")
     assert code == 2
     assert "no column 'topic'" in capsys.readouterr().err
 
@@ -361,16 +300,12 @@ def test_corrupt_content_file_names_the_line(tmp_path: Path, subs: Path, capsys:
     lines[-1] = json.dumps(footer) + "\n"
     lines[2] = json.dumps({"criteria": {"eq": ["ccy"]}, "subscriber": "x"}) + "\n"
     subs.write_text("".join(lines))
-    code = spark_match(
-        "--content", "--subscriptions", subs, "--messages", jsonl, "--output", tmp_path / "o"
-    )
+    code = content_run(subs, jsonl, tmp_path / "o")
     assert code == 2
     e = capsys.readouterr().err
     assert f"{subs}: line 3:" in e, e
     subs.write_text("".join(lines)[:-3])  # truncated: the footer has no line end
-    code = spark_match(
-        "--content", "--subscriptions", subs, "--messages", jsonl, "--output", tmp_path / "o"
-    )
+    code = content_run(subs, jsonl, tmp_path / "o")
     assert code == 2 and "truncated" in capsys.readouterr().err
 
 
@@ -387,9 +322,31 @@ def test_bad_fields_column(spark: Any, tmp_path: Path, subs: Path, capsys: Any) 
         msgs = tmp_path / f"{name.replace(' ', '_')}.jsonl"
         msgs.write_text(line)
         out = tmp_path / f"out-{name.replace(' ', '_')}"
-        code = spark_match(
-            "--content", "--subscriptions", subs, "--messages", msgs, "--output", out
-        )
+        code = content_run(subs, msgs, out)
         assert code == 2, name
         assert message in capsys.readouterr().err, name
         assert not out.exists(), name
+
+
+def test_jsonl_field_types_are_inferred_over_the_file(spark: Any, tmp_path: Path) -> None:
+    """Spark's JSON reader gives each struct field one type for the whole
+    file (docs/spark.md): ints beside a float become doubles, a number
+    beside a string becomes a string; the index then matches those values."""
+    idx = ContentIndex("amqp")
+    idx.bind(Eq("n", 1), "int")
+    idx.bind(Eq("n", 1.0), "float")
+    idx.bind(Eq("s", 1), "int-s")
+    idx.bind(Eq("s", "1"), "str-s")
+    subs = tmp_path / "subs.jsonl"
+    idx.export(str(subs))
+    rows = [{"n": 1}, {"n": 1.5}, {"s": 1}, {"s": "x"}]
+    msgs = tmp_path / "log.jsonl"
+    msgs.write_text("".join(json.dumps({"id": i, "headers": h}) + "\n" for i, h in enumerate(rows)))
+    out = tmp_path / "out"
+    assert content_run(subs, msgs, out) == 0
+    table = pq.read_table(str(out))
+    assert sorted(zip(table["id"].to_pylist(), table["subscriber"].to_pylist(), strict=True)) == [
+        (0, "float"),
+        (2, "str-s"),
+    ]
+    assert idx.match({"n": 1}) == ["int"]  # what the same line means to the index
