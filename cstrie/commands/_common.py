@@ -1,5 +1,6 @@
 """What the ``cstrie`` subcommands share: reading a subscription file or a
-topic index export (:func:`read_source`), writing text, the common options.
+topic index export (:func:`read_source`) or a content subscription file
+(:func:`read_content`), writing text, the common options.
 
 The files and exit codes are described in :mod:`cstrie.commands`.  Nothing
 here imports a command module: they import this one.
@@ -16,7 +17,7 @@ from typing import IO, Any
 
 from cstrie.dialect import Dialect, resolve_dialect
 
-__all__ = ["add_common", "read_source", "read_subscriptions"]
+__all__ = ["add_common", "read_content", "read_source", "read_subscriptions"]
 
 TEXT_SUFFIXES = (".tsv", ".txt", ".tab")
 
@@ -108,6 +109,8 @@ def read_source(
                 raise ValueError(f"{path}: expected a topic index export, found text")
             trie = _read_tsv(stream, resolve_dialect(dialect or "amqp"), path)
             return trie, {"format": "tsv", "dialect": trie.dialect.name, "content": SUBSCRIPTIONS}
+        if fmt == "jsonl":
+            _refuse_content(stream, path)
         if fmt == "parquet" and path != "-":
             header = read_header(path, "parquet")
         else:
@@ -133,6 +136,44 @@ def read_source(
             f"--dialect {dialect} does not match the file's dialect {trie.dialect.name!r} ({diff})"
         )
     return trie, {**header, "format": fmt, "content": content}
+
+
+def _refuse_content(stream: IO[bytes], path: str) -> None:
+    """``ValueError`` when the JSON Lines ``stream`` is a content
+    subscription file (its header's format), rewound either way."""
+    import json
+
+    from cstrie.content.export import FORMAT
+
+    start = stream.tell()
+    line = stream.readline(1 << 20)
+    stream.seek(start)
+    try:
+        head = json.loads(line)
+    except (ValueError, RecursionError):
+        return  # read_header names what is wrong
+    if isinstance(head, dict) and head.get("format") == FORMAT:
+        raise ValueError(
+            f"{path} is a content subscription file (criteria on message fields), not "
+            "topic subscriptions: read it with 'cstrie content', or match a log with "
+            "'cstrie spark-match --content'"
+        )
+
+
+def read_content(path: str) -> Any:
+    """A :class:`~cstrie.content.ContentIndex` from a content subscription
+    file (``-``: standard input).  User-encoded subscribers are loaded as
+    their stored values (``keep_encoded``); anything wrong is a
+    :class:`~cstrie.export.FormatError` naming the file and the line."""
+    from cstrie.content import ContentIndex
+    from cstrie.export import FormatError
+    from cstrie.export.codec import keep_encoded
+
+    try:
+        with _open_input(path) as f:
+            return ContentIndex.load(f, decode=keep_encoded)
+    except FormatError as exc:
+        raise FormatError(f"{'standard input' if path == '-' else path}: {exc}") from None
 
 
 def _wrong_kind(path: str, content: str) -> str:

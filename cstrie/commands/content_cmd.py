@@ -29,25 +29,15 @@ Exit codes: 0 done; 2 bad usage or an unreadable, corrupt or invalid file
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
 from collections import Counter
 from typing import Any
 
+from cstrie.commands._common import read_content
 from cstrie.commands.stats_cmd import _shown
 
 __all__ = ["add_parser"]
-
-
-def _load(path: str) -> Any:
-    from cstrie.content import ContentIndex
-    from cstrie.export.codec import keep_encoded
-
-    if path == "-":
-        return ContentIndex.load(io.BytesIO(sys.stdin.buffer.read()), decode=keep_encoded)
-    with open(path, "rb") as f:
-        return ContentIndex.load(f, decode=keep_encoded)
 
 
 def _fields(text: str) -> dict[str, Any]:
@@ -69,7 +59,7 @@ def _binding_json(b: Any) -> dict[str, Any]:
 
 def run_match(args: argparse.Namespace) -> int:
     fields = _fields(args.fields)
-    idx = _load(args.source)
+    idx = read_content(args.source)
     out = sys.stdout
     if args.bindings:
         for b in idx.match_bindings(fields, args.topic):
@@ -121,7 +111,7 @@ def collect(idx: Any, top: int) -> dict[str, Any]:
 def run_stats(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise ValueError(f"--top must be >= 0, not {args.top}")
-    stats = collect(_load(args.source), args.top)
+    stats = collect(read_content(args.source), args.top)
     if args.json:
         print(json.dumps(stats, ensure_ascii=False))
         return 0

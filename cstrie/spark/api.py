@@ -234,6 +234,30 @@ class _Broadcast:
         """Drop the broadcast from the executors (the matcher cannot be used after)."""
         self._bc.destroy()
 
+    def stats_accumulator(self) -> Any:
+        """An accumulator to pass as ``stats=``: after the job it holds the
+        counters and {pair: matches}; read it with ``read_stats``.  Exact when
+        the matching runs in the job's final stage (a write or collect); a stage
+        that Spark re-runs may count twice."""
+        return self.spark.sparkContext.accumulator({}, StatsParam())
+
+    @staticmethod
+    def _read_stats(
+        acc: Any, pair_subscriber: Any, subscribers: Any, top: int
+    ) -> tuple[dict[str, Any], Mapping[int, int]]:
+        """(counters + the ``top`` subscribers by rows, {pair: rows}) from an
+        accumulator; ``pair_subscriber``: each pair's index into the Arrow
+        array ``subscribers``.  O(pairs that matched)."""
+        value = dict(acc.value)
+        pair_counts: Mapping[int, int] = value.pop("pairs", {})
+        out: dict[str, Any] = {name: int(value.get(name, 0)) for name in COUNTERS}
+        subs = pair_subscriber.to_numpy(zero_copy_only=False)
+        by_sub: dict[int, int] = {}
+        for pair, n in pair_counts.items():
+            by_sub[int(subs[pair])] = by_sub.get(int(subs[pair]), 0) + n
+        out["top_subscribers"] = _top(by_sub, subscribers, top)
+        return out, pair_counts
+
     def _arrow(self, t: T.DataType) -> Any:
         return _arrow_type(self.spark, t)
 
@@ -517,35 +541,24 @@ class SparkMatcher(_Broadcast):
             .orderBy(F.desc("messages"), "pattern")
         )
 
-    def stats_accumulator(self) -> Any:
-        """An accumulator to pass as ``stats=``: after the job it holds the
-        counters and {pair: matches}; read it with :meth:`read_stats`.  Exact when
-        the matching runs in the job's final stage (a write or collect); a stage
-        that Spark re-runs may count twice."""
-        return self.spark.sparkContext.accumulator({}, StatsParam())
-
     def read_stats(self, acc: Any, top: int = 10) -> dict[str, Any]:
         """Counters plus the ``top`` subscribers and patterns from an accumulator."""
-        value = dict(acc.value)
-        pair_counts: Mapping[int, int] = value.pop("pairs", {})
-        out: dict[str, Any] = {name: int(value.get(name, 0)) for name in COUNTERS}
         p = self.payload
+        out, pair_counts = self._read_stats(acc, p.pair_subscriber, p.subscribers, top)
         pats = p.pair_pattern.to_numpy(zero_copy_only=False)
-        subs = p.pair_subscriber.to_numpy(zero_copy_only=False)
-        by_sub: dict[int, int] = {}
         by_pat: dict[int, int] = {}
         for pair, n in pair_counts.items():
-            by_sub[int(subs[pair])] = by_sub.get(int(subs[pair]), 0) + n
             k = int(pats[pair])
             by_pat[k] = max(by_pat.get(k, 0), n)
-        svals, pvals = p.subscribers, p.patterns
-        out["top_subscribers"] = [
-            (svals[k].as_py(), n) for k, n in sorted(by_sub.items(), key=lambda kv: -kv[1])[:top]
-        ]
-        out["top_patterns"] = [
-            (pvals[k].as_py(), n) for k, n in sorted(by_pat.items(), key=lambda kv: -kv[1])[:top]
-        ]
+        out["top_patterns"] = _top(by_pat, p.patterns, top)
         return out
+
+
+def _top(counts: Mapping[int, int], values: Any, top: int) -> list[tuple[Any, int]]:
+    """The ``top`` (value, count) of ``counts`` (index into the Arrow array
+    ``values`` -> count), largest first."""
+    best = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+    return [(values[k].as_py(), n) for k, n in best]
 
 
 def _arrow_type(spark: SparkSession, t: T.DataType) -> Any:
@@ -1016,6 +1029,7 @@ class SparkContentMatcher(_Broadcast):
         pattern_col: str = "pattern",
         subscriber_col: str = "subscriber",
         chunk_rows: int = _eng.DEFAULT_CAP,
+        stats: Any = None,
     ) -> DataFrame:
         """The messages' columns plus ``criteria`` (the binding's criteria
         as JSON text, :meth:`Criterion.to_json
@@ -1028,7 +1042,9 @@ class SparkContentMatcher(_Broadcast):
         each queue once, as ``HeadersExchange.route``).  With
         ``keep_unmatched`` every message without a match (rejected ones
         included) is kept once, with nulls.  Output batches hold at most
-        ``chunk_rows`` rows."""
+        ``chunk_rows`` rows.  ``stats``: an accumulator made with
+        :meth:`stats_accumulator`, filled as the job runs (read it with
+        :meth:`read_stats`)."""
         new = [criteria_col, pattern_col, subscriber_col] if bindings else [subscriber_col]
         plan = self._plan(
             messages,
@@ -1039,6 +1055,7 @@ class SparkContentMatcher(_Broadcast):
             keep_unmatched=keep_unmatched,
             cap=_cap(chunk_rows),
             bindings=bool(bindings),
+            stats=stats,
         )
         out = [T.StructField(subscriber_col, self.subscriber_type, keep_unmatched)]
         if bindings:
@@ -1075,6 +1092,15 @@ class SparkContentMatcher(_Broadcast):
         ``null`` (null fields), ``invalid`` (topics) and ``matches``
         ((message, binding) rows)."""
         return self._counters(messages, self._plan(messages, "counts", fields_col, topic_col, []))
+
+    def read_stats(self, acc: Any, top: int = 10) -> dict[str, Any]:
+        """The counters of :meth:`summary` from an accumulator filled by
+        :meth:`match` (``matches``: the rows it wrote, so (message,
+        subscriber) rows with ``bindings=False``), plus the ``top``
+        subscribers by rows written.  O(bindings that matched)."""
+        p = self.payload
+        col = p.bindings.column("subscriber").combine_chunks()
+        return self._read_stats(acc, col, p.subscribers, top)[0]
 
 
 def _content(messages: DataFrame, subscriptions: Any) -> SparkContentMatcher:

@@ -212,3 +212,14 @@ def test_invalid_topic_and_usage_exit_2(subs: Path, capsys: pytest.CaptureFixtur
     assert exc.value.code == 2
     with pytest.raises(SystemExit):
         main(["content"])  # a subcommand is required
+
+
+def test_topic_commands_name_a_content_file(
+    subs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command that reads topic subscriptions, given a content subscription
+    file (from a file or standard input), says what it is and what reads it."""
+    for argv in (["stats", str(subs)], ["tree", str(subs)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "is a content subscription file" in err and "cstrie content" in err, argv

@@ -347,6 +347,31 @@ def test_random_log_matches_the_index_row_by_row(spark: Any, shape: str) -> None
     assert unmatched == {i for i, _, _ in log} - matched - set(rejected)
 
 
+def test_stats_accumulator_counts_the_rows_written(spark: Any) -> None:
+    """``match(stats=acc)`` counts, in the pass that writes, what ``summary``
+    counts in its own job; ``matches`` and the top subscribers are the rows
+    written (per subscriber with ``bindings=False``)."""
+    from cstrie.spark import SparkContentMatcher
+
+    r = oracle.seeded_rng(SEED, "spark-content-stats")
+    idx = random_index(r)
+    log, ddl = random_log(r, "struct")
+    df = frame(spark, log, ddl)
+    cm = SparkContentMatcher(idx, spark)
+    for bindings in (True, False):
+        acc = cm.stats_accumulator()
+        rows = cm.match(df, "f", "t", bindings=bindings, stats=acc).collect()
+        stats = cm.read_stats(acc, top=100)
+        per_sub = Counter(row["subscriber"] for row in rows)
+        assert dict(stats.pop("top_subscribers")) == dict(per_sub)
+        want = cm.summary(df, "f", "t")
+        assert stats == {**want, "matches": len(rows)}
+        if bindings:  # one row per (message, binding): what summary counts
+            assert len(rows) == want["matches"]
+    top = cm.read_stats(acc, top=2)["top_subscribers"]
+    assert [n for _, n in top] == sorted(per_sub.values(), reverse=True)[:2]
+
+
 def test_without_a_topic_column_only_bindings_without_a_filter_match(spark: Any) -> None:
     from cstrie.spark import content_match
 
