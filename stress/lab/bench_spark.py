@@ -166,26 +166,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     subsets = sorted(int(x) for x in args.rlike_messages.split(","))
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from cstrie import Trie
     from cstrie.spark import SparkMatcher
-    from cstrie_lab.spark import PyMatcher, rlike_match, with_regex
+    from cstrie_lab.spark import PyMatcher, lab_session, rlike_match, with_regex
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .appName("cstrie bench_spark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.files.openCostInBytes", str(1 << 30))  # one partition per file
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(args.batch_rows))
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
+    spark = lab_session(
+        args.master,
+        "cstrie bench_spark",
+        **{
+            "spark.sql.shuffle.partitions": "4",
+            "spark.sql.files.openCostInBytes": str(1 << 30),  # one partition per file
+            "spark.sql.execution.arrow.maxRecordsPerBatch": str(args.batch_rows),
+        },
     )
-    spark.sparkContext.setLogLevel("ERROR")
     results: dict[str, Any] = {
         "messages": args.messages,
         "patterns": args.patterns,

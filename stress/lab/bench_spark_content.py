@@ -87,23 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from cstrie.content.rabbitmq import HeadersExchange
     from cstrie.spark import SparkContentMatcher
     from cstrie_lab.bench.scenarios.content import workload
+    from cstrie_lab.spark import lab_session
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .appName("cstrie bench_spark_content")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = lab_session(args.master, "cstrie bench_spark_content")
     results: dict[str, Any] = {
         "command": " ".join(
             ["python", "stress/lab/bench_spark_content.py", *(argv or sys.argv[1:])]

@@ -154,3 +154,29 @@ class PyMatcher(MatcherBase):
                     rows, pairs = [], []
         if rows:
             yield np.array(rows, np.int64), np.array(pairs, np.int64)
+
+
+def lab_session(master: str, app: str, **conf: str) -> Any:
+    """The Spark session of a lab benchmark: ``master``, no UI or console
+    progress bar, a 2 GiB driver, the log at ERROR, plus ``conf``.  Sets
+    ``SPARK_LOCAL_IP`` (loopback) and ``PYSPARK_PYTHON`` (this interpreter)
+    when they are not set."""
+    import os
+    import sys
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    b = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+    )
+    for k, v in conf.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
