@@ -167,7 +167,7 @@ static inline PyObject *object_of(PyObject *objects, uint64_t id)
 #endif
 }
 
-/* Map ids[0..n) to new references in out's items [0, n) (a new list); 1 if
+/* Map ids[0..n) to new references in dst[0..n); 1 if
  * one was FREE (an id freed meanwhile, rule 4).  At a million subscribers
  * every slot of `objects` and every object (whose count the new reference
  * writes) is a cache miss, and a plain loop takes them one after another.
@@ -192,7 +192,7 @@ static inline void map_prefetch_object(PyObject **items, uint64_t size, uint64_t
     (void)items, (void)size, (void)id;
 #endif
 }
-static int map_ids(PyObject *objects, const uint64_t *ids, int64_t n, PyObject *out)
+static int map_ids(PyObject *objects, const uint64_t *ids, int64_t n, PyObject **dst)
 {
 #ifdef Py_GIL_DISABLED
     /* relaxed: a hint for the prefetches, nothing else reads them */
@@ -214,10 +214,13 @@ static int map_ids(PyObject *objects, const uint64_t *ids, int64_t n, PyObject *
             map_prefetch_object(items, size, ids[i + MAP_AHEAD]);
         PyObject *o = object_of(objects, ids[i]);
         torn |= o == cst_FREE;
-        PyList_SET_ITEM(out, (Py_ssize_t)i, o);
+        dst[i] = o;
     }
     return torn;
 }
+
+/* A new list's items, for map_ids to fill. */
+static inline PyObject **list_items(PyObject *list) { return ((PyListObject *)list)->ob_item; }
 
 /* ------------------------------------------------------------------------
  * lookup
@@ -273,7 +276,7 @@ static PyObject *lookup_rows(Reader *self, PyObject *topic, const char *s, Py_ss
         }
         int torn = 0;
         if (race(self, attempt) == 0 && (out = PyList_New((Py_ssize_t)n)) != NULL)
-            torn = map_ids(reg->objects, ids, n, out);
+            torn = map_ids(reg->objects, ids, n, list_items(out));
         cst_engine->read_exit(sec);
         if (out == NULL || !torn)
             break;
@@ -592,7 +595,7 @@ static PyObject *route_encoded(Reader *self, PyObject *topic, const char *s, Py_
             Py_XDECREF(groups);
             break;
         }
-        torn = map_ids(reg->objects, ids, nl, list);
+        torn = map_ids(reg->objects, ids, nl, list_items(list));
         int failed = 0;
         for (size_t i = nplain; by_group && i < (size_t)n && !failed; i++) {
             PyObject *g = object_of(reg->objects, shares[i - nplain]);
@@ -719,6 +722,79 @@ static void warm_rows(Reader *self, PyObject *const *items, Py_ssize_t k)
         Py_XDECREF(keep[j]);
 }
 
+/* The rows of items[0..k) (k <= CST_WARM_TOPICS, their walks just warmed)
+ * into out[base..base + k), in one read section: every walk first, while
+ * the warmed lines are in the cache, then every id mapped in one pipelined
+ * pass (map_ids), whose prefetches run across the rows.  1 when the chunk
+ * is left to lookup_rows, row by row (nothing set in out): a topic that is
+ * not plain ASCII, an engine status (an invalid topic: lookup_rows raises
+ * it in order), more ids than `room`, an id freed meanwhile (FREE: rule
+ * 4's retries are lookup_rows'), or a race hook (tests); 0 when done, -1
+ * with an exception (no memory). */
+#define MANY_IDS 4096
+static int many_chunk(Reader *self, PyObject *const *items, Py_ssize_t k, PyObject *out,
+                      Py_ssize_t base, uint64_t *ids, size_t room)
+{
+    if (self->race_hook != NULL)
+        return 1;
+    size_t end[CST_WARM_TOPICS];
+    size_t n = 0;
+    void *sec = cst_engine->read_enter();
+    if (sec == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *t = items[j];
+        if (!PyUnicode_CheckExact(t) || !PyUnicode_IS_ASCII(t)) {
+            cst_engine->read_exit(sec);
+            return 1;
+        }
+        walk_arm();
+        int64_t got = cst_engine->lookup(self->h, (const char *)PyUnicode_DATA(t),
+                                         (size_t)PyUnicode_GET_LENGTH(t), ids + n, room - n);
+        walk_disarm();
+        if (got < 0 || (size_t)got > room - n) {
+            cst_engine->read_exit(sec);
+            return 1;
+        }
+        n += (size_t)got;
+        end[j] = n;
+    }
+    /* every id's object, then handed to the rows (references moved) */
+    PyObject **objs = n ? PyMem_Malloc(n * sizeof *objs) : NULL;
+    if (n && objs == NULL) {
+        cst_engine->read_exit(sec);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int torn = map_ids(self->reg->objects, ids, (int64_t)n, objs);
+    cst_engine->read_exit(sec);
+    PyObject *rows[CST_WARM_TOPICS];
+    Py_ssize_t made = 0;
+    size_t start = 0;
+    for (; !torn && made < k; made++) {
+        rows[made] = PyList_New((Py_ssize_t)(end[made] - start));
+        if (rows[made] == NULL)
+            break;
+        if (end[made] > start)
+            memcpy(list_items(rows[made]), objs + start, (end[made] - start) * sizeof *objs);
+        start = end[made];
+    }
+    if (torn || made < k) { /* give back what no row took */
+        for (size_t i = start; i < n; i++)
+            Py_DECREF(objs[i]);
+        for (Py_ssize_t j = 0; j < made; j++)
+            Py_DECREF(rows[j]);
+        PyMem_Free(objs);
+        return torn && made == 0 ? 1 : -1;
+    }
+    for (Py_ssize_t j = 0; j < k; j++)
+        PyList_SET_ITEM(out, base + j, rows[j]);
+    PyMem_Free(objs);
+    return 0;
+}
+
 static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames)
 {
@@ -753,13 +829,27 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
     }
     PyObject *out = PyList_New(n);
     int warming = n > 1 && cst_engine->warm_wanted(self->h);
+    uint64_t *many = warming ? PyMem_Malloc(MANY_IDS * sizeof *many) : NULL;
     for (Py_ssize_t i = 0; out && i < n; i++) {
         const char *s;
         Py_ssize_t len;
         PyObject *keep;
         PyObject *row = NULL;
-        if (warming && i % CST_WARM_TOPICS == 0)
-            warm_rows(self, items + i, n - i < CST_WARM_TOPICS ? n - i : CST_WARM_TOPICS);
+        if (warming && i % CST_WARM_TOPICS == 0) {
+            Py_ssize_t k = n - i < CST_WARM_TOPICS ? n - i : CST_WARM_TOPICS;
+            warm_rows(self, items + i, k);
+            int r = many != NULL ? many_chunk(self, items + i, k, out, i, many, MANY_IDS) : 1;
+            if (r < 0) {
+                for (Py_ssize_t j = i; j < n; j++)
+                    PyList_SET_ITEM(out, j, Py_NewRef(Py_None));
+                Py_CLEAR(out);
+                break;
+            }
+            if (r == 0) {
+                i += k - 1; /* those rows are set */
+                continue;
+            }
+        }
         if (text_of(self, items[i], "topic", &s, &len, &keep) == 0) {
             row = lookup_rows(self, items[i], s, len, !warming);
             Py_XDECREF(keep);
@@ -772,6 +862,7 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
         }
         PyList_SET_ITEM(out, i, row);
     }
+    PyMem_Free(many);
     Py_DECREF(seq);
     return out;
 }

@@ -83,3 +83,21 @@ def test_warmed_rows_are_states_of_the_trie_under_updates(big: tuple[Trie, list[
         stop.set()
         th.join()
     assert t.lookup("w1/w2/w3") == base
+
+
+def test_warmed_batches_too_big_for_one_pass_or_not_ascii_answer_the_same() -> None:
+    """A warmed batch of 16 topics is walked and mapped in one pass, unless
+    its rows hold more ids than that pass's buffer (4,096) or a topic is not
+    plain ASCII; either way the rows are ``lookup``'s."""
+    t = Trie("mqtt")
+    t.subscribe_many((f"f/{i % 700}/{i}", i) for i in range(WARM_MIN_PAIRS + 10_000))
+    t.subscribe_many(("#", f"all{i}") for i in range(300))  # 16 topics x 300 > 4,096
+    topics = [f"f/{i}/{i * 3}" for i in range(40)] + ["f/é/1", "f/1/ü", "g"]
+    rows = t.lookup_many(topics)
+    assert rows == [t.lookup(x) for x in topics]
+    assert all(len(r) >= 300 for r in rows)
+    few = [f"f/{i}/{i}" for i in range(40)]  # fits the buffer: one pass per 16
+    small = Trie("mqtt")
+    small.subscribe_many((f"f/{i % 700}/{i}", i) for i in range(WARM_MIN_PAIRS + 10_000))
+    assert small.lookup_many(few) == [small.lookup(x) for x in few]
+    assert small.lookup_many(few + ["f/é/1"]) == [small.lookup(x) for x in [*few, "f/é/1"]]
