@@ -8,7 +8,6 @@ import faulthandler
 import gc
 import math
 import os
-import random
 import sys
 import time
 from typing import Any
@@ -345,7 +344,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
     # Import the engine (and so cffi) before looking at the GIL: importing an
     # extension that does not declare free-threading support turns it back on.
     import cstrie.trie  # noqa: F401
-    from stress.harness import report
+    from stress.harness import report, scenario_cli
     from stress.harness.checker import check_history
     from stress.harness.clock import make_clock
     from stress.harness.impls import IMPLS, CstrieImpl, get_impl
@@ -375,7 +374,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
         print("error: nothing to do (--no-measure and --no-check)", file=sys.stderr)
         return EXIT_USAGE
     counts = args.thread_counts or list(range(1, (args.threads or os.cpu_count() or 2) + 1))
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
+    seed = scenario_cli.seed(args)
     duration = None if args.ops is not None else (args.duration or 2.0)
     ops_per_seq = args.ops if args.ops is not None else RING
     period = math.lcm(args.snapshot_every or 1, args.many_every or 1)

@@ -14,7 +14,6 @@ Exit status as for the other scenarios: 0 ok, 1 a violation, 2 usage.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from typing import Any
@@ -42,8 +41,8 @@ def main_content(args: argparse.Namespace, argv: list[str] | None) -> int:
     if w is None:
         return EXIT_USAGE
     dialect, keys, snapshot_every, ops, mix = w.dialect, w.keys, w.snapshot_every, w.ops, w.mix
-    counts = args.thread_counts or ([args.threads] if args.threads else [2, 4])
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
+    counts = scenario_cli.thread_counts(args, [2, 4])
+    seed = scenario_cli.seed(args)
     try:
         spaces = {n: build_space(dialect, keys, n, seed) for n in counts}
     except ValueError as exc:

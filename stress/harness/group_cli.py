@@ -19,7 +19,6 @@ the round-robin phase)::
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from typing import Any
@@ -58,7 +57,7 @@ def main_groups(args: argparse.Namespace, argv: list[str] | None) -> int:
     if not args.check:
         print("error: the groups scenario is a checked run (drop --no-check)", file=sys.stderr)
         return EXIT_USAGE
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
+    seed = scenario_cli.seed(args)
     run = scenario_cli.start(
         args,
         argv,

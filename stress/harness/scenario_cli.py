@@ -1,6 +1,7 @@
 """What the checked scenarios' command lines share (``topics``, ``content``,
-``groups``): the workload options read with a scenario's own defaults, and
-the start of a run (progress display, clock, banner, the GIL check).
+``groups``, ``selectors``, and the seed of every scenario): the workload
+options read with a scenario's own defaults, the thread counts and the seed,
+and the start of a run (progress display, clock, banner, the GIL check).
 
 Each returns None after printing the usage error, so a scenario's ``main``
 returns :data:`EXIT_USAGE` at once.
@@ -10,13 +11,24 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import random
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from stress.harness.workload import Mix
 
-__all__ = ["EXIT_OK", "EXIT_USAGE", "EXIT_VIOLATION", "Run", "Workload", "start", "workload"]
+__all__ = [
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_VIOLATION",
+    "Run",
+    "Workload",
+    "seed",
+    "start",
+    "thread_counts",
+    "workload",
+]
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2  # as report.finish returns them
 
@@ -64,6 +76,16 @@ def workload(args: argparse.Namespace, defaults: dict[str, Any], scenario: str) 
         ops=args.ops if args.ops is not None else defaults["ops"],
         mix=mix,
     )
+
+
+def thread_counts(args: argparse.Namespace, default: list[int]) -> list[int]:
+    """``--thread-counts``, else ``--threads`` alone, else ``default``."""
+    return args.thread_counts or ([args.threads] if args.threads else default)
+
+
+def seed(args: argparse.Namespace) -> int:
+    """``--seed``, else a fresh one (printed by the run, so it can be replayed)."""
+    return args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
 
 
 @dataclass(frozen=True)

@@ -321,6 +321,7 @@ def main_selectors(args: argparse.Namespace, argv: list[str] | None) -> int:
     from cstrie.selectors import SelectorIndex
     from cstrie.selectors import index as index_mod
     from stress.harness import report as rep
+    from stress.harness import scenario_cli
 
     keys = args.keys if args.keys is not None else 16
     ops = args.ops if args.ops is not None else 20_000
@@ -332,8 +333,8 @@ def main_selectors(args: argparse.Namespace, argv: list[str] | None) -> int:
     except ValueError:
         print(f"error: --mix {mix!r}: expected R/W percent", file=sys.stderr)
         return 2
-    counts = args.thread_counts or ([args.threads] if args.threads else [2, 4])
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
+    counts = scenario_cli.thread_counts(args, [2, 4])
+    seed = scenario_cli.seed(args)
     compact = args.compact_min if args.compact_min is not None else 64
     env = rep.print_banner(argv, seed)
     print(

@@ -19,7 +19,6 @@ The full run (1,000,000 operations at 2 threads, 2,000,000 at 4)::
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from typing import Any
@@ -51,8 +50,8 @@ def main_topics(args: argparse.Namespace, argv: list[str] | None) -> int:
     if args.shared_topics is not None and args.shared_topics < 0:
         print("error: --shared-topics must be >= 0", file=sys.stderr)
         return EXIT_USAGE
-    counts = args.thread_counts or ([args.threads] if args.threads else [2, 4])
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**9)
+    counts = scenario_cli.thread_counts(args, [2, 4])
+    seed = scenario_cli.seed(args)
     spaces = {}
     try:
         for n in counts:
