@@ -202,21 +202,15 @@ static int map_ids(PyObject *objects, const uint64_t *ids, int64_t n, PyObject *
     PyObject **items = ((PyListObject *)objects)->ob_item;
     uint64_t size = (uint64_t)PyList_GET_SIZE(objects);
 #endif
-    int torn = 0;
-    if (n <= MAP_AHEAD) { /* a few ids: the loop below costs more than it hides */
-        for (int64_t i = 0; i < n; i++) {
-            PyObject *o = object_of(objects, ids[i]);
-            torn |= o == cst_FREE;
-            dst[i] = o;
-        }
-        return torn;
-    }
-    for (int64_t i = 0; i < n && i < 2 * MAP_AHEAD; i++)
+    /* a few ids: prefetching them costs more than it hides */
+    int ahead = n > MAP_AHEAD;
+    for (int64_t i = 0; ahead && i < n && i < 2 * MAP_AHEAD; i++)
         map_prefetch_slot(items, size, ids[i]);
-    for (int64_t i = 0; i < n && i < MAP_AHEAD; i++)
+    for (int64_t i = 0; ahead && i < MAP_AHEAD; i++)
         map_prefetch_object(items, size, ids[i]);
+    int torn = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (i + 2 * MAP_AHEAD < n)
+        if (i + 2 * MAP_AHEAD < n) /* never with a few ids */
             map_prefetch_slot(items, size, ids[i + 2 * MAP_AHEAD]);
         if (i + MAP_AHEAD < n)
             map_prefetch_object(items, size, ids[i + MAP_AHEAD]);
