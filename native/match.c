@@ -93,7 +93,7 @@ static void emit_entry(mctx *x, snode *sn)
     o->nentries = g + 1;
 }
 
-static void emit(mctx *x, snode *sn)
+static void emit_slow(mctx *x, snode *sn)
 {
     x->found = 1;
     if (x->first_only)
@@ -109,6 +109,19 @@ static void emit(mctx *x, snode *sn)
         return;
     }
     x->sc->matched[x->nmatched++] = sn;
+}
+
+/* S-node sn matched the whole topic.  A lookup's common case inline: note
+ * it, with room on the list. */
+static inline void emit(mctx *x, snode *sn)
+{
+    scratch *sc = x->sc;
+    if (__builtin_expect(!x->first_only && x->out == NULL && x->nmatched < sc->matchedcap, 1)) {
+        x->found = 1;
+        sc->matched[x->nmatched++] = sn;
+        return;
+    }
+    emit_slow(x, sn);
 }
 
 /*
@@ -186,10 +199,13 @@ void cst_debug_walk_counts(int64_t *rewalks, int64_t *freezes)
     *freezes = atomic_load_explicit(&walk_freezes, memory_order_relaxed);
 }
 
-static inline mainnode *read_main(mctx *x, inode *in)
+/* in's main node, noted in sc->reads when `record` (x->record, passed as a
+ * value where the walk keeps it in a register). */
+static inline __attribute__((always_inline)) mainnode *read_main_k(mctx *x, inode *in,
+                                                                    int record)
 {
     mainnode *m = gcas_read(x->c, in);
-    if (x->record) {
+    if (record) {
         scratch *sc = x->sc;
         if (__builtin_expect(x->nreads >= sc->rdcap, 0) &&
             scratch_reserve((void **)&sc->reads, &sc->rdcap, x->nreads + 1, sizeof(main_read)) <
@@ -201,6 +217,8 @@ static inline mainnode *read_main(mctx *x, inode *in)
     }
     return m;
 }
+
+static inline mainnode *read_main(mctx *x, inode *in) { return read_main_k(x, in, x->record); }
 
 /* 1 if the root and every main node the walk read are still in place. */
 static int walk_unchanged(mctx *x, inode *root)
@@ -214,12 +232,14 @@ static int walk_unchanged(mctx *x, inode *root)
     return 1;
 }
 
-static inline mainnode *read_noted(void *x, inode *in) { return read_main(x, in); }
+static inline mainnode *read_noted(void *x, inode *in) { return read_main_k(x, in, 1); }
+static inline mainnode *read_unnoted(void *x, inode *in) { return read_main_k(x, in, 0); }
 
 /* The S-node of literal word w in the topic level whose top C-node is cn. */
-static inline snode *find_literal(mctx *x, cnode *cn, const word *w)
+static inline __attribute__((always_inline)) snode *find_literal(mctx *x, cnode *cn,
+                                                                  const word *w, int record)
 {
-    return level_find(cn, w, read_noted, x);
+    return record ? level_find(cn, w, read_noted, x) : level_find(cn, w, read_unnoted, x);
 }
 
 /* The next topic level below an S-node holds nothing a topic can match: it
@@ -308,23 +328,28 @@ typedef struct mframe {
     uint8_t kind;
 } mframe;
 
-static void push_grow(mctx *x, size_t *sp, mframe f)
+static size_t push_grow(mctx *x, size_t sp, mframe f)
 {
     scratch *sc = x->sc;
-    if (scratch_reserve((void **)&sc->mstack, &sc->mstackcap, *sp + 1, sizeof(mframe)) < 0) {
+    if (scratch_reserve((void **)&sc->mstack, &sc->mstackcap, sp + 1, sizeof(mframe)) < 0) {
         x->oom = 1;
-        return;
+        return sp;
     }
-    sc->mstack[(*sp)++] = f;
+    sc->mstack[sp] = f;
+    return sp + 1;
 }
 
-static inline void push(mctx *x, size_t *sp, mframe f)
+/* Push f on the walk's stack of sp states; the new count.  The count goes in
+ * and out by value, so that the walk keeps it in a register (a pointer to it
+ * kept it in memory: a store and a load per state). */
+static inline size_t push(mctx *x, size_t sp, mframe f)
 {
     scratch *sc = x->sc;
-    if (__builtin_expect(*sp < sc->mstackcap, 1))
-        sc->mstack[(*sp)++] = f;
-    else
-        push_grow(x, sp, f);
+    if (__builtin_expect(sp < sc->mstackcap, 1)) {
+        sc->mstack[sp] = f;
+        return sp + 1;
+    }
+    return push_grow(x, sp, f);
 }
 
 /* The route's groups of the topic level whose top C-node is cn: its S-node
@@ -338,11 +363,12 @@ static void level_shares(mctx *x, cnode *cn)
 
 /* Push the states that follow a topic level (the C-node under in) with i
  * words consumed. */
-static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int is_top, size_t depth)
+static inline __attribute__((always_inline)) size_t
+open_level(mctx *x, size_t sp, inode *in, size_t i, int is_top, size_t depth, int record)
 {
-    mainnode *m = read_main(x, in);
+    mainnode *m = read_main_k(x, in, record);
     if (m->h.kind != K_CNODE)
-        return; /* an entombed (empty) topic level */
+        return sp; /* an entombed (empty) topic level */
     cnode *cn = (cnode *)m;
     int hide = x->dollar && i == 0;
     if (i < x->n) {
@@ -352,28 +378,29 @@ static void open_level(mctx *x, size_t *sp, inode *in, size_t i, int is_top, siz
         snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
         if (ss && !hide) {
             __builtin_prefetch(ss);
-            push(x, sp, (mframe){ss, i + 1, 0, depth, F_NODE});
+            sp = push(x, sp, (mframe){ss, i + 1, 0, depth, F_NODE});
         }
-        snode *sn = find_literal(x, cn, &x->w[i]);
+        snode *sn = find_literal(x, cn, &x->w[i], record);
         if (sn) {
             if (sn->child != NULL)
                 __builtin_prefetch(sn->child);
-            push(x, sp, (mframe){sn, i + 1, 0, depth, F_NODE});
+            sp = push(x, sp, (mframe){sn, i + 1, 0, depth, F_NODE});
         }
     }
     snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
     if (sm && !hide) {
         size_t from = i + (size_t)x->c->t->d.multi_min;
         if (from <= x->n)
-            push(x, sp, (mframe){sm, from, x->n, depth, F_MULTI});
+            sp = push(x, sp, (mframe){sm, from, x->n, depth, F_MULTI});
     }
     if (is_top && x->n == 0) {
         snode *e = (snode *)spec_get(cn, W_EMPTY_PATTERN - 1);
         if (e)
-            push(x, sp, (mframe){e, 0, 0, depth, F_NODE});
+            sp = push(x, sp, (mframe){e, 0, 0, depth, F_NODE});
     }
     if (x->route && i == x->n && !is_top)
         level_shares(x, cn); /* the S-node above matched the whole topic */
+    return sp;
 }
 
 /* ------------------------------------------------------------------------
@@ -704,7 +731,7 @@ static void collect_kids(mctx *x, sframe *f, const uint64_t *s, size_t *ktop)
                 if (sc->tstamp[v] == stamp)
                     continue; /* this word was probed at an earlier index */
                 sc->tstamp[v] = stamp;
-                snode *sn = find_literal(x, f->cn, &x->w[i]);
+                snode *sn = find_literal(x, f->cn, &x->w[i], x->record);
                 if (sn != NULL)
                     kid_add(x, ktop, sn, v);
             }
@@ -850,8 +877,11 @@ static void set_walk(mctx *x, snode *sm, size_t from, size_t depth)
 /* The walk: states from the trie's top level until none is left. */
 static void match_walk(mctx *x, inode *root)
 {
+    /* In locals, so that they stay in registers: the walk's stores through
+     * its scratch pointers would make the compiler read x's fields again. */
+    const int record = x->record, paths = x->out != NULL;
     size_t sp = 0;
-    open_level(x, &sp, root, 0, 1, 0);
+    sp = open_level(x, sp, root, 0, 1, 0, record);
     while (sp > 0 && !x->oom && !(x->found && x->first_only)) {
         walk_step(x);
         mframe *f = &x->sc->mstack[sp - 1];
@@ -875,24 +905,26 @@ static void match_walk(mctx *x, inode *root)
             } else {
                 sp--;
             }
-            push(x, &sp, node);
+            sp = push(x, sp, node);
             continue;
         }
         mframe cur = *f;
         sp--;
         snode *sn = cur.sn;
-        if (cur.depth >= x->sc->pathcap &&
-            scratch_reserve((void **)&x->sc->path, &x->sc->pathcap, cur.depth + 1,
-                            sizeof(snode *)) < 0) {
-            x->oom = 1;
-            break;
+        if (paths) { /* match() writes each pattern out: its words so far */
+            if (cur.depth >= x->sc->pathcap &&
+                scratch_reserve((void **)&x->sc->path, &x->sc->pathcap, cur.depth + 1,
+                                sizeof(snode *)) < 0) {
+                x->oom = 1;
+                break;
+            }
+            x->sc->path[cur.depth] = sn;
+            x->depth = cur.depth + 1;
         }
-        x->sc->path[cur.depth] = sn;
-        x->depth = cur.depth + 1;
         if (cur.j == x->n && sn->nsubs > 0)
             emit(x, sn);
         if (sn->child)
-            open_level(x, &sp, sn->child, cur.j, 0, cur.depth + 1);
+            sp = open_level(x, sp, sn->child, cur.j, 0, cur.depth + 1, record);
     }
     x->sc->last_steps = x->steps;
 }
@@ -986,6 +1018,10 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
 }
 
 /* Collect the ids of the S-nodes matched, each once, into out (up to cap). */
+/* Answers of at most this many ids (before de-duplication) are de-duplicated
+ * by comparison, larger ones through a hash table. */
+#define SMALL_ANSWER 16
+
 static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
 {
     scratch *sc = x->sc;
@@ -1005,6 +1041,25 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
     size_t total = 0;
     for (size_t g = 0; g < x->nmatched; g++)
         total += sc->matched[g]->nsubs;
+    if (total <= SMALL_ANSWER && cap >= total) {
+        /* A few ids (the common answer): each compared with the ones kept,
+         * in place in out, instead of clearing and probing a hash table. */
+        size_t u = 0;
+        for (size_t g = 0; g < x->nmatched; g++) {
+            /* this S-node's ids after the kept ones, then compacted: an S-node's
+             * own ids are distinct, so each is compared with earlier ones only */
+            size_t end = u + snode_emit(sc->matched[g], out + u), kept = u;
+            for (size_t i = u; i < end; i++) {
+                size_t j = 0;
+                while (j < u && out[j] != out[i])
+                    j++;
+                if (j == u)
+                    out[kept++] = out[i];
+            }
+            u = kept;
+        }
+        return (int64_t)u;
+    }
     size_t tcap = 16;
     while (tcap < total * 2)
         tcap *= 2;
@@ -1283,7 +1338,7 @@ int64_t words_subscribers(cst_trie *t, scratch *sc, int64_t n, uint64_t *out, si
             break;
         }
         const word *w = &sc->w[k];
-        sn = w->kind == W_LITERAL ? find_literal(&x, (cnode *)m, w)
+        sn = w->kind == W_LITERAL ? find_literal(&x, (cnode *)m, w, x.record)
                                   : (snode *)spec_get((cnode *)m, w->kind - 1u);
         if (sn == NULL)
             break;
