@@ -232,10 +232,24 @@ static inline cst_hdr *spec_get(const cnode *cn, unsigned s)
     return cn->array[popc(spec & ((1u << s) - 1))];
 }
 
+/* a[0..n) == b[0..n), reading no byte outside either.  Where a word's hash
+ * already agreed this only confirms: up to 8 bytes (a topic level: a device
+ * id, a metric, a digit) it compares inline, one byte at a time, instead of
+ * calling libc's memcmp, whose call and dispatch cost more than that. */
+static inline int bytes_eq(const char *a, const char *b, size_t n)
+{
+    if (n > 8)
+        return memcmp(a, b, n) == 0;
+    unsigned diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)a[i] ^ (unsigned char)b[i];
+    return diff == 0;
+}
+
 static inline int word_eq(const snode *sn, const word *w)
 {
     return sn->hash == w->hash && sn->wlen == w->len && sn->h.b1 == W_LITERAL &&
-           memcmp(sn->word, w->p, w->len) == 0;
+           bytes_eq(sn->word, w->p, w->len);
 }
 
 /* The S-node of literal word w in the topic level whose top C-node is cn,
@@ -246,22 +260,22 @@ static inline int word_eq(const snode *sn, const word *w)
 static inline __attribute__((always_inline)) snode *
 level_find(cnode *cn, const word *w, mainnode *(*read)(void *arg, inode *in), void *arg)
 {
-    mainnode *m = &cn->m;
+    /* The top C-node is a C-node: the walk over hash levels starts there
+     * without asking (a lookup calls this once per state). */
     unsigned lev = 0;
     for (;;) {
+        uint32_t bit = 1u << frag(w->hash, lev);
+        if (!(cn->bitmap & bit))
+            return NULL;
+        cst_hdr *b = cn->array[popc(cn->m.h.b2) + popc(cn->bitmap & (bit - 1))];
+        if (b->kind == K_SNODE)
+            return word_eq((snode *)b, w) ? (snode *)b : NULL;
+        mainnode *m = read(arg, (inode *)b);
+        lev += 5;
         switch (m->h.kind) {
-        case K_CNODE: {
-            cnode *x = (cnode *)m;
-            uint32_t bit = 1u << frag(w->hash, lev);
-            if (!(x->bitmap & bit))
-                return NULL;
-            cst_hdr *b = x->array[popc(x->m.h.b2) + popc(x->bitmap & (bit - 1))];
-            if (b->kind == K_SNODE)
-                return word_eq((snode *)b, w) ? (snode *)b : NULL;
-            m = read(arg, (inode *)b);
-            lev += 5;
+        case K_CNODE:
+            cn = (cnode *)m;
             break;
-        }
         case K_TNODE: {
             snode *sn = ((tnode *)m)->sn;
             return sn && word_eq(sn, w) ? sn : NULL;

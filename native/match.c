@@ -174,16 +174,21 @@ void cst_set_walk_yield(cst_yield_fn fn)
     atomic_store_explicit(&walk_yield, fn, memory_order_release);
 }
 
-/* One more step of the walk; every WALK_YIELD_STEPS the caller's hook runs. */
-static inline void walk_step(mctx *x)
+/* Steps counted so far, plus one; every WALK_YIELD_STEPS the caller's hook
+ * runs.  (match_walk counts in a local, set_walk in x->steps.) */
+static inline int64_t step(int64_t steps)
 {
-    if (__builtin_expect((++x->steps & (WALK_YIELD_STEPS - 1)) == 0, 0)) {
+    if (__builtin_expect((++steps & (WALK_YIELD_STEPS - 1)) == 0, 0)) {
         /* acquire: pairs with the release of cst_set_walk_yield */
         cst_yield_fn fn = atomic_load_explicit(&walk_yield, memory_order_acquire);
         if (fn != NULL)
             fn();
     }
+    return steps;
 }
+
+/* One more step of the walk. */
+static inline void walk_step(mctx *x) { x->steps = step(x->steps); }
 
 static _Atomic int walk_retries = WALK_RETRIES;
 static _Atomic int64_t walk_rewalks, walk_freezes; /* statistics: relaxed */
@@ -339,17 +344,26 @@ static size_t push_grow(mctx *x, size_t sp, mframe f)
     return sp + 1;
 }
 
+/* The walk's stack of states (sc->mstack and its capacity), in locals of
+ * match_walk: read from the scratch again only after it grew. */
+typedef struct wstack {
+    mframe *v;
+    size_t cap;
+} wstack;
+
 /* Push f on the walk's stack of sp states; the new count.  The count goes in
  * and out by value, so that the walk keeps it in a register (a pointer to it
  * kept it in memory: a store and a load per state). */
-static inline size_t push(mctx *x, size_t sp, mframe f)
+static inline size_t push(mctx *x, wstack *st, size_t sp, mframe f)
 {
-    scratch *sc = x->sc;
-    if (__builtin_expect(sp < sc->mstackcap, 1)) {
-        sc->mstack[sp] = f;
+    if (__builtin_expect(sp < st->cap, 1)) {
+        st->v[sp] = f;
         return sp + 1;
     }
-    return push_grow(x, sp, f);
+    sp = push_grow(x, sp, f);
+    st->v = x->sc->mstack;
+    st->cap = x->sc->mstackcap;
+    return sp;
 }
 
 /* The route's groups of the topic level whose top C-node is cn: its S-node
@@ -361,44 +375,57 @@ static void level_shares(mctx *x, cnode *cn)
         shares_below(x, read_main(x, g->child), 0);
 }
 
+/* What one walk reads of x at every state, in locals of match_walk (so in
+ * registers: the walk's stores through its scratch pointers would make the
+ * compiler read x's fields again each time). */
+typedef struct wconst {
+    const word *w;
+    size_t n;
+    size_t multi_min;
+    int dollar;
+    int route;
+    int record;
+} wconst;
+
 /* Push the states that follow a topic level (the C-node under in) with i
  * words consumed. */
 static inline __attribute__((always_inline)) size_t
-open_level(mctx *x, size_t sp, inode *in, size_t i, int is_top, size_t depth, int record)
+open_level(mctx *x, const wconst k, wstack *st, size_t sp, inode *in, size_t i, int is_top,
+           size_t depth)
 {
-    mainnode *m = read_main_k(x, in, record);
+    mainnode *m = read_main_k(x, in, k.record);
     if (m->h.kind != K_CNODE)
         return sp; /* an entombed (empty) topic level */
     cnode *cn = (cnode *)m;
-    int hide = x->dollar && i == 0;
-    if (i < x->n) {
+    int hide = k.dollar && i == 0;
+    if (i < k.n) {
         /* The states are taken in the reverse order of their pushes, so the
          * one-level wildcard's S-node and the literal's next level are read
          * last: fetch them now, while the walk goes on elsewhere. */
         snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
         if (ss && !hide) {
             __builtin_prefetch(ss);
-            sp = push(x, sp, (mframe){ss, i + 1, 0, depth, F_NODE});
+            sp = push(x, st, sp, (mframe){ss, i + 1, 0, depth, F_NODE});
         }
-        snode *sn = find_literal(x, cn, &x->w[i], record);
+        snode *sn = find_literal(x, cn, &k.w[i], k.record);
         if (sn) {
             if (sn->child != NULL)
                 __builtin_prefetch(sn->child);
-            sp = push(x, sp, (mframe){sn, i + 1, 0, depth, F_NODE});
+            sp = push(x, st, sp, (mframe){sn, i + 1, 0, depth, F_NODE});
         }
     }
     snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
     if (sm && !hide) {
-        size_t from = i + (size_t)x->c->t->d.multi_min;
-        if (from <= x->n)
-            sp = push(x, sp, (mframe){sm, from, x->n, depth, F_MULTI});
+        size_t from = i + k.multi_min;
+        if (from <= k.n)
+            sp = push(x, st, sp, (mframe){sm, from, k.n, depth, F_MULTI});
     }
-    if (is_top && x->n == 0) {
+    if (is_top && k.n == 0) {
         snode *e = (snode *)spec_get(cn, W_EMPTY_PATTERN - 1);
         if (e)
-            sp = push(x, sp, (mframe){e, 0, 0, depth, F_NODE});
+            sp = push(x, st, sp, (mframe){e, 0, 0, depth, F_NODE});
     }
-    if (x->route && i == x->n && !is_top)
+    if (k.route && i == k.n && !is_top)
         level_shares(x, cn); /* the S-node above matched the whole topic */
     return sp;
 }
@@ -879,33 +906,38 @@ static void match_walk(mctx *x, inode *root)
 {
     /* In locals, so that they stay in registers: the walk's stores through
      * its scratch pointers would make the compiler read x's fields again. */
-    const int record = x->record, paths = x->out != NULL;
+    const wconst k = {x->w, x->n, (size_t)x->c->t->d.multi_min, x->dollar, x->route, x->record};
+    const int paths = x->out != NULL, first_only = x->first_only;
+    int64_t steps = x->steps;
+    wstack st = {x->sc->mstack, x->sc->mstackcap};
     size_t sp = 0;
-    sp = open_level(x, sp, root, 0, 1, 0, record);
-    while (sp > 0 && !x->oom && !(x->found && x->first_only)) {
-        walk_step(x);
-        mframe *f = &x->sc->mstack[sp - 1];
+    sp = open_level(x, k, &st, sp, root, 0, 1, 0);
+    while (sp > 0 && !x->oom && !(first_only && x->found)) {
+        steps = step(steps);
+        mframe *f = &st.v[sp - 1];
         if (f->kind == F_MULTI) {
             snode *sm = f->sn;
             if (x->sets) {
                 /* more words may follow the wildcard: one index-set walk */
                 mframe m = *f;
                 sp--;
+                x->steps = steps;
                 set_walk(x, sm, m.j, m.depth);
+                steps = x->steps;
                 continue;
             }
             mframe node = {sm, f->j, 0, f->depth, F_NODE};
             if (sm->child == NULL || only_shares(x, sm->child)) {
                 /* Nothing follows the wildcard: only "consume every word" can
                  * match. */
-                node.j = x->n;
+                node.j = k.n;
                 sp--;
             } else if (f->j < f->end) {
                 f->j++;
             } else {
                 sp--;
             }
-            sp = push(x, sp, node);
+            sp = push(x, &st, sp, node);
             continue;
         }
         mframe cur = *f;
@@ -921,12 +953,13 @@ static void match_walk(mctx *x, inode *root)
             x->sc->path[cur.depth] = sn;
             x->depth = cur.depth + 1;
         }
-        if (cur.j == x->n && sn->nsubs > 0)
+        if (cur.j == k.n && sn->nsubs > 0)
             emit(x, sn);
         if (sn->child)
-            sp = open_level(x, sp, sn->child, cur.j, 0, cur.depth + 1, record);
+            sp = open_level(x, k, &st, sp, sn->child, cur.j, 0, cur.depth + 1);
     }
-    x->sc->last_steps = x->steps;
+    x->steps = steps;
+    x->sc->last_steps = steps;
 }
 
 int64_t cst_debug_last_walk_steps(void)
