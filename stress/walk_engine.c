@@ -1,0 +1,170 @@
+/*
+ * walk_engine.c - the cost of one lookup's walk, through the engine's public
+ * C API only (cstrie.h): a C loop with no Python around it, for before/after
+ * pairs of engine changes.
+ *
+ *   walk_engine FILTERS TOPICS [--dialect mqtt|amqp] [--passes N]
+ *               [--mode plain|warm|batch]
+ *
+ * FILTERS and TOPICS are text files, one pattern or topic a line
+ * (stress/lab/walk_files.py writes the benchmark suite's workloads).  Pattern
+ * j is subscribed with subscriber j + 1 into one trie, in file order; then
+ * every topic is looked up, --passes times (default 10), and the best pass is
+ * printed in ns per lookup with the ids per lookup.  Modes:
+ *
+ *   plain   cst_lookup;
+ *   warm    cst_lookup_warm (what Trie.lookup calls: on a trie of over 50,000
+ *           pairs the walk's branches are fetched first);
+ *   batch   cst_warm over 16 topics, then cst_lookup of each (what
+ *           Trie.lookup_many does per group of 16).
+ *
+ * Run it under `valgrind --tool=callgrind` or cachegrind for instruction and
+ * miss counts per lookup (the difference of a 3-pass and a 1-pass run, halved,
+ * over the topics): unlike times on a shared machine they repeat to a percent
+ * or two.  docs/benchmarks.md, "The walk as one loop", has the method.
+ *
+ * Build: make -C stress walk   (-O2 -mpopcnt like the Python build)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cstrie.h"
+
+#define BATCH 16
+#define OUT_CAP 65536
+
+static void die(const char *what)
+{
+    fprintf(stderr, "walk_engine: %s\n", what);
+    exit(2);
+}
+
+/* The lines of file fn (without their newlines), and their lengths. */
+static char **read_lines(const char *fn, size_t *n, size_t **lens)
+{
+    FILE *f = fopen(fn, "r");
+    if (f == NULL)
+        die("cannot open an input file");
+    size_t cap = 1024;
+    char **v = malloc(cap * sizeof *v);
+    size_t *l = malloc(cap * sizeof *l);
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t got;
+    *n = 0;
+    while (v != NULL && l != NULL && (got = getline(&line, &lcap, f)) >= 0) {
+        if (got > 0 && line[got - 1] == '\n')
+            line[--got] = '\0';
+        if (*n == cap) {
+            cap *= 2;
+            v = realloc(v, cap * sizeof *v);
+            l = realloc(l, cap * sizeof *l);
+            if (v == NULL || l == NULL)
+                break;
+        }
+        v[*n] = malloc((size_t)got + 1);
+        if (v[*n] == NULL)
+            die("out of memory");
+        memcpy(v[*n], line, (size_t)got + 1);
+        l[(*n)++] = (size_t)got;
+    }
+    free(line);
+    fclose(f);
+    if (v == NULL || l == NULL)
+        die("out of memory");
+    *lens = l;
+    return v;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static cst_dialect dialect_of(const char *name)
+{
+    cst_dialect d = {0};
+    if (strcmp(name, "mqtt") == 0) {
+        d.sep = "/", d.single = "+", d.multi = "#";
+        d.multi_last_only = 1, d.strict_wildcards = 1, d.empty_words = 1;
+        d.dollar_rule = 1, d.max_bytes = 65535, d.forbid_nul = 1;
+    } else if (strcmp(name, "amqp") == 0) {
+        d.sep = ".", d.single = "*", d.multi = "#";
+        d.empty_topic = 1, d.empty_words = 1, d.topic_wildcards = 1, d.max_levels = 256;
+    } else {
+        die("--dialect is mqtt or amqp");
+    }
+    d.sep_len = d.single_len = d.multi_len = 1;
+    return d;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dname = "mqtt", *mode = "warm";
+    int passes = 10;
+    if (argc < 3)
+        die("usage: walk_engine FILTERS TOPICS [--dialect mqtt|amqp] [--passes N] "
+            "[--mode plain|warm|batch]");
+    for (int a = 3; a + 1 < argc; a += 2) {
+        if (strcmp(argv[a], "--dialect") == 0)
+            dname = argv[a + 1];
+        else if (strcmp(argv[a], "--passes") == 0)
+            passes = atoi(argv[a + 1]);
+        else if (strcmp(argv[a], "--mode") == 0)
+            mode = argv[a + 1];
+        else
+            die("unknown option");
+    }
+    int m = strcmp(mode, "plain") == 0 ? 0 : strcmp(mode, "warm") == 0 ? 1
+          : strcmp(mode, "batch") == 0 ? 2 : -1;
+    if (m < 0 || passes < 1)
+        die("--mode is plain, warm or batch; --passes at least 1");
+    cst_dialect d = dialect_of(dname);
+    size_t nf, nt, *flen, *tlen;
+    char **fs = read_lines(argv[1], &nf, &flen), **ts = read_lines(argv[2], &nt, &tlen);
+    cst_trie *t = cst_new(&d);
+    if (t == NULL)
+        die("cst_new failed");
+    for (size_t i = 0; i < nf; i++)
+        if (cst_subscribe(t, fs[i], flen[i], (uint64_t)i + 1) < 0)
+            die("a pattern of FILTERS is invalid in the dialect");
+    uint64_t *out = malloc(OUT_CAP * sizeof *out);
+    if (out == NULL)
+        die("out of memory");
+    double best = 1e30;
+    int64_t ids = 0;
+    for (int p = 0; p < passes; p++) {
+        int64_t got = 0;
+        double t0 = now();
+        for (size_t i = 0; i < nt; i++) {
+            if (m == 2 && i % BATCH == 0)
+                cst_warm(t, (const char *const *)ts + i, tlen + i, nt - i < BATCH ? nt - i : BATCH);
+            int64_t r = m == 1 ? cst_lookup_warm(t, ts[i], tlen[i], out, OUT_CAP)
+                               : cst_lookup(t, ts[i], tlen[i], out, OUT_CAP);
+            if (r < 0)
+                die("a topic of TOPICS is invalid in the dialect");
+            got += r;
+        }
+        double dt = now() - t0;
+        if (dt < best)
+            best = dt;
+        ids = got;
+    }
+    printf("%s %s: %zu filters, %zu topics, %.2f ids per lookup, best of %d passes: %.1f ns per "
+           "lookup\n",
+           mode, dname, nf, nt, nt ? (double)ids / (double)nt : 0.0, passes,
+           nt ? best / (double)nt * 1e9 : 0.0);
+    cst_free(t);
+    free(out);
+    for (size_t i = 0; i < nf; i++)
+        free(fs[i]);
+    for (size_t i = 0; i < nt; i++)
+        free(ts[i]);
+    free(fs), free(ts), free(flen), free(tlen);
+    return 0;
+}
