@@ -338,7 +338,7 @@ static size_t push_grow(mctx *x, size_t sp, mframe f)
     scratch *sc = x->sc;
     if (scratch_reserve((void **)&sc->mstack, &sc->mstackcap, sp + 1, sizeof(mframe)) < 0) {
         x->oom = 1;
-        return sp;
+        return 0; /* the walk ends: its answer is an error now */
     }
     sc->mstack[sp] = f;
     return sp + 1;
@@ -912,7 +912,10 @@ static void match_walk(mctx *x, inode *root)
     wstack st = {x->sc->mstack, x->sc->mstackcap};
     size_t sp = 0;
     sp = open_level(x, k, &st, sp, root, 0, 1, 0);
-    while (sp > 0 && !x->oom && !(first_only && x->found)) {
+    /* Ends when the stack is empty: a failed push empties it (x->oom), and
+     * has_subscribers stops at its first match below.  Other failures to
+     * allocate (x->oom too) only make the walk go on to its end. */
+    while (sp > 0) {
         steps = step(steps);
         mframe *f = &st.v[sp - 1];
         if (f->kind == F_MULTI) {
@@ -924,6 +927,8 @@ static void match_walk(mctx *x, inode *root)
                 x->steps = steps;
                 set_walk(x, sm, m.j, m.depth);
                 steps = x->steps;
+                if (x->oom || (first_only && x->found))
+                    break;
                 continue;
             }
             mframe node = {sm, f->j, 0, f->depth, F_NODE};
@@ -953,8 +958,11 @@ static void match_walk(mctx *x, inode *root)
             x->sc->path[cur.depth] = sn;
             x->depth = cur.depth + 1;
         }
-        if (cur.j == k.n && sn->nsubs > 0)
+        if (cur.j == k.n && sn->nsubs > 0) {
             emit(x, sn);
+            if (first_only)
+                break; /* emit found it */
+        }
         if (sn->child)
             sp = open_level(x, k, &st, sp, sn->child, cur.j, 0, cur.depth + 1);
     }
