@@ -1021,27 +1021,28 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
     /* The update stripes whose updates can change this topic's answer: its
      * first word's, the wildcards', the zero-word pattern's for an empty
      * topic, and the whole trie's (internal.h, "Update stripes"). */
-    unsigned stripes[4] = {UPD_GLOBAL, UPD_MULTI, upd_stripe_of(sc->w, n),
-                           n > 0 ? UPD_SINGLE : UPD_EMPTY};
+    _Atomic uint64_t *s0 = upd_stripe(c->t, UPD_GLOBAL), *s1 = upd_stripe(c->t, UPD_MULTI),
+                     *s2 = upd_stripe(c->t, upd_stripe_of(sc->w, n)),
+                     *s3 = upd_stripe(c->t, n > 0 ? UPD_SINGLE : UPD_EMPTY);
     int retries = atomic_load_explicit(&walk_retries, memory_order_relaxed);
     for (int attempt = 0; attempt < retries; attempt++) {
         /* acquire: the walk's reads stay after these reads of the counts, and
          * every update they count as done is in the mains the walk reads. */
-        uint64_t w0[4], busy = 0;
-        for (int k = 0; k < 4; k++) {
-            w0[k] = atomic_load_explicit(upd_stripe(c->t, stripes[k]), memory_order_acquire);
-            busy |= w0[k] & UPD_IN_FLIGHT;
-        }
+        uint64_t w0 = atomic_load_explicit(s0, memory_order_acquire),
+                 w1 = atomic_load_explicit(s1, memory_order_acquire),
+                 w2 = atomic_load_explicit(s2, memory_order_acquire),
+                 w3 = atomic_load_explicit(s3, memory_order_acquire);
+        uint64_t busy = (w0 | w1 | w2 | w3) & UPD_IN_FLIGHT;
         x->record = attempt > 0; /* a quiet trie needs no note of the reads */
         inode *root = root_read(c);
         walk_once(x, root);
         if (x->oom)
             return CST_ENOMEM;
         /* acquire: not read before the walk's own reads. */
-        int same = busy == 0;
-        for (int k = 0; k < 4 && same; k++)
-            same = atomic_load_explicit(upd_stripe(c->t, stripes[k]), memory_order_acquire) ==
-                   w0[k];
+        int same = busy == 0 && atomic_load_explicit(s0, memory_order_acquire) == w0 &&
+                   atomic_load_explicit(s1, memory_order_acquire) == w1 &&
+                   atomic_load_explicit(s2, memory_order_acquire) == w2 &&
+                   atomic_load_explicit(s3, memory_order_acquire) == w3;
         if (same)
             return 0; /* no update that could change the answer began or ended */
         if (x->record && walk_unchanged(x, root))
@@ -1079,28 +1080,29 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
             memcpy(out, sc->ids, cap * sizeof(uint64_t));
         return sn->nsubs;
     }
-    size_t total = 0;
-    for (size_t g = 0; g < x->nmatched; g++)
-        total += sc->matched[g]->nsubs;
-    if (total <= SMALL_ANSWER && cap >= total) {
-        /* A few ids (the common answer): each compared with the ones kept,
-         * in place in out, instead of clearing and probing a hash table. */
-        size_t u = 0;
-        for (size_t g = 0; g < x->nmatched; g++) {
-            /* this S-node's ids after the kept ones, then compacted: an S-node's
-             * own ids are distinct, so each is compared with earlier ones only */
-            size_t end = u + snode_emit(sc->matched[g], out + u), kept = u;
-            for (size_t i = u; i < end; i++) {
-                size_t j = 0;
-                while (j < u && out[j] != out[i])
-                    j++;
-                if (j == u)
-                    out[kept++] = out[i];
-            }
-            u = kept;
+    /* A few ids (the common answer): each compared with the ones kept, in
+     * place in out, instead of clearing and probing a hash table.  Given up
+     * for the table below at the first S-node with a set, or that could
+     * take the kept ids past SMALL_ANSWER or cap. */
+    size_t u = 0, g = 0;
+    for (; g < x->nmatched; g++) {
+        const snode *sn = sc->matched[g];
+        if (sn->nsubs > SUBS_INLINE || u + sn->nsubs > SMALL_ANSWER || u + sn->nsubs > cap)
+            break;
+        const uint64_t *ids = snode_ids(sn);
+        for (uint32_t i = 0; i < sn->nsubs; i++) {
+            size_t j = 0;
+            while (j < u && out[j] != ids[i])
+                j++;
+            if (j == u)
+                out[u++] = ids[i];
         }
-        return (int64_t)u;
     }
+    if (g == x->nmatched)
+        return (int64_t)u;
+    size_t total = 0;
+    for (g = 0; g < x->nmatched; g++)
+        total += sc->matched[g]->nsubs;
     size_t tcap = 16;
     while (tcap < total * 2)
         tcap *= 2;
@@ -1108,13 +1110,12 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
         scratch_reserve((void **)&sc->uniq, &sc->uniqcap, tcap, sizeof(uint64_t)) < 0)
         return CST_ENOMEM;
     size_t k = 0;
-    for (size_t g = 0; g < x->nmatched; g++) {
+    for (g = 0; g < x->nmatched; g++)
         k += snode_emit(sc->matched[g], sc->ids + k);
-    }
     /* Open addressing with 0 as "empty"; id 0 is tracked on the side. */
     memset(sc->uniq, 0, tcap * sizeof(uint64_t));
     int have_zero = 0;
-    size_t u = 0;
+    u = 0;
     for (size_t i = 0; i < k; i++) {
         uint64_t id = sc->ids[i];
         int fresh;
