@@ -29,9 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cstrie.h"
+#include "support.h" /* xcalloc, xrealloc, now_s (tests/native/) */
 
 #define BATCH 16
 #define OUT_CAP 65536
@@ -49,41 +49,28 @@ static char **read_lines(const char *fn, size_t *n, size_t **lens)
     if (f == NULL)
         die("cannot open an input file");
     size_t cap = 1024;
-    char **v = malloc(cap * sizeof *v);
-    size_t *l = malloc(cap * sizeof *l);
+    char **v = xcalloc(cap, sizeof *v);
+    size_t *l = xcalloc(cap, sizeof *l);
     char *line = NULL;
     size_t lcap = 0;
     ssize_t got;
     *n = 0;
-    while (v != NULL && l != NULL && (got = getline(&line, &lcap, f)) >= 0) {
+    while ((got = getline(&line, &lcap, f)) >= 0) {
         if (got > 0 && line[got - 1] == '\n')
             line[--got] = '\0';
         if (*n == cap) {
             cap *= 2;
-            v = realloc(v, cap * sizeof *v);
-            l = realloc(l, cap * sizeof *l);
-            if (v == NULL || l == NULL)
-                break;
+            v = xrealloc(v, cap * sizeof *v);
+            l = xrealloc(l, cap * sizeof *l);
         }
-        v[*n] = malloc((size_t)got + 1);
-        if (v[*n] == NULL)
-            die("out of memory");
+        v[*n] = xcalloc((size_t)got + 1, 1);
         memcpy(v[*n], line, (size_t)got + 1);
         l[(*n)++] = (size_t)got;
     }
     free(line);
     fclose(f);
-    if (v == NULL || l == NULL)
-        die("out of memory");
     *lens = l;
     return v;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static cst_dialect dialect_of(const char *name)
@@ -133,14 +120,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nf; i++)
         if (cst_subscribe(t, fs[i], flen[i], (uint64_t)i + 1) < 0)
             die("a pattern of FILTERS is invalid in the dialect");
-    uint64_t *out = malloc(OUT_CAP * sizeof *out);
-    if (out == NULL)
-        die("out of memory");
+    uint64_t *out = xcalloc(OUT_CAP, sizeof *out);
     double best = 1e30;
     int64_t ids = 0;
     for (int p = 0; p < passes; p++) {
         int64_t got = 0;
-        double t0 = now();
+        double t0 = now_s();
         for (size_t i = 0; i < nt; i++) {
             if (m == 2 && i % BATCH == 0)
                 cst_warm(t, (const char *const *)ts + i, tlen + i, nt - i < BATCH ? nt - i : BATCH);
@@ -150,7 +135,7 @@ int main(int argc, char **argv)
                 die("a topic of TOPICS is invalid in the dialect");
             got += r;
         }
-        double dt = now() - t0;
+        double dt = now_s() - t0;
         if (dt < best)
             best = dt;
         ids = got;

@@ -1,7 +1,8 @@
 /*
  * support.h - helpers shared by the engine's C test programs: the unit tests
  * (tests/native/, whose harness is unit.h), the torture programs
- * (stress/torture_trie.c, stress/torture_ebr.c) and the fuzz targets.
+ * (stress/torture_trie.c, stress/torture_ebr.c), the fuzz targets and the
+ * walk benchmark (stress/walk_engine.c).
  *
  * Allocation that aborts instead of returning NULL (the programs test the
  * engine's allocator, not the system's), a seeded splitmix64 stream, a
