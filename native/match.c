@@ -1059,11 +1059,12 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
     return x->oom ? CST_ENOMEM : 0;
 }
 
-/* Collect the ids of the S-nodes matched, each once, into out (up to cap). */
-/* Answers of at most this many ids (before de-duplication) are de-duplicated
- * by comparison, larger ones through a hash table. */
+/* An answer whose S-nodes keep their ids inline is de-duplicated by
+ * comparison while its kept ids stay within this many; beyond, through a
+ * hash table. */
 #define SMALL_ANSWER 16
 
+/* Collect the ids of the S-nodes matched, each once, into out (up to cap). */
 static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
 {
     scratch *sc = x->sc;

@@ -961,9 +961,16 @@ def _broken_run(make: Any) -> Any:
 def test_groups_broken_tries_are_detected(
     make: Any, must: tuple[str, ...], may: tuple[str, ...]
 ) -> None:
-    rep = _broken_run(make)
+    # A stale answer shows only where the churners' joins and leaves overlap
+    # the routes, and on a loaded machine (the parallel suite on 2 cores) a
+    # churner can sleep through a whole run of 5,000 routes: up to four runs,
+    # each of which may fire only the expected checks.
+    for _ in range(4):
+        rep = _broken_run(make)
+        assert {k for k, v in rep.counts.items() if v} <= {*must, *may}, rep.violations[:3]
+        if sum(rep.counts[c] for c in must) > 0:
+            break
     assert sum(rep.counts[c] for c in must) > 0, rep.counts
-    assert {k for k, v in rep.counts.items() if v} <= {*must, *may}, rep.violations[:3]
 
 
 # The quick groups run (CI): the full one is 1,000,000 messages per thread
