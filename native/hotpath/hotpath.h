@@ -99,11 +99,18 @@ void idmap_clear(idmap *m);
 /* The ids of one stripe's subscribers: open addressing over (hash, the
  * registered object, id), the object compared by identity first and with ==
  * only when the hashes agree (registry.c, "ids"). */
+/* KEY_BYTES: a subscriber that is an exact str of at most this many ASCII
+ * characters (a client id) keeps them in its slot too, so that an equal str
+ * passed again is recognised without reading the registered object. */
+#define KEY_BYTES 15
+
 typedef struct idslot {
     Py_hash_t hash;
     PyObject *obj;             /* NULL = empty slot; objects[id] holds the reference */
     uint64_t id;
     int64_t birth;             /* the registry's seq when obj got id (rule 3) */
+    uint8_t klen;              /* 1 + the length of obj's ASCII key, or 0: none */
+    char key[KEY_BYTES];       /* obj's characters, when klen */
 } idslot;
 
 typedef struct idtab {

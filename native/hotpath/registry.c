@@ -30,7 +30,11 @@
  * hashes agree, so equal objects share one id (rule 1) while a subscriber
  * passed again as the same object (a session object, an interned client id)
  * costs one cache line; a dict of a million subscribers cost its index, its
- * entry and an int object per lookup.  The registered object's reference is
+ * entry and an int object per lookup.  A subscriber that is an exact str of
+ * up to KEY_BYTES ASCII characters (a client id) keeps them in its entry, so
+ * an equal str passed again as another object (decoded afresh from each
+ * packet) is matched by its characters, without the registered object's
+ * cache miss (a seventh of a subscribe + unsubscribe at 50k pairs).  The registered object's reference is
  * the one objects[id] holds, so its address cannot be reused while it is in a
  * table.
  *
@@ -248,6 +252,20 @@ static inline size_t tab_slot(Py_hash_t h, size_t cap)
     return (size_t)(((uint64_t)h * UINT64_C(0x9e3779b97f4a7c15)) >> 17) & (cap - 1);
 }
 
+/* Whether o is an exact str of at most KEY_BYTES ASCII characters, and if so
+ * its characters and their count.  Two such strs are equal exactly when
+ * their characters are (an exact str with only ASCII characters is always
+ * stored compact and ASCII; one stored otherwise just takes the == path). */
+static inline int ascii_key(PyObject *o, const char **p, Py_ssize_t *n)
+{
+    if (!PyUnicode_CheckExact(o) || !PyUnicode_IS_COMPACT_ASCII(o) ||
+        PyUnicode_GET_LENGTH(o) > KEY_BYTES)
+        return 0;
+    *p = (const char *)PyUnicode_1BYTE_DATA(o);
+    *n = PyUnicode_GET_LENGTH(o);
+    return 1;
+}
+
 /* == between a registered object and another of the same hash that runs no
  * user code: both exact str, bytes or int (the types subscribers most often
  * are when they are equal without being the same object). */
@@ -320,7 +338,14 @@ static int idtab_insert(idtab *t, PyObject *obj, Py_hash_t h, uint64_t id, int64
     size_t i = tab_slot(h, t->cap);
     while (t->slots[i].obj != NULL)
         i = (i + 1) & (t->cap - 1);
-    t->slots[i] = (idslot){h, obj, id, birth};
+    idslot *e = &t->slots[i];
+    *e = (idslot){h, obj, id, birth, 0, {0}};
+    const char *kp;
+    Py_ssize_t kn;
+    if (ascii_key(obj, &kp, &kn)) {
+        e->klen = (uint8_t)(kn + 1);
+        memcpy(e->key, kp, (size_t)kn);
+    }
     t->used++;
     t->version++;
     return 0;
@@ -344,7 +369,7 @@ static void idtab_remove(idtab *t, Py_hash_t h, uint64_t id)
             i = j;
         }
     }
-    t->slots[i] = (idslot){0, NULL, 0, 0};
+    t->slots[i] = (idslot){0, NULL, 0, 0, 0, {0}};
     t->used--;
     t->version++;
 }
@@ -591,6 +616,9 @@ int64_t reg_id_of(reg_locks *l, Py_hash_t h, PyObject *obj, PyObject **registere
     cands c = {.n = 0};
     c.v = c.local;
     c.cap = sizeof c.local / sizeof c.local[0];
+    const char *kp = NULL;
+    Py_ssize_t kn = 0;
+    int keyed = ascii_key(obj, &kp, &kn);
     for (int round = 0;; round++) {
         idslot *hit = NULL;
         if (t->cap > 0) {
@@ -605,6 +633,15 @@ int64_t reg_id_of(reg_locks *l, Py_hash_t h, PyObject *obj, PyObject **registere
                 }
                 if (e->hash != h)
                     continue;
+                if (keyed && e->klen != 0) {
+                    /* two short ASCII strs: equal exactly when their
+                     * characters are, read from the slot, not the object */
+                    if (e->klen == kn + 1 && memcmp(e->key, kp, (size_t)kn) == 0) {
+                        hit = e;
+                        break;
+                    }
+                    continue;
+                }
                 if (builtin_eq(e->obj, obj)) {
                     int eq = PyObject_RichCompareBool(e->obj, obj, Py_EQ); /* no user code */
                     if (eq < 0) {

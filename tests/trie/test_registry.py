@@ -143,6 +143,47 @@ def test_equal_objects_share_one_id_and_free_it_once() -> None:
     assert sorted(trie.lookup("r")) == sorted(news)
 
 
+class _Str(str):
+    """A str subclass: equal to the plain str of its characters (and of the
+    same hash), but not an exact str."""
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "c", "client-1234567", "client-12345678", "client-123456789", "clïent-1", "x" * 200],
+    ids=["empty", "one", "14", "15", "16", "non-ascii", "long"],
+)
+def test_equal_strs_passed_afresh_share_one_id(text: str) -> None:
+    # Rule 1 for the subscribers brokers pass most: a client id decoded afresh
+    # from each packet, an equal str that is another object each time (short
+    # ASCII ones are recognised from the characters kept in the id table).
+    trie = Trie("mqtt")
+    reg = trie._reg
+
+    def fresh() -> str:
+        s = text.encode().decode()
+        assert s == text and (s is not text or len(text) <= 1)
+        return s
+
+    first = fresh()
+    assert trie.subscribe("a/b", first) is True
+    assert trie.subscribe("a/b", fresh()) is False  # the same pair
+    assert trie.subscribe("a/c", fresh()) is True
+    assert trie.subscribe("a/d", _Str(text)) is True  # equal: the same subscriber
+    assert len(reg) == 1 and reg.existing_id(fresh()) == reg.existing_id(first)
+    # another str of the same length and a prefix are other subscribers
+    other, prefix = text[:-1] + ("y" if text[-1:] != "y" else "z"), text[:-1]
+    for s in {other, prefix} - {text}:
+        assert trie.subscribe("a/b", s) is True
+    assert [x for x in trie.lookup("a/b") if x == text] == [text]
+    assert trie.lookup("a/b").count(text) == 1 and trie.lookup("a/d") == [text]
+    assert any(x is first for x in trie.lookup("a/c"))  # the object registered first
+    for pattern in ("a/b", "a/c", "a/d"):
+        assert trie.unsubscribe(pattern, fresh()) is True
+    assert reg.existing_id(fresh()) is None
+    assert all(x != text for x in trie.lookup("a/b"))
+
+
 def test_a_slot_freed_while_a_snapshot_holds_it_is_not_reused() -> None:
     trie = Trie()
     trie.subscribe("a", "x")
