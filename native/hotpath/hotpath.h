@@ -96,14 +96,14 @@ int idmap_reserve(idmap *m);                             /* room for one more id
 int idmap_reserve_for(idmap *m, size_t more);            /* room for `more` more ids */
 void idmap_clear(idmap *m);
 
-/* The ids of one stripe's subscribers: open addressing over (hash, the
- * registered object, id), the object compared by identity first and with ==
- * only when the hashes agree (registry.c, "ids"). */
 /* KEY_BYTES: a subscriber that is an exact str of at most this many ASCII
  * characters (a client id) keeps them in its slot too, so that an equal str
  * passed again is recognised without reading the registered object. */
 #define KEY_BYTES 15
 
+/* The ids of one stripe's subscribers: open addressing over (hash, the
+ * registered object, id), the object compared by identity first and with ==
+ * only when the hashes agree (registry.c, "ids"). */
 typedef struct idslot {
     Py_hash_t hash;
     PyObject *obj;             /* NULL = empty slot; objects[id] holds the reference */

@@ -34,9 +34,9 @@
  * up to KEY_BYTES ASCII characters (a client id) keeps them in its entry, so
  * an equal str passed again as another object (decoded afresh from each
  * packet) is matched by its characters, without the registered object's
- * cache miss (a seventh of a subscribe + unsubscribe at 50k pairs).  The registered object's reference is
- * the one objects[id] holds, so its address cannot be reused while it is in a
- * table.
+ * cache miss (a seventh of a subscribe + unsubscribe at 50k pairs).  The
+ * registered object's reference is the one objects[id] holds, so its address
+ * cannot be reused while it is in a table.
  *
  * Lock order: a stripe lock (two: in index order), then meta, then the slot
  * lock.  No user code runs while the thread holds any of them: a subscriber's
