@@ -335,7 +335,7 @@ typedef struct block {
     _Atomic int64_t live;
 } block;
 
-static _Thread_local struct {
+static CST_TLS struct {
     int on;
     block *cur;
     char *next, *end;
