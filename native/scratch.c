@@ -56,7 +56,7 @@ scratch *scratch_make(void)
     return sc;
 }
 
-int scratch_grow(void **buf, size_t *cap, size_t need, size_t elem)
+int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return 0;

@@ -80,13 +80,7 @@ static inline scratch *scratch_get(void)
     return sc != NULL ? sc : scratch_make();
 }
 /* Grow *buf, of *cap elements of elem bytes, to at least need elements
- * (doubling): 0, or -1 when out of memory (the buffer is left as it was).
- * The check is inline: an update asks once per level it descends, and the
- * call cost more than the check (~40 instructions a level, 50k IoT pairs). */
-int scratch_grow(void **buf, size_t *cap, size_t need, size_t elem);
-static inline int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem)
-{
-    return need <= *cap ? 0 : scratch_grow(buf, cap, need, elem);
-}
+ * (doubling): 0, or -1 when out of memory (the buffer is left as it was). */
+int scratch_reserve(void **buf, size_t *cap, size_t need, size_t elem);
 
 #endif
