@@ -116,6 +116,8 @@ typedef struct cache_probe {
 int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, size_t cap,
                   cache_probe *p);
 void cache_read_state(cst_cache *k, cache_probe *p);
+/* Request the cache line that cache_get will read for topic (a hint). */
+void cache_prefetch(cst_cache *k, const char *topic, size_t len);
 void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint64_t *ids,
                 size_t n, const cache_probe *p);
 void cache_write_begin(cst_cache *k);

@@ -997,17 +997,12 @@ static void walk_once(mctx *x, inode *root)
     match_walk(x, root);
 }
 
-/* Parse the topic and run the walk over the trie; x must be zeroed but for
- * first_only/out.  Returns 0 or a CST_E* code. */
-static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
+/* Run the walk over the trie for the topic whose n words parse_words left
+ * in sc->w; x must be zeroed but for first_only/out.  Returns 0 or a CST_E*
+ * code. */
+static int walk_words(mctx *x, ctx *c, scratch *sc, int64_t n)
 {
     const cst_dialect *d = &c->t->d;
-    scratch *sc = scratch_get();
-    if (sc == NULL)
-        return CST_ENOMEM;
-    int64_t n = parse_words(c->t, topic, len, 0, sc);
-    if (n < 0)
-        return (int)n;
     x->c = c;
     x->sc = sc;
     x->w = sc->w;
@@ -1059,12 +1054,30 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
     return x->oom ? CST_ENOMEM : 0;
 }
 
-/* An answer whose S-nodes keep their ids inline is de-duplicated by
- * comparison while its kept ids stay within this many; beyond, through a
- * hash table. */
-#define SMALL_ANSWER 16
+/* Parse the topic and run the walk over the trie (walk_words). */
+static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
+{
+    scratch *sc = scratch_get();
+    if (sc == NULL)
+        return CST_ENOMEM;
+    int64_t n = parse_words(c->t, topic, len, 0, sc);
+    if (n < 0)
+        return (int)n;
+    return walk_words(x, c, sc, n);
+}
 
-/* Collect the ids of the S-nodes matched, each once, into out (up to cap). */
+/* An answer of up to SMALL_ANSWER ids (counted with repeats), all inline in
+ * their S-nodes, is de-duplicated by comparing each id with those kept; one of
+ * up to FILTER_ANSWER against a bit filter on the stack: an id
+ * whose bit is clear is new, and only one whose bit is set is compared with
+ * the ids kept.  Beyond, through a hash table (a filter of FILTER_BITS would
+ * fill, and the comparisons grow with the square of the answer). */
+#define SMALL_ANSWER 16
+#define FILTER_ANSWER 64
+#define FILTER_BITS 512
+
+/* Collect the ids of the S-nodes matched, each once, into out (up to cap),
+ * in the order of their first occurrence. */
 static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
 {
     scratch *sc = x->sc;
@@ -1081,29 +1094,58 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
             memcpy(out, sc->ids, cap * sizeof(uint64_t));
         return sn->nsubs;
     }
-    /* A few ids (the common answer): each compared with the ones kept, in
-     * place in out, instead of clearing and probing a hash table.  Given up
-     * for the table below at the first S-node with a set, or that could
-     * take the kept ids past SMALL_ANSWER or cap. */
-    size_t u = 0, g = 0;
-    for (; g < x->nmatched; g++) {
-        const snode *sn = sc->matched[g];
-        if (sn->nsubs > SUBS_INLINE || u + sn->nsubs > SMALL_ANSWER || u + sn->nsubs > cap)
-            break;
-        const uint64_t *ids = snode_ids(sn);
-        for (uint32_t i = 0; i < sn->nsubs; i++) {
-            size_t j = 0;
-            while (j < u && out[j] != ids[i])
-                j++;
-            if (j == u)
-                out[u++] = ids[i];
-        }
+    size_t total = 0, g;
+    uint32_t widest = 0;
+    for (g = 0; g < x->nmatched; g++) {
+        uint32_t k = sc->matched[g]->nsubs;
+        total += k;
+        widest = k > widest ? k : widest;
     }
-    if (g == x->nmatched)
+    if (total <= SMALL_ANSWER && total <= cap && widest <= SUBS_INLINE) {
+        /* a few ids (the common answer): each compared with those kept,
+         * straight from the S-nodes' inline ids */
+        size_t u = 0;
+        for (g = 0; g < x->nmatched; g++) {
+            const snode *sn = sc->matched[g];
+            const uint64_t *ids = snode_ids(sn);
+            for (uint32_t i = 0; i < sn->nsubs; i++) {
+                size_t j = 0;
+                while (j < u && out[j] != ids[i])
+                    j++;
+                if (j == u)
+                    out[u++] = ids[i];
+            }
+        }
         return (int64_t)u;
-    size_t total = 0;
-    for (g = 0; g < x->nmatched; g++)
-        total += sc->matched[g]->nsubs;
+    }
+    if (total <= FILTER_ANSWER && total <= cap) {
+        /* 1M random filters: 31 ids a lookup, ~2,650 instructions through
+         * a cleared hash table, ~500 this way (callgrind, walk_engine) */
+        uint64_t seen[FILTER_BITS / 64] = {0};
+        uint64_t set_ids[FILTER_ANSWER];
+        size_t u = 0;
+        for (g = 0; g < x->nmatched; g++) {
+            const snode *sn = sc->matched[g];
+            const uint64_t *ids = sn->nsubs > SUBS_INLINE ? set_ids : snode_ids(sn);
+            if (sn->nsubs > SUBS_INLINE)
+                set_emit(sn->set, set_ids); /* nsubs <= total <= FILTER_ANSWER */
+            for (uint32_t i = 0; i < sn->nsubs; i++) {
+                uint64_t id = ids[i];
+                unsigned h = (unsigned)((id * UINT64_C(0x9e3779b97f4a7c15)) >> 55); /* 9 bits */
+                uint64_t bit = UINT64_C(1) << (h & 63);
+                if (seen[h >> 6] & bit) {
+                    size_t j = 0;
+                    while (j < u && out[j] != id)
+                        j++;
+                    if (j < u)
+                        continue;
+                }
+                seen[h >> 6] |= bit;
+                out[u++] = id;
+            }
+        }
+        return (int64_t)u;
+    }
     size_t tcap = 16;
     while (tcap < total * 2)
         tcap *= 2;
@@ -1116,7 +1158,7 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
     /* Open addressing with 0 as "empty"; id 0 is tracked on the side. */
     memset(sc->uniq, 0, tcap * sizeof(uint64_t));
     int have_zero = 0;
-    u = 0;
+    size_t u = 0;
     for (size_t i = 0; i < k; i++) {
         uint64_t id = sc->ids[i];
         int fresh;
@@ -1220,35 +1262,17 @@ static inline size_t warm_follow(wentry *next, size_t n, const snode *sn, uint32
     return n;
 }
 
-int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t k)
+/* The rounds of cst_warm over k topics, topic j's words words[j][0..nw[j]),
+ * inside c's read section. */
+static void warm_rounds(ctx *c, scratch *sc, const word *const *words, const uint32_t *nw,
+                        size_t k)
 {
-    if (k > WARM_TOPICS)
-        k = WARM_TOPICS;
-    ctx c;
-    if (ctx_enter(&c, t) < 0)
-        return CST_ENOMEM;
-    scratch *sc = scratch_get();
-    if (sc == NULL ||
-        scratch_reserve((void **)&sc->warm_w, &sc->warm_wcap, WARM_TOPICS * WARM_DEPTH,
-                        sizeof(word)) < 0 ||
-        scratch_reserve((void **)&sc->warm_front, &sc->warm_frontcap, 2 * WARM_FRONTIER,
-                        sizeof(wentry)) < 0) {
-        ctx_exit(&c);
-        return CST_ENOMEM;
-    }
-    word(*words)[WARM_DEPTH] = (word(*)[WARM_DEPTH])sc->warm_w;
     wentry(*front)[WARM_FRONTIER] = (wentry(*)[WARM_FRONTIER])sc->warm_front;
-    uint32_t nw[WARM_TOPICS];
     size_t n = 0;
-    inode *root = root_read(&c);
-    for (size_t j = 0; j < k; j++) {
-        int64_t got = parse_words(t, topics[j], lens[j], 0, sc);
-        if (got <= 0)
-            continue; /* an invalid or empty topic: its walk will say */
-        nw[j] = got < WARM_DEPTH ? (uint32_t)got : WARM_DEPTH;
-        memcpy(words[j], sc->w, nw[j] * sizeof(word));
-        front[0][n++] = (wentry){root, (uint32_t)j, 0, 0};
-    }
+    inode *root = root_read(c);
+    for (size_t j = 0; j < k; j++)
+        if (nw[j] > 0)
+            front[0][n++] = (wentry){root, (uint32_t)j, 0, 0};
     /* Three rounds per hash level, for every entry of every topic at once.
      * A round only reads what the previous round prefetched and only
      * prefetches what the next one reads, so no entry waits for its own
@@ -1326,9 +1350,71 @@ int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t 
         }
         n = m;
     }
+}
+
+/* Room for the frontier (and, for a batch, its words) in sc; -1 without. */
+static int warm_reserve(scratch *sc, int batch)
+{
+    return scratch_reserve((void **)&sc->warm_front, &sc->warm_frontcap, 2 * WARM_FRONTIER,
+                           sizeof(wentry)) < 0 ||
+                   (batch && scratch_reserve((void **)&sc->warm_w, &sc->warm_wcap,
+                                             WARM_TOPICS * WARM_DEPTH, sizeof(word)) < 0)
+               ? -1
+               : 0;
+}
+
+int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t k)
+{
+    if (k > WARM_TOPICS)
+        k = WARM_TOPICS;
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    scratch *sc = scratch_get();
+    if (sc == NULL || warm_reserve(sc, 1) < 0) {
+        ctx_exit(&c);
+        return CST_ENOMEM;
+    }
+    word(*buf)[WARM_DEPTH] = (word(*)[WARM_DEPTH])sc->warm_w;
+    const word *words[WARM_TOPICS];
+    uint32_t nw[WARM_TOPICS];
+    for (size_t j = 0; j < k; j++) {
+        int64_t got = parse_words(t, topics[j], lens[j], 0, sc);
+        /* an invalid or empty topic is not warmed: its walk will say */
+        nw[j] = got <= 0 ? 0 : got < WARM_DEPTH ? (uint32_t)got : WARM_DEPTH;
+        memcpy(buf[j], sc->w, nw[j] * sizeof(word));
+        words[j] = buf[j];
+    }
+    warm_rounds(&c, sc, words, nw, k);
     ctx_exit(&c);
     return 0;
 }
+
+/* Parse topic into sc->w (scratch_get's) and warm the walk of its words:
+ * the number of words, or a CST_E* code (nothing warmed). */
+static int64_t warm_own(ctx *c, const char *topic, size_t len, scratch **scp)
+{
+    scratch *sc = *scp = scratch_get();
+    if (sc == NULL || warm_reserve(sc, 0) < 0)
+        return CST_ENOMEM;
+    int64_t n = parse_words(c->t, topic, len, 0, sc);
+    if (n > 0) {
+        const word *w = sc->w;
+        uint32_t nw = n < WARM_DEPTH ? (uint32_t)n : WARM_DEPTH;
+        warm_rounds(c, sc, &w, &nw, 1);
+    }
+    return n;
+}
+
+/* Lookups in a row that a result cache missed, on this thread.  Past
+ * SPEC_MISSES, a lookup that warms its walk does so before it asks the
+ * cache, with the bucket's line requested first: on traffic that never
+ * repeats a topic, the cache's miss then overlaps the warm instead of
+ * preceding it (1M filters: ~190 ns of a ~4 us lookup, the floor's 5%).  A
+ * hit resets it, so hot topics keep the probe first (a warm before a hit is
+ * ~2 us lost). */
+static CST_TLS uint8_t cache_misses_in_row;
+#define SPEC_MISSES 8
 
 static int64_t lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap,
                       int warm)
@@ -1339,21 +1425,36 @@ static int64_t lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out,
     /* acquire: the cache's fields as cst_cache_set made them */
     cst_cache *k = atomic_load_explicit(&t->cache, memory_order_acquire);
     cache_probe p = {0};
+    /* the walk's own branches warmed first, overlapped (cst_warm), with
+     * the words parsed once for both */
+    int want_warm = warm && cst_warm_wanted(t), warmed = 0;
+    scratch *sc = NULL;
+    int64_t n = 0;
     if (k != NULL) {
+        if (want_warm && cache_misses_in_row >= SPEC_MISSES) {
+            cache_prefetch(k, topic, len);
+            n = warm_own(&c, topic, len, &sc); /* warming decides nothing: before R1 */
+            warmed = 1;
+        }
         int64_t hit = cache_get(k, topic, len, out, cap, &p);
         if (hit >= 0) {
+            cache_misses_in_row = 0;
             if ((size_t)hit <= cap)
                 count_lookup(&c);
             ctx_exit(&c);
             return hit;
         }
+        if (cache_misses_in_row < SPEC_MISSES)
+            cache_misses_in_row++;
         if (p.on && p.seen) /* else no fill follows: nothing to validate */
             cache_read_state(k, &p);
     }
-    if (warm && cst_warm_wanted(t))
-        cst_warm(t, &topic, &len, 1); /* the walk's own branches, overlapped */
+    if (want_warm && !warmed) {
+        n = warm_own(&c, topic, len, &sc);
+        warmed = 1;
+    }
     mctx x = {0};
-    int64_t r = walk_topic(&x, &c, topic, len);
+    int64_t r = !warmed ? walk_topic(&x, &c, topic, len) : n < 0 ? n : walk_words(&x, &c, sc, n);
     if (r == 0)
         r = collect_ids(&x, out, cap);
     if (r >= 0 && (size_t)r <= cap) {

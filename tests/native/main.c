@@ -33,6 +33,7 @@ int main(int argc, char **argv)
         {"subscribers", test_subscribers},
         {"count_only_null_buffer", test_count_only_null_buffer},
         {"lookup_batch", test_lookup_batch},
+        {"answer_each_once", test_answer_each_once},
         {"snapshots", test_snapshots},
         {"clear", test_clear},
         {"len_and_iteration", test_len_and_iteration},

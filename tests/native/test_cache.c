@@ -227,6 +227,52 @@ static void threads(void)
     cst_free(s.t);
 }
 
+/* A trie big enough to be warmed (over 50,000 pairs), looked up through
+ * cst_lookup_warm with its cache on, beside a twin without one: runs of
+ * misses make a lookup warm its walk before it asks the cache (match.c,
+ * cache_misses_in_row), hits reset that, and updates on both between the
+ * lookups: every answer the twin's, none stale. */
+static void warmed_lookups(void)
+{
+    cst_trie *cached = cst_new(&mqtt), *plain = cst_new(&mqtt);
+    CHECK_EQ(cst_cache_set(cached, 1 << 20), CST_OK);
+    char p[64];
+    for (int i = 0; i < 60000; i++) {
+        snprintf(p, sizeof p, "w%d/%d/%s", i % 97, i % 1013, i % 3 ? "x" : "+");
+        CHECK_EQ(sub(cached, p, (uint64_t)(i % 4000) + 1), sub(plain, p, (uint64_t)(i % 4000) + 1));
+    }
+    unsigned seed = 5;
+    long differ = 0;
+    static uint64_t a[256], b[256];
+    for (int step = 0; step < 20000; step++) {
+        int roll = rand_r(&seed) % 100;
+        /* hot topics (hits), then runs of topics never seen (misses) */
+        int w = roll < 40 ? rand_r(&seed) % 4 : rand_r(&seed) % 97;
+        int d = roll < 40 ? rand_r(&seed) % 4 : rand_r(&seed) % 2000;
+        snprintf(p, sizeof p, "w%d/%d/x", w, d);
+        if (roll >= 97) { /* an update the cached answers of this topic must see */
+            uint64_t id = 5000 + (uint64_t)(rand_r(&seed) % 50);
+            int add = rand_r(&seed) % 2;
+            CHECK_EQ(add ? sub(cached, p, id) : unsub(cached, p, id),
+                     add ? sub(plain, p, id) : unsub(plain, p, id));
+        }
+        int64_t n = cst_lookup_warm(cached, p, strlen(p), a, 256);
+        int64_t m = cst_lookup(plain, p, strlen(p), b, 256);
+        if (n > 0 && n <= 256)
+            qsort(a, (size_t)n, sizeof *a, cmp_u64);
+        if (m > 0 && m <= 256)
+            qsort(b, (size_t)m, sizeof *b, cmp_u64);
+        differ += n != m || (n > 0 && n <= 256 && memcmp(a, b, (size_t)n * sizeof *a) != 0);
+    }
+    CHECK_EQ(differ, 0);
+    int64_t st[CST_CACHE_NSTATS];
+    CHECK_EQ(cst_cache_stats(cached, st, CST_CACHE_NSTATS), 1);
+    CHECK(st[CST_CACHE_HITS] > 1000);
+    CHECK(st[CST_CACHE_MISSES] > 1000);
+    cst_free(cached);
+    cst_free(plain);
+}
+
 void test_cache(void)
 {
     precision();
@@ -235,4 +281,5 @@ void test_cache(void)
     fuzz_against_twin(&amqp, 1 << 16, 3);
     fuzz_against_twin(&amqp, 600, 4);
     threads();
+    warmed_lookups();
 }

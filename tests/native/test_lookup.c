@@ -2,8 +2,9 @@
  * test_lookup.c - lookups (match.c): AMQP and MQTT answers against the
  * brute-force reference matcher, has_subscribers, cst_match's chunks and
  * their truncation, cst_subscribers, count-only calls, cst_lookup_batch,
- * many-level wildcards against long keys, and one state of the trie for a
- * whole walk while a writer moves a subscriber.
+ * each subscriber once in answers of every size, many-level wildcards
+ * against long keys, and one state of the trie for a whole walk while a
+ * writer moves a subscriber.
  */
 #include <pthread.h>
 
@@ -591,6 +592,63 @@ void test_count_only_null_buffer(void)
     int64_t start = live_after_reclaim();
     run_isolated("count_only_null_buffer", count_only_null_buffer, 10);
     CHECK_NO_LEAK(start);
+}
+
+/* ------------------------------------------------------------------------
+ * Each subscriber once, whatever the size of the answer
+ * ---------------------------------------------------------------------- */
+
+/* A subscriber on several patterns that match one topic is in its answer
+ * once, and the answer's count is the number of distinct subscribers, also
+ * when the buffer is too small for them: answers of 1 to ~150 ids (counted
+ * with repeats), patterns with 1 to 12 subscribers (inline and in sets),
+ * drawn from pools small enough to repeat across patterns. */
+void test_answer_each_once(void)
+{
+    static const char *const pats[] = {"a/b/c", "a/+/c", "+/b/c", "a/b/+", "+/+/c", "+/+/+",
+                                       "a/#",   "#",     "a/b/#", "+/#",   "a/+/#", "+/b/#"};
+    enum { NPAT = sizeof pats / sizeof *pats };
+    uint64_t seed = 0x5eed;
+    for (int round = 0; round < 300; round++) {
+        cst_trie *t = cst_new(&mqtt);
+        uint64_t pool = 1 + rng_next(&seed) % 160; /* ids 1..pool */
+        int seen[161] = {0};
+        size_t distinct = 0;
+        for (int p = 0; p < NPAT; p++) {
+            if (rng_next(&seed) % 4 == 0)
+                continue;
+            int k = 1 + (int)(rng_next(&seed) % 12);
+            for (int i = 0; i < k; i++) {
+                uint64_t id = 1 + rng_next(&seed) % pool;
+                sub(t, pats[p], id);
+                if (!seen[id]) {
+                    seen[id] = 1;
+                    distinct++;
+                }
+            }
+        }
+        uint64_t out[200];
+        int64_t n = cst_lookup(t, "a/b/c", strlen("a/b/c"), out, 200);
+        CHECK_EQ(n, (int64_t)distinct);
+        int got[161] = {0};
+        for (int64_t i = 0; i < n && i < 200; i++) {
+            CHECK(out[i] >= 1 && out[i] <= pool && seen[out[i]]);
+            if (out[i] <= pool)
+                CHECK_EQ(got[out[i]]++, 0);
+        }
+        /* a buffer too small (on the heap, its exact size: a write past it
+         * is an ASan error): the count still of the distinct ones, and the
+         * ids given distinct */
+        size_t cap = distinct / 2;
+        uint64_t *small = xcalloc(cap ? cap : 1, sizeof *small);
+        CHECK_EQ(cst_lookup(t, "a/b/c", strlen("a/b/c"), small, cap), (int64_t)distinct);
+        int again[161] = {0};
+        for (size_t i = 0; i < cap; i++)
+            if (small[i] >= 1 && small[i] <= pool)
+                CHECK_EQ(again[small[i]]++, 0);
+        free(small);
+        cst_free(t);
+    }
 }
 
 /* ------------------------------------------------------------------------

@@ -174,6 +174,7 @@ void test_match_chunk(void);
 void test_subscribers(void);
 void test_lookup_batch(void);
 void test_count_only_null_buffer(void);
+void test_answer_each_once(void);
 void test_multi_wildcards(void);
 void test_walk_one_state(void);
 
