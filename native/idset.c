@@ -32,6 +32,27 @@ static inline setnode *child_at(const setnode *n, int i)
     return (setnode *)(uintptr_t)n->slot[pc(n->datamap) + i];
 }
 
+/* Retain n's children but child `skip` (-1: none).  Their lines are all
+ * requested first: a locked increment waits for its line and lets no later
+ * access start, so copying a 32-way node of a big set was 32 misses in a row
+ * (one pattern with 100k subscribers: a third of a subscribe). */
+static void retain_children(const setnode *n, int skip)
+{
+    int nn = pc(n->nodemap);
+    for (int j = 0; j < nn; j++)
+        __builtin_prefetch(child_at(n, j), 1);
+    for (int j = 0; j < nn; j++)
+        if (j != skip)
+            set_retain(child_at(n, j));
+}
+
+/* A copy's size, from its source's: the copies below change one id. */
+static inline setnode *sized(setnode *m, uint32_t size)
+{
+    m->size = size;
+    return m;
+}
+
 /* A node's size, once its slots are filled (its children are finished). */
 static setnode *finish(setnode *m)
 {
@@ -69,6 +90,8 @@ void set_release(setnode *s)
     if (atomic_fetch_sub_explicit(&s->h.rc, 1, memory_order_acq_rel) != 1)
         return;
     int nn = pc(s->nodemap);
+    for (int i = 0; i < nn; i++) /* see retain_children */
+        __builtin_prefetch(child_at(s, i), 1);
     for (int i = 0; i < nn; i++)
         set_release(child_at(s, i));
     cst_dealloc(s, node_size(s->datamap, s->nodemap));
@@ -114,19 +137,18 @@ static setnode *merge(uint64_t a, uint64_t ha, uint64_t b, uint64_t hb, int shif
 
 setnode *set_pair(uint64_t a, uint64_t b) { return merge(a, mix(a), b, mix(b), 0); }
 
-/* Copy of n with child i replaced by c (c's reference is transferred). */
-static setnode *with_child(const setnode *n, int i, setnode *c)
+/* Copy of n with child i replaced by c (c's reference is transferred), of
+ * size `size`. */
+static setnode *with_child(const setnode *n, int i, setnode *c, uint32_t size)
 {
     setnode *m = node_new(n->datamap, n->nodemap);
     if (m == NULL)
         return NULL;
     int nd = pc(n->datamap), nn = pc(n->nodemap);
     memcpy(m->slot, n->slot, sizeof(uint64_t) * (size_t)(nd + nn));
-    for (int j = 0; j < nn; j++)
-        if (j != i)
-            set_retain(child_at(n, j));
+    retain_children(n, i);
     m->slot[nd + i] = (uint64_t)(uintptr_t)c;
-    return finish(m);
+    return sized(m, size);
 }
 
 static int ins(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **out)
@@ -155,9 +177,8 @@ static int ins(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **o
         memcpy(mc, oc, sizeof(uint64_t) * (size_t)ni);
         mc[ni] = (uint64_t)(uintptr_t)sub;
         memcpy(mc + ni + 1, oc + ni, sizeof(uint64_t) * (size_t)(nn - ni));
-        for (int j = 0; j < nn; j++)
-            set_retain(child_at(n, j));
-        *out = finish(m);
+        retain_children(n, -1);
+        *out = sized(m, n->size + 1);
         return 1;
     }
     if (n->nodemap & bit) {
@@ -166,7 +187,7 @@ static int ins(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **o
         int r = ins(child_at(n, ni), id, h, shift + 5, &c);
         if (r != 1)
             return r;
-        setnode *m = with_child(n, ni, c);
+        setnode *m = with_child(n, ni, c, n->size + 1);
         if (m == NULL) {
             set_release(c);
             return -1;
@@ -181,9 +202,8 @@ static int ins(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **o
     memcpy(m->slot, n->slot, sizeof(uint64_t) * (size_t)di);
     m->slot[di] = id;
     memcpy(m->slot + di + 1, n->slot + di, sizeof(uint64_t) * (size_t)(nd - di + nn));
-    for (int j = 0; j < nn; j++)
-        set_retain(child_at(n, j));
-    *out = finish(m);
+    retain_children(n, -1);
+    *out = sized(m, n->size + 1);
     return 1;
 }
 
@@ -213,9 +233,8 @@ static int rm(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **ou
             return -1;
         memcpy(m->slot, n->slot, sizeof(uint64_t) * (size_t)di);
         memcpy(m->slot + di, n->slot + di + 1, sizeof(uint64_t) * (size_t)(nd - di - 1 + nn));
-        for (int j = 0; j < nn; j++)
-            set_retain(child_at(n, j));
-        *out = finish(m);
+        retain_children(n, -1);
+        *out = sized(m, n->size - 1);
         return 1;
     }
     if (!(n->nodemap & bit))
@@ -227,7 +246,7 @@ static int rm(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **ou
     if (r != 1)
         return r;
     if (c != NULL) {
-        setnode *m = with_child(n, ni, c);
+        setnode *m = with_child(n, ni, c, n->size - 1);
         if (m == NULL) {
             set_release(c);
             return -1;
@@ -255,10 +274,8 @@ static int rm(const setnode *n, uint64_t id, uint64_t h, int shift, setnode **ou
     const uint64_t *oc = n->slot + nd;
     memcpy(mc, oc, sizeof(uint64_t) * (size_t)ni);
     memcpy(mc + ni, oc + ni + 1, sizeof(uint64_t) * (size_t)(nn - ni - 1));
-    for (int j = 0; j < nn; j++)
-        if (j != ni)
-            set_retain(child_at(n, j));
-    *out = finish(m);
+    retain_children(n, ni);
+    *out = sized(m, n->size - 1);
     return 1;
 }
 
