@@ -1193,9 +1193,10 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
  * reads nothing its predecessor did not request (a word whose branch slot
  * is a deeper hash level's I-node goes on as an entry of its own, not as a
  * chain of reads inside the round), so the misses of different topics and
- * branches overlap.  The real walks then find their nodes in the cache.  It reads nodes inside its own read section and
- * decides nothing: a node freed or replaced afterwards costs a miss, never a
- * wrong answer (the walks read the trie afresh).  The frontier is bounded
+ * branches overlap.  The real walks then find their nodes in the cache.  It
+ * reads nodes inside its own read section and decides nothing: a node freed
+ * or replaced afterwards costs a miss, never a wrong answer (the walks read
+ * the trie afresh).  The frontier is bounded
  * (WARM_FRONTIER), so a hostile topic costs at most that many node reads.
  *
  * Warming a trie that fits in the cache only walks twice (10k random MQTT
@@ -1391,14 +1392,16 @@ int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t 
 }
 
 /* Parse topic into sc->w (scratch_get's) and warm the walk of its words:
- * the number of words, or a CST_E* code (nothing warmed). */
+ * the number of words, or a CST_E* code (nothing warmed).  Warming is a
+ * help, not a step: without room for its frontier the words are parsed
+ * and not warmed. */
 static int64_t warm_own(ctx *c, const char *topic, size_t len, scratch **scp)
 {
     scratch *sc = *scp = scratch_get();
-    if (sc == NULL || warm_reserve(sc, 0) < 0)
+    if (sc == NULL)
         return CST_ENOMEM;
     int64_t n = parse_words(c->t, topic, len, 0, sc);
-    if (n > 0) {
+    if (n > 0 && warm_reserve(sc, 0) == 0) {
         const word *w = sc->w;
         uint32_t nw = n < WARM_DEPTH ? (uint32_t)n : WARM_DEPTH;
         warm_rounds(c, sc, &w, &nw, 1);
