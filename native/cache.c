@@ -340,8 +340,9 @@ static int make_room(ctx *c, cst_cache *k, size_t need, size_t budget)
  * lookup, not a fill it will never use.  The doorkeeper is a bitmap indexed
  * by the topic's hash, 64 bits in each bucket's line, two bits a topic (a
  * Bloom filter of two hashes); a bucket's bits are wiped once more than half
- * of them are set, so a topic seen once long ago starts over.  False positives only let a topic in
- * early; admission never affects what an answer is.
+ * of them are set, so a topic seen once long ago starts over.  False
+ * positives only let a topic in early; admission never affects what an
+ * answer is.
  * ---------------------------------------------------------------------- */
 
 /* The doorkeeper bits of h in its bucket: two, from the hash's top bits
@@ -380,7 +381,7 @@ int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, si
     p->on = atomic_load_explicit(&k->budget, memory_order_relaxed) != 0;
     if (!p->on)
         return -1;
-    uint64_t h = p->hash = topic_hash(topic, len);
+    uint64_t h = p->hash = p->hashed ? p->hash : topic_hash(topic, len);
     /* A topic the doorkeeper has not seen is not cached (or its entry
      * outlived a wipe: a miss then, that refills it): no bucket to read. */
     bucket *b = bucket_of(k, h);
@@ -412,10 +413,12 @@ int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, si
     return -1;
 }
 
-void cache_prefetch(cst_cache *k, const char *topic, size_t len)
+void cache_prefetch(cst_cache *k, const char *topic, size_t len, cache_probe *p)
 {
+    p->hash = topic_hash(topic, len);
+    p->hashed = 1;
     if (atomic_load_explicit(&k->budget, memory_order_relaxed) != 0)
-        __builtin_prefetch(bucket_of(k, topic_hash(topic, len)));
+        __builtin_prefetch(bucket_of(k, p->hash));
 }
 
 void cache_read_state(cst_cache *k, cache_probe *p)

@@ -109,6 +109,7 @@ typedef struct cache_probe {
     int on;                    /* the cache has a budget */
     int seen;                  /* the doorkeeper knew the topic (admission) */
     uint64_t hash;             /* the topic's */
+    int hashed;                /* hash already taken (cache_prefetch) */
     uint64_t writes, gen;      /* R1 of the fill protocol */
     int ready;                 /* R0: the updates that saw no cache are over */
 } cache_probe;
@@ -116,8 +117,9 @@ typedef struct cache_probe {
 int64_t cache_get(cst_cache *k, const char *topic, size_t len, uint64_t *out, size_t cap,
                   cache_probe *p);
 void cache_read_state(cst_cache *k, cache_probe *p);
-/* Request the cache line that cache_get will read for topic (a hint). */
-void cache_prefetch(cst_cache *k, const char *topic, size_t len);
+/* Request the cache line that cache_get will read for topic (a hint); the
+ * topic's hash is kept in p for that cache_get. */
+void cache_prefetch(cst_cache *k, const char *topic, size_t len, cache_probe *p);
 void cache_fill(ctx *c, cst_cache *k, const char *topic, size_t len, const uint64_t *ids,
                 size_t n, const cache_probe *p);
 void cache_write_begin(cst_cache *k);

@@ -1435,7 +1435,7 @@ static int64_t lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out,
     int64_t n = 0;
     if (k != NULL) {
         if (want_warm && cache_misses_in_row >= SPEC_MISSES) {
-            cache_prefetch(k, topic, len);
+            cache_prefetch(k, topic, len, &p);
             n = warm_own(&c, topic, len, &sc); /* warming decides nothing: before R1 */
             warmed = 1;
         }

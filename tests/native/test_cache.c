@@ -227,26 +227,66 @@ static void threads(void)
     cst_free(s.t);
 }
 
+/* Look topic up in cached (warmed: cst_lookup_warm) and plain; 1 when the
+ * answers differ. */
+static int warm_differs(cst_trie *cached, cst_trie *plain, const char *topic)
+{
+    static uint64_t a[256], b[256];
+    int64_t n = cst_lookup_warm(cached, topic, strlen(topic), a, 256);
+    int64_t m = cst_lookup(plain, topic, strlen(topic), b, 256);
+    if (n > 0 && n <= 256)
+        qsort(a, (size_t)n, sizeof *a, cmp_u64);
+    if (m > 0 && m <= 256)
+        qsort(b, (size_t)m, sizeof *b, cmp_u64);
+    return n != m || (n > 0 && n <= 256 && memcmp(a, b, (size_t)n * sizeof *a) != 0);
+}
+
 /* A trie big enough to be warmed (over 50,000 pairs), looked up through
- * cst_lookup_warm with its cache on, beside a twin without one: runs of
- * misses make a lookup warm its walk before it asks the cache (match.c,
- * cache_misses_in_row), hits reset that, and updates on both between the
- * lookups: every answer the twin's, none stale. */
+ * cst_lookup_warm with its cache on, beside a twin without one.  After a
+ * run of misses a lookup warms its walk before it asks the cache (match.c,
+ * cache_misses_in_row); a hit turns that off.  Each round: a run of topics
+ * never seen, a hot topic looked up until the cache holds it, an update of
+ * it, another run of misses, and the hot topic again - which a lookup that
+ * found its entry anywhere an update cannot kill it would answer stale.
+ * Then random traffic mixing hot topics, misses and updates.  Every answer
+ * the twin's. */
 static void warmed_lookups(void)
 {
     cst_trie *cached = cst_new(&mqtt), *plain = cst_new(&mqtt);
     CHECK_EQ(cst_cache_set(cached, 1 << 20), CST_OK);
-    char p[64];
+    char p[64], hot[64], deep[200];
+    size_t used = (size_t)snprintf(deep, sizeof deep, "w5/5");
+    for (int i = 0; i < 40; i++)
+        used += (size_t)snprintf(deep + used, sizeof deep - used, "/x");
     for (int i = 0; i < 60000; i++) {
         snprintf(p, sizeof p, "w%d/%d/%s", i % 97, i % 1013, i % 3 ? "x" : "+");
         CHECK_EQ(sub(cached, p, (uint64_t)(i % 4000) + 1), sub(plain, p, (uint64_t)(i % 4000) + 1));
     }
     unsigned seed = 5;
     long differ = 0;
-    static uint64_t a[256], b[256];
+    int fresh = 0;
+    for (int round = 0; round < 300; round++) {
+        snprintf(hot, sizeof hot, "w%d/%d/x", round % 4, (round / 4) % 4);
+        for (int half = 0; half < 2; half++) {
+            for (int i = 0; i < 12; i++, fresh++) { /* never seen: misses */
+                snprintf(p, sizeof p, "w%d/%d/x", 4 + fresh % 93, 4 + fresh % 1009);
+                differ += warm_differs(cached, plain, p);
+            }
+            /* and a topic deeper than the warm goes (WARM_DEPTH), which
+             * "w.../+" patterns never match past its third level */
+            differ += warm_differs(cached, plain, deep);
+            for (int i = 0; i < (half ? 1 : 4); i++)
+                differ += warm_differs(cached, plain, hot);
+            if (!half) {
+                uint64_t id = 5000 + (uint64_t)(rand_r(&seed) % 50);
+                int add = rand_r(&seed) % 2;
+                CHECK_EQ(add ? sub(cached, hot, id) : unsub(cached, hot, id),
+                         add ? sub(plain, hot, id) : unsub(plain, hot, id));
+            }
+        }
+    }
     for (int step = 0; step < 20000; step++) {
         int roll = rand_r(&seed) % 100;
-        /* hot topics (hits), then runs of topics never seen (misses) */
         int w = roll < 40 ? rand_r(&seed) % 4 : rand_r(&seed) % 97;
         int d = roll < 40 ? rand_r(&seed) % 4 : rand_r(&seed) % 2000;
         snprintf(p, sizeof p, "w%d/%d/x", w, d);
@@ -256,13 +296,7 @@ static void warmed_lookups(void)
             CHECK_EQ(add ? sub(cached, p, id) : unsub(cached, p, id),
                      add ? sub(plain, p, id) : unsub(plain, p, id));
         }
-        int64_t n = cst_lookup_warm(cached, p, strlen(p), a, 256);
-        int64_t m = cst_lookup(plain, p, strlen(p), b, 256);
-        if (n > 0 && n <= 256)
-            qsort(a, (size_t)n, sizeof *a, cmp_u64);
-        if (m > 0 && m <= 256)
-            qsort(b, (size_t)m, sizeof *b, cmp_u64);
-        differ += n != m || (n > 0 && n <= 256 && memcmp(a, b, (size_t)n * sizeof *a) != 0);
+        differ += warm_differs(cached, plain, p);
     }
     CHECK_EQ(differ, 0);
     int64_t st[CST_CACHE_NSTATS];
