@@ -81,15 +81,15 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
                          int padded)
 {
     /* Loops over fragments visit only the set bits of the bitmap: most
-     * levels have a few children, and 32-step loops would be most of the
+     * levels have a few children, and 64-step loops would be most of the
      * build. */
-    size_t count[32];
-    uint32_t bitmap = 0;
+    size_t count[1u << CN_BITS];
+    cnmap bitmap = 0;
     for (size_t i = 0; i < m; i++) {
         uint32_t f = frag(sn[i]->hash, lev);
-        if (!(bitmap & (1u << f)))
+        if (!(bitmap & CN_BIT(f)))
             count[f] = 0;
-        bitmap |= 1u << f;
+        bitmap |= CN_BIT(f);
         count[f]++;
     }
     unsigned specmask = 0;
@@ -99,7 +99,7 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
     /* Most levels are narrow: their sort buffer lives on the stack. */
     snode *local[64];
     snode **sorted = m <= 64 ? local : malloc(m * sizeof *sorted);
-    cnode *cn = cnode_alloc((uint32_t)(popc(bitmap) + popc(specmask)), lev, b->gen);
+    cnode *cn = cnode_alloc((uint32_t)(popc_map(bitmap) + popc(specmask)), lev, b->gen);
     if (sorted == NULL || cn == NULL) {
         if (sorted != local)
             free(sorted);
@@ -107,9 +107,9 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
             node_free(&cn->m.h, cnode_size(cn->n));
         goto fail;
     }
-    size_t start[32], fill[32], pos = 0;
-    for (uint32_t bm = bitmap; bm; bm &= bm - 1) {
-        unsigned f = (unsigned)__builtin_ctz(bm);
+    size_t start[1u << CN_BITS], fill[1u << CN_BITS], pos = 0;
+    for (cnmap bm = bitmap; bm; bm &= bm - 1) {
+        unsigned f = (unsigned)__builtin_ctzll(bm);
         start[f] = fill[f] = pos;
         pos += count[f];
     }
@@ -122,8 +122,8 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
     for (unsigned s = 0; spec && s < SPEC_SLOTS; s++) /* spec slots first (nodes.h) */
         if (spec[s])
             cn->array[w++] = &spec[s]->h;
-    for (uint32_t bm = bitmap; bm; bm &= bm - 1) {
-        unsigned f = (unsigned)__builtin_ctz(bm);
+    for (cnmap bm = bitmap; bm; bm &= bm - 1) {
+        unsigned f = (unsigned)__builtin_ctzll(bm);
         snode **grp = sorted + start[f];
         if (count[f] == 1) {
             cn->array[w++] = &grp[0]->h;
@@ -132,14 +132,14 @@ static cnode *build_hash(builder *b, snode **sn, size_t m, unsigned lev, snode *
         mainnode *sub = NULL;
         int consumed = 0; /* a failed build_hash released grp itself */
         if (!failed) {
-            if (lev + 5 > MAX_HASH_LEVEL) {
+            if (lev + CN_BITS > MAX_HASH_LEVEL) {
                 lnode *ln = lnode_alloc((uint32_t)count[f]);
                 if (ln) {
                     memcpy(ln->sn, grp, count[f] * sizeof(snode *));
                     sub = &ln->m;
                 }
             } else {
-                cnode *c = build_hash(b, grp, count[f], lev + 5, NULL, padded);
+                cnode *c = build_hash(b, grp, count[f], lev + CN_BITS, NULL, padded);
                 sub = c ? &c->m : NULL;
                 consumed = c == NULL;
             }

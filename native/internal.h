@@ -24,7 +24,9 @@
 #define CST_SPACING 128
 #define STRIPE_WORDS 16 /* 128 bytes between stripes */
 #define ROOT_DESC_BIT ((uintptr_t)1)
-#define MAX_HASH_LEVEL 60 /* hash levels 0, 5, ..., 60; deeper: L-nodes */
+/* The deepest hash level with bits of the hash left (60 at CN_BITS 5 or 6);
+ * deeper: L-nodes. */
+#define MAX_HASH_LEVEL ((63 / CN_BITS) * CN_BITS)
 
 /* Byte classes of a dialect (words.c), for single-byte separators. */
 enum { BC_SEP = 1, BC_WILD = 2, BC_NUL = 4, BC_FORBIDDEN = 8 };
@@ -184,7 +186,10 @@ int words_update(cst_trie *t, scratch *sc, int64_t n, uint64_t sub, int insert, 
 int64_t share_words(cst_trie *t, const char *pattern, size_t len, uint64_t share,
                     char idbuf[SHARE_ID_BYTES], scratch *sc);
 
-static inline uint32_t frag(uint64_t h, unsigned lev) { return (uint32_t)(h >> lev) & 31u; }
+static inline uint32_t frag(uint64_t h, unsigned lev)
+{
+    return (uint32_t)(h >> lev) & ((1u << CN_BITS) - 1);
+}
 
 /* The update stripe of a pattern or topic whose first word is w (n words). */
 static inline unsigned upd_stripe_of(const word *w, int64_t n)
@@ -284,14 +289,14 @@ level_find(cnode *cn, const word *w, mainnode *(*read)(void *arg, inode *in), vo
      * without asking (a lookup calls this once per state). */
     unsigned lev = 0;
     for (;;) {
-        uint32_t bit = 1u << frag(w->hash, lev);
+        cnmap bit = CN_BIT(frag(w->hash, lev));
         if (!(cn->bitmap & bit))
             return NULL;
-        cst_hdr *b = cn->array[popc(cn->m.h.b2) + popc(cn->bitmap & (bit - 1))];
+        cst_hdr *b = cn->array[popc(cn->m.h.b2) + popc_map(cn->bitmap & (bit - 1))];
         if (b->kind == K_SNODE)
             return word_eq((snode *)b, w) ? (snode *)b : NULL;
         mainnode *m = read(arg, (inode *)b);
-        lev += 5;
+        lev += CN_BITS;
         switch (m->h.kind) {
         case K_CNODE:
             cn = (cnode *)m;

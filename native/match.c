@@ -275,7 +275,7 @@ static void share_add(mctx *x, snode *sn)
 }
 
 /* Every group S-node of the share level whose main node (at hash level lev)
- * is m.  Recursion over hash levels only: at most MAX_HASH_LEVEL / 5 + 2
+ * is m.  Recursion over hash levels only: at most MAX_HASH_LEVEL / CN_BITS + 2
  * deep, whatever the input. */
 static void shares_below(mctx *x, mainnode *m, unsigned lev)
 {
@@ -291,7 +291,7 @@ static void shares_below(mctx *x, mainnode *m, unsigned lev)
             if (b->kind == K_SNODE)
                 share_add(x, (snode *)b);
             else if (lev <= MAX_HASH_LEVEL)
-                shares_below(x, read_main(x, (inode *)b), lev + 5);
+                shares_below(x, read_main(x, (inode *)b), lev + CN_BITS);
         }
         return;
     }
@@ -695,7 +695,7 @@ static int level_literals(mctx *x, mainnode *m, unsigned lev, size_t *top, size_
                 if (v != NO_POS)
                     kid_add(x, top, (snode *)b, v);
             } else if (lev <= MAX_HASH_LEVEL &&
-                       !level_literals(x, read_main(x, (inode *)b), lev + 5, top, seen, limit)) {
+                       !level_literals(x, read_main(x, (inode *)b), lev + CN_BITS, top, seen, limit)) {
                 return 0;
             }
         }
@@ -1244,10 +1244,10 @@ typedef struct wentry {
 /* The branch slot a word hashes to in a C-node at hash level lev, or NULL. */
 static inline cst_hdr *warm_branch(const cnode *cn, const word *w, unsigned lev)
 {
-    uint32_t bit = 1u << frag(w->hash, lev);
+    cnmap bit = CN_BIT(frag(w->hash, lev));
     if (!(cn->bitmap & bit))
         return NULL;
-    return cn->array[popc(cn->m.h.b2) + popc(cn->bitmap & (bit - 1))];
+    return cn->array[popc(cn->m.h.b2) + popc_map(cn->bitmap & (bit - 1))];
 }
 
 /* Queue an S-node's next topic level (and fetch its subscriber set). */
@@ -1337,8 +1337,8 @@ static void warm_rounds(ctx *c, scratch *sc, const word *const *words, const uin
                 if (word_eq((const snode *)b, w))
                     m = warm_follow(next, m, (const snode *)b, j, i, nw);
             } else if (b != NULL && b->kind == K_INODE && m < WARM_FRONTIER &&
-                       f[e].lev + 5 < 64) {
-                next[m++] = (wentry){b, j, (uint16_t)i, (uint16_t)(f[e].lev + 5)};
+                       f[e].lev + CN_BITS <= MAX_HASH_LEVEL) {
+                next[m++] = (wentry){b, j, (uint16_t)i, (uint16_t)(f[e].lev + CN_BITS)};
             }
             if (f[e].lev == 0) {
                 const snode *single = (const snode *)spec_get(cn, W_SINGLE - 1);

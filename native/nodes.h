@@ -3,7 +3,7 @@
  *
  * A pattern is a sequence of words.  Each TOPIC LEVEL (the words that may
  * follow a given prefix) is a Ctrie: a hash trie over the words' 64-bit hashes,
- * 5 bits per HASH LEVEL, whose only mutable cells are I-nodes.
+ * CN_BITS (5) bits per HASH LEVEL, whose only mutable cells are I-nodes.
  *
  *   trie handle                      one topic level (hash levels 0, 5, 10, ...)
  *   +--------+
@@ -75,6 +75,35 @@ static inline int popc(uint32_t x)
     x = (x + (x >> 4)) & 0x0f0f0f0fu;
     return (int)((x * 0x01010101u) >> 24);
 #endif
+}
+
+/* Hash bits per hash level: a C-node has up to 1 << CN_BITS hashed branches.
+ * 5 (32-way), as in the paper.  6 (64-way, -DCN_BITS=6) sends fewer literal
+ * probes of a level of 17-30 words through a collision (22-37% against
+ * 40-55%: each collision is two more dependent misses, the deeper I-node and
+ * its C-node), so lookups at 1M filters take 6-8% less and batches 15-20%;
+ * but every copy of a C-node that is shared (each write after a snapshot
+ * renews its path, R6's transfer does not apply) retains up to twice as many
+ * children, and the header grows by 8 bytes: writes after a snapshot cost
+ * 25-35% more and bytes per subscription 6% more (docs/benchmarks.md,
+ * "64-way C-nodes"). */
+#ifndef CN_BITS
+#define CN_BITS 5
+#endif
+#if CN_BITS < 1 || CN_BITS > 6
+#error "CN_BITS must be 1..6: a C-node's bitmap is at most 64 bits"
+#endif
+#if CN_BITS <= 5
+typedef uint32_t cnmap; /* a C-node's bitmap of hash fragments */
+#else
+typedef uint64_t cnmap;
+#endif
+#define CN_BIT(f) ((cnmap)1 << (f))
+
+/* The set bits of a C-node's bitmap (the upper half is 0 at CN_BITS <= 5). */
+static inline int popc_map(cnmap x)
+{
+    return popc((uint32_t)x) + (CN_BITS > 5 ? popc((uint32_t)((uint64_t)x >> 32)) : 0);
 }
 
 enum node_kind {
@@ -161,8 +190,8 @@ static inline int pad_level(size_t level)
  *   | gen | cached_pairs | xfer | xfer_old |
  */
 typedef struct cnode {
-    mainnode m;                /* h.b1 = hash level (0, 5, ...), h.b2 = specmask */
-    uint32_t bitmap;
+    mainnode m;                /* h.b1 = hash level (0, CN_BITS, ...), h.b2 = specmask */
+    cnmap bitmap;
     uint32_t n;                /* hashed branches + spec slots */
     cst_hdr *array[];          /* spec snodes, then branches (inode or snode); then the tail */
 } cnode;

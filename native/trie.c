@@ -178,6 +178,16 @@ void node_retain(cst_hdr *h)
 
 static size_t lnode_size(uint32_t n) { return sizeof(lnode) + n * sizeof(snode *); }
 
+/* Request the lines of a C-node's n children for writing, before a loop that
+ * retains or releases each: a locked increment waits for its line, so
+ * without this a copy of a 64-way C-node after a snapshot (no transfer, R6)
+ * or the death of one waits for up to 64 misses one after another. */
+static inline void prefetch_children(cst_hdr *const *a, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        __builtin_prefetch(a[i], 1);
+}
+
 /*
  * Destruction is iterative: a node whose count reaches zero is pushed on a
  * per-thread list of dead nodes, linked through a field that destruction no
@@ -227,6 +237,7 @@ static void node_destroy(cst_hdr *h)
         cnode *cn = (cnode *)h;
         int32_t x = atomic_load_explicit(&cn_tail(cn)->xfer, memory_order_acquire);
         if (x == XFER_ALL) {
+            prefetch_children(cn->array, cn->n);
             for (uint32_t i = 0; i < cn->n; i++)
                 node_release(cn->array[i]);
         } else if (x >= 0) {
@@ -427,15 +438,15 @@ static int may_transfer(const mainnode *m)
 static cnode *cn_with(const cnode *cn, uint64_t gen, int is_spec, unsigned key, cst_hdr *nb,
                       int transfer)
 {
-    uint32_t bitmap = cn->bitmap;
+    cnmap bitmap = cn->bitmap;
     unsigned spec = cn->m.h.b2;
-    uint32_t bit = 1u << key;
+    cnmap bit = CN_BIT(key);
     int had = is_spec ? (spec & bit) != 0 : (bitmap & bit) != 0;
     if (is_spec)
-        spec = nb ? (spec | bit) : (spec & ~bit);
+        spec = (unsigned)(nb ? (spec | bit) : (spec & ~bit));
     else
         bitmap = nb ? (bitmap | bit) : (bitmap & ~bit);
-    uint32_t n = (uint32_t)(popc(bitmap) + popc(spec));
+    uint32_t n = (uint32_t)(popc_map(bitmap) + popc(spec));
     cnode *ncn = cnode_alloc(n, cn->m.h.b1, gen);
     if (ncn == NULL)
         return NULL;
@@ -443,9 +454,11 @@ static cnode *cn_with(const cnode *cn, uint64_t gen, int is_spec, unsigned key, 
     ncn->m.h.b2 = (uint8_t)spec;
     /* Position of the edited entry in the old and new arrays. */
     uint32_t pos = is_spec ? (uint32_t)popc(cn->m.h.b2 & (bit - 1))
-                           : (uint32_t)(popc(cn->m.h.b2) + popc(cn->bitmap & (bit - 1)));
+                           : (uint32_t)(popc(cn->m.h.b2) + popc_map(cn->bitmap & (bit - 1)));
     uint32_t o = 0, w = 0;
     int32_t new_at = XFER_NONE;
+    if (!transfer)
+        prefetch_children(cn->array, cn->n);
     for (; o < cn->n; o++) {
         if (o == pos) {
             if (nb) {
@@ -498,7 +511,7 @@ static cnode *cn_single(snode *sn, uint64_t gen)
     if (cn == NULL)
         return NULL;
     if (sn->h.b1 == W_LITERAL)
-        cn->bitmap = 1u << frag(sn->hash, 0);
+        cn->bitmap = CN_BIT(frag(sn->hash, 0));
     else
         cn->m.h.b2 = (uint8_t)(1u << (sn->h.b1 - 1));
     cn->array[0] = &sn->h;
@@ -707,12 +720,12 @@ static mainnode *dual(snode *a, snode *b, unsigned lev, uint64_t gen, int padded
         cnode *cn = cnode_alloc(2, lev, gen);
         if (cn == NULL)
             goto fail;
-        cn->bitmap = (1u << fa) | (1u << fb);
+        cn->bitmap = CN_BIT(fa) | CN_BIT(fb);
         cn->array[0] = fa < fb ? &a->h : &b->h;
         cn->array[1] = fa < fb ? &b->h : &a->h;
         return &cn->m;
     }
-    mainnode *sub = dual(a, b, lev + 5, gen, padded);
+    mainnode *sub = dual(a, b, lev + CN_BITS, gen, padded);
     if (sub == NULL)
         return NULL;
     inode *in = inode_new(gen, sub, padded);
@@ -725,7 +738,7 @@ static mainnode *dual(snode *a, snode *b, unsigned lev, uint64_t gen, int padded
         node_release(&in->h);
         return NULL;
     }
-    cn->bitmap = 1u << fa;
+    cn->bitmap = CN_BIT(fa);
     cn->array[0] = &in->h;
     return &cn->m;
 fail:
@@ -873,11 +886,11 @@ static cst_hdr *entry_at(const mainnode *m, uint32_t i, slot *at)
     }
     const cnode *cn = (const cnode *)m;
     uint32_t ns = (uint32_t)popc(cn->m.h.b2); /* the spec slots come first */
-    uint32_t bits = i < ns ? cn->m.h.b2 : cn->bitmap;
+    cnmap bits = i < ns ? cn->m.h.b2 : cn->bitmap;
     uint32_t rank = i < ns ? i : i - ns;
     for (uint32_t r = 0; r < rank; r++)
         bits &= bits - 1; /* drop the lowest set bit */
-    *at = (slot){0, i < ns, (unsigned)__builtin_ctz(bits)};
+    *at = (slot){0, i < ns, (unsigned)__builtin_ctzll(bits)};
     return cn->array[i];
 }
 
@@ -1147,8 +1160,8 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             b = spec_get(cn, at.key);
         } else {
             at.key = frag(wk->hash, lev);
-            uint32_t bit = 1u << at.key;
-            b = (cn->bitmap & bit) ? cn->array[popc(cn->m.h.b2) + popc(cn->bitmap & (bit - 1))]
+            cnmap bit = CN_BIT(at.key);
+            b = (cn->bitmap & bit) ? cn->array[popc(cn->m.h.b2) + popc_map(cn->bitmap & (bit - 1))]
                                    : NULL;
         }
         if (b == NULL) {
@@ -1167,7 +1180,7 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             inode *sub = (inode *)b;
             if (sub->gen == gen) {
                 /* case 2: descend one hash level */
-                u->next = (upd_frame){sub, k, lev + 5};
+                u->next = (upd_frame){sub, k, lev + CN_BITS};
                 return DESCEND;
             }
             /* case 2b: renew the branch into our generation, then retry */
@@ -1193,7 +1206,7 @@ static int update_level(upd *u, inode *in, size_t k, unsigned lev, inode *parent
             if (nsn == NULL)
                 return CST_ENOMEM;
             node_retain(&sn->h);
-            mainnode *d = dual(sn, nsn, lev + 5, gen, pad_level(k));
+            mainnode *d = dual(sn, nsn, lev + CN_BITS, gen, pad_level(k));
             if (d == NULL)
                 return CST_ENOMEM;
             inode *ni = inode_new(gen, d, pad_level(k));
@@ -2116,7 +2129,7 @@ static void compact_walk(ctx *c, inode *root, uint64_t gen)
                     failed = 1;
                     break;
                 }
-                st[n++] = (cframe){ch, NULL, 0, is_in ? f->lev + 5 : 0, 0};
+                st[n++] = (cframe){ch, NULL, 0, is_in ? f->lev + CN_BITS : 0, 0};
                 pushed = 1;
                 break;
             }

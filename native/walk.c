@@ -547,7 +547,7 @@ static int check_main(chk *k, cframe fr)
         unsigned spec = cn->m.h.b2;
         if (cn->m.h.b1 != lev)
             return fail(k, "C-node at the wrong hash level", cn);
-        if (cn->n != (uint32_t)(popc(cn->bitmap) + popc(spec)))
+        if (cn->n != (uint32_t)(popc_map(cn->bitmap) + popc(spec)))
             return fail(k, "C-node size differs from its bitmaps", cn);
         if (spec >> SPEC_SLOTS)
             return fail(k, "C-node spec mask out of range", cn);
@@ -571,24 +571,24 @@ static int check_main(chk *k, cframe fr)
                 return fail(k, "empty topic level was not entombed", cn);
         }
         uint32_t pos = (uint32_t)popc(spec); /* the branches follow the spec slots */
-        for (unsigned f = 0; f < 32; f++) {
-            if (!(cn->bitmap & (1u << f)))
+        for (unsigned f = 0; f < (1u << CN_BITS); f++) {
+            if (!(cn->bitmap & CN_BIT(f)))
                 continue;
             cst_hdr *b = cn->array[pos++];
             if (b->kind == K_INODE) {
                 inode *in = (inode *)b;
                 if (in->gen > cn_tail(cn)->gen)
                     return fail(k, "I-node of a newer generation than its C-node", in);
-                if (lev + 5 > MAX_HASH_LEVEL + 5)
+                if (lev > MAX_HASH_LEVEL)
                     return fail(k, "hash level overflow", in);
                 if (check_padding(k, in, fr.depth) < 0)
                     return -1;
                 mainnode *sm = gcas_read(k->c, in);
                 if (k->strict && sm->h.kind == K_TNODE)
                     return fail(k, "tomb left in a quiescent trie", sm);
-                if (sm->h.kind == K_LNODE && lev + 5 <= MAX_HASH_LEVEL)
+                if (sm->h.kind == K_LNODE && lev + CN_BITS <= MAX_HASH_LEVEL)
                     return fail(k, "L-node above the last hash level", sm);
-                if (check_later(k, (cframe){sm, lev + 5, 0, 0, in->gen, fr.share, fr.depth}) < 0)
+                if (check_later(k, (cframe){sm, lev + CN_BITS, 0, 0, in->gen, fr.share, fr.depth}) < 0)
                     return -1;
             } else if (b->kind == K_SNODE) {
                 snode *sn = (snode *)b;
@@ -734,8 +734,8 @@ static void dump_main(dumper *d, const mainnode *m, int indent, int share)
     switch (m->h.kind) {
     case K_CNODE: {
         const cnode *cn = (const cnode *)m;
-        put(d, indent, "C lev=%u gen=%" PRIu64 " bitmap=%08x spec=%x n=%u", cn->m.h.b1, cn_tail(cn)->gen,
-            cn->bitmap, cn->m.h.b2, cn->n);
+        put(d, indent, "C lev=%u gen=%" PRIu64 " bitmap=%0*" PRIx64 " spec=%x n=%u", cn->m.h.b1,
+            cn_tail(cn)->gen, (int)(sizeof(cnmap) * 2), (uint64_t)cn->bitmap, cn->m.h.b2, cn->n);
         for (uint32_t i = cn->n; i-- > 0;) {
             const cst_hdr *b = cn->array[i];
             dump_later(d, b, b->kind == K_INODE ? 2 : 1, indent + 2, share);

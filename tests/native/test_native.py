@@ -94,10 +94,11 @@ def _check_unit_summaries(output: str, expected_runs: int) -> None:
 
 
 def test_native_unit_and_asan() -> None:
-    """make test asan: the unit test (plain -O2 and ASan+UBSan) and both torture programs."""
+    """make test asan: the unit test (plain -O2, plain over 64-way C-nodes, and
+    ASan+UBSan) and both torture programs."""
     _require_toolchain("address,undefined")
     output = _run_make("test", "asan")
-    _check_unit_summaries(output, expected_runs=2)
+    _check_unit_summaries(output, expected_runs=3)
     assert "torture_trie: ok" in output
     assert "torture_ebr: ok" in output
 
