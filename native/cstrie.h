@@ -406,5 +406,10 @@ uint64_t cst_epoch_advance(void);       /* try one step (outside sections); the 
  * again (an update changed a node they read) and of freezes. */
 void cst_debug_set_walk_retries(int n);
 void cst_debug_walk_counts(int64_t *rewalks, int64_t *freezes);
+/* Tests only: the size (pairs) past which a trie is big: its lookups
+ * (cst_lookup_warm) walk in rounds or warm their walks, and a batch warms
+ * (cst_warm_wanted).  Default 50,000; 0: every trie with a pair; < 0
+ * restores the default. */
+void cst_debug_set_warm_pairs(int64_t n);
 
 #endif

@@ -1000,6 +1000,19 @@ static void walk_once(mctx *x, inode *root)
 /* Run the walk over the trie for the topic whose n words parse_words left
  * in sc->w; x must be zeroed but for first_only/out.  Returns 0 or a CST_E*
  * code. */
+/* The update stripes whose updates can change the answer for the topic of
+ * the n words w: its first word's, the wildcards', the zero-word pattern's
+ * for an empty topic, and the whole trie's (internal.h, "Update stripes"). */
+static inline void topic_stripes(cst_trie *t, const word *w, int64_t n, _Atomic uint64_t **s0,
+                                 _Atomic uint64_t **s1, _Atomic uint64_t **s2,
+                                 _Atomic uint64_t **s3)
+{
+    *s0 = upd_stripe(t, UPD_GLOBAL);
+    *s1 = upd_stripe(t, UPD_MULTI);
+    *s2 = upd_stripe(t, upd_stripe_of(w, n));
+    *s3 = upd_stripe(t, n > 0 ? UPD_SINGLE : UPD_EMPTY);
+}
+
 static int walk_words(mctx *x, ctx *c, scratch *sc, int64_t n)
 {
     const cst_dialect *d = &c->t->d;
@@ -1013,12 +1026,8 @@ static int walk_words(mctx *x, ctx *c, scratch *sc, int64_t n)
         walk_once(x, root_read(c));
         return x->oom ? CST_ENOMEM : 0;
     }
-    /* The update stripes whose updates can change this topic's answer: its
-     * first word's, the wildcards', the zero-word pattern's for an empty
-     * topic, and the whole trie's (internal.h, "Update stripes"). */
-    _Atomic uint64_t *s0 = upd_stripe(c->t, UPD_GLOBAL), *s1 = upd_stripe(c->t, UPD_MULTI),
-                     *s2 = upd_stripe(c->t, upd_stripe_of(sc->w, n)),
-                     *s3 = upd_stripe(c->t, n > 0 ? UPD_SINGLE : UPD_EMPTY);
+    _Atomic uint64_t *s0, *s1, *s2, *s3;
+    topic_stripes(c->t, sc->w, n, &s0, &s1, &s2, &s3);
     int retries = atomic_load_explicit(&walk_retries, memory_order_relaxed);
     for (int attempt = 0; attempt < retries; attempt++) {
         /* acquire: the walk's reads stay after these reads of the counts, and
@@ -1216,6 +1225,13 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
 #define WARM_MIN_PAIRS 50000  /* a trie this big misses the caches (~12 MB) */
 #define WARM_RECHECK 64        /* cst_warm_wanted sums a trie's pair counts this often */
 
+static _Atomic int64_t warm_min_pairs = WARM_MIN_PAIRS;
+
+void cst_debug_set_warm_pairs(int64_t n)
+{
+    atomic_store_explicit(&warm_min_pairs, n < 0 ? WARM_MIN_PAIRS : n, memory_order_relaxed);
+}
+
 int cst_warm_wanted(const cst_trie *t)
 {
     /* The pair counts are 132 words on lines of their own: summed once per
@@ -1224,10 +1240,13 @@ int cst_warm_wanted(const cst_trie *t)
     static CST_TLS const cst_trie *last;
     static CST_TLS uint32_t calls;
     static CST_TLS int wanted;
-    if (t != last || calls++ % WARM_RECHECK == 0) {
+    static CST_TLS int64_t min_seen = WARM_MIN_PAIRS;
+    int64_t min = atomic_load_explicit(&warm_min_pairs, memory_order_relaxed);
+    if (t != last || calls++ % WARM_RECHECK == 0 || min != min_seen) {
         last = t;
         calls = 1;
-        wanted = pairs_estimate(t) > WARM_MIN_PAIRS;
+        min_seen = min;
+        wanted = pairs_estimate(t) > min;
     }
     return wanted;
 }
@@ -1356,7 +1375,7 @@ static void warm_rounds(ctx *c, scratch *sc, const word *const *words, const uin
 /* Room for the frontier (and, for a batch, its words) in sc; -1 without. */
 static int warm_reserve(scratch *sc, int batch)
 {
-    return scratch_reserve((void **)&sc->warm_front, &sc->warm_frontcap, 2 * WARM_FRONTIER,
+    return scratch_reserve((void **)&sc->warm_front, &sc->warm_frontcap, 3 * WARM_FRONTIER,
                            sizeof(wentry)) < 0 ||
                    (batch && scratch_reserve((void **)&sc->warm_w, &sc->warm_wcap,
                                              WARM_TOPICS * WARM_DEPTH, sizeof(word)) < 0)
@@ -1391,22 +1410,199 @@ int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t 
     return 0;
 }
 
-/* Parse topic into sc->w (scratch_get's) and warm the walk of its words:
- * the number of words, or a CST_E* code (nothing warmed).  Warming is a
- * help, not a step: without room for its frontier the words are parsed
- * and not warmed. */
-static int64_t warm_own(ctx *c, const char *topic, size_t len, scratch **scp)
+/* Parse topic into sc->w (scratch_get's): the number of words, or a CST_E*
+ * code. */
+static int64_t parse_own(cst_trie *t, const char *topic, size_t len, scratch **scp)
 {
     scratch *sc = *scp = scratch_get();
-    if (sc == NULL)
+    return sc == NULL ? CST_ENOMEM : parse_words(t, topic, len, 0, sc);
+}
+
+/*
+ * A walk in rounds.
+ *
+ * In a big trie a lookup used to warm its walk (the rounds above) and then
+ * walk (match_walk), reading every node twice: at 1M filters each half was
+ * ~6,500 instructions of a ~15,000-instruction lookup.  Where a many-level
+ * wildcard can only end a pattern (no index-set walks: MQTT, NATS) and the
+ * topic has at most WARM_DEPTH words, the rounds themselves walk: the same
+ * states as match_walk, by open_level's rules, taken breadth first, each
+ * round reading only what the round before requested:
+ *
+ *   A  each I-node's main node (requested: two lines of it);
+ *   B  of each C-node: at the topic level's top, '#' (a match when at least
+ *      multi_min words are left) and '+' (the next word consumed); the
+ *      branch slot of the word, an S-node (requested) or a deeper hash
+ *      level's I-node (next round);
+ *   C  each S-node reached: a literal's word compared; a match when it
+ *      consumed the last word; its next topic level queued (next round).
+ *
+ * The matches come breadth first, not in match_walk's order: no API
+ * promises an order, and collect_ids keeps each id's first occurrence.  The
+ * walk decides only on committed main nodes (prev 0 after main, the loads of
+ * gcas_read), so it reads what match_walk would.  Everything else goes to
+ * walk_words, which then runs from the start, with its retries and its
+ * freeze: a GCAS pending on a main node read, a tomb below hash level 0, a
+ * collision list, '#' with more than share groups below it, a frontier past
+ * WARM_FRONTIER, and an update begun or ended in the topic's stripes while
+ * the rounds ran (the quick check of "One state of the trie for the whole
+ * walk", above).  0: walked; ROUNDS_UNDECIDED (x is reset by walk_words);
+ * ROUNDS_NOT_TRIED (nothing read: a topic or dialect the rounds do not
+ * take, or no room); or a CST_E* code.
+ */
+#define ROUNDS_UNDECIDED 1
+#define ROUNDS_NOT_TRIED 2
+static int walk_rounds(mctx *x, ctx *c, scratch *sc, int64_t n)
+{
+    const cst_dialect *d = &c->t->d;
+    /* walk_retries 0 (tests): every walk of a live trie freezes it */
+    if (n <= 0 || n > WARM_DEPTH || (d->multi != NULL && !d->multi_last_only) ||
+        atomic_load_explicit(&walk_retries, memory_order_relaxed) == 0 ||
+        warm_reserve(sc, 0) < 0)
+        return ROUNDS_NOT_TRIED;
+    const word *w = sc->w;
+    const size_t nn = (size_t)n, multi_min = (size_t)d->multi_min;
+    x->c = c;
+    x->sc = sc;
+    x->w = w;
+    x->n = nn;
+    x->dollar = d->dollar_rule && w[0].len > 0 && w[0].p[0] == '$';
+    x->sets = 0;
+    x->found = x->trunc = 0;
+    x->nmatched = x->nshares = x->depth = x->nreads = 0;
+    x->record = 0;
+    _Atomic uint64_t *s0, *s1, *s2, *s3;
+    topic_stripes(c->t, w, n, &s0, &s1, &s2, &s3);
+    int rw = !c->t->readonly; /* a frozen trie needs no check */
+    uint64_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+    if (rw) {
+        /* acquire: the rounds' reads stay after these (walk_words) */
+        w0 = atomic_load_explicit(s0, memory_order_acquire);
+        w1 = atomic_load_explicit(s1, memory_order_acquire);
+        w2 = atomic_load_explicit(s2, memory_order_acquire);
+        w3 = atomic_load_explicit(s3, memory_order_acquire);
+        if ((w0 | w1 | w2 | w3) & UPD_IN_FLIGHT)
+            return ROUNDS_UNDECIDED;
+    }
+    wentry *cur = sc->warm_front, *next = cur + WARM_FRONTIER, *sl = next + WARM_FRONTIER;
+    size_t nc = 0;
+    int64_t steps = 0;
+    cur[nc++] = (wentry){root_read(c), 0, 0, 0};
+    while (nc > 0) {
+        /* round A */
+        for (size_t e = 0; e < nc; e++) {
+            /* seq_cst: gcas_read's load of main (prev follows in round B) */
+            mainnode *m =
+                atomic_load_explicit(&((inode *)cur[e].p)->main, memory_order_seq_cst);
+            __builtin_prefetch(m);
+            __builtin_prefetch((const char *)m + 64);
+            cur[e].p = m;
+        }
+        /* round B */
+        size_t ns = 0, nx = 0;
+        for (size_t e = 0; e < nc; e++) {
+            mainnode *m = cur[e].p;
+            steps = step(steps);
+            /* seq_cst: gcas_read's load of prev; 0: m is committed */
+            if (atomic_load_explicit(&m->prev, memory_order_seq_cst) != 0)
+                return ROUNDS_UNDECIDED;
+            size_t i = cur[e].i;
+            unsigned lev = cur[e].lev;
+            if (m->h.kind != K_CNODE) {
+                if (m->h.kind == K_TNODE && lev == 0)
+                    continue; /* an entombed (empty) topic level */
+                return ROUNDS_UNDECIDED;
+            }
+            cnode *cn = (cnode *)m;
+            if (lev == 0 && !(x->dollar && i == 0)) {
+                snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
+                if (sm != NULL && i + multi_min <= nn) {
+                    if (sm->child != NULL && !only_shares(x, sm->child))
+                        return ROUNDS_UNDECIDED;
+                    if (sm->nsubs > 0) {
+                        if (sm->nsubs > SUBS_INLINE)
+                            __builtin_prefetch(sm->set);
+                        emit(x, sm);
+                    }
+                }
+                snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
+                if (ss != NULL && i < nn) {
+                    if (ns == WARM_FRONTIER)
+                        return ROUNDS_UNDECIDED;
+                    __builtin_prefetch(ss);
+                    __builtin_prefetch((const char *)ss + offsetof(snode, word));
+                    sl[ns++] = (wentry){ss, 1, (uint16_t)(i + 1), 0};
+                }
+            }
+            if (i < nn) {
+                cst_hdr *b = warm_branch(cn, &w[i], lev);
+                if (b == NULL)
+                    continue;
+                if (b->kind == K_SNODE) {
+                    if (ns == WARM_FRONTIER)
+                        return ROUNDS_UNDECIDED;
+                    __builtin_prefetch(b);
+                    __builtin_prefetch((const char *)b + offsetof(snode, word));
+                    sl[ns++] = (wentry){b, 0, (uint16_t)(i + 1), 0};
+                } else {
+                    if (nx == WARM_FRONTIER)
+                        return ROUNDS_UNDECIDED;
+                    __builtin_prefetch(&((inode *)b)->main);
+                    next[nx++] = (wentry){b, 0, (uint16_t)i, (uint16_t)(lev + CN_BITS)};
+                }
+            }
+        }
+        /* round C (topic 1: reached by '+', no word to compare) */
+        for (size_t e = 0; e < ns; e++) {
+            snode *sn = sl[e].p;
+            size_t j = sl[e].i;
+            if (sl[e].topic == 0 && !word_eq(sn, &w[j - 1]))
+                continue;
+            steps = step(steps);
+            if (j == nn && sn->nsubs > 0) {
+                if (sn->nsubs > SUBS_INLINE)
+                    __builtin_prefetch(sn->set);
+                emit(x, sn);
+            }
+            /* a next level below the last word holds no match but '#' */
+            if (sn->child != NULL && (j < nn || multi_min == 0)) {
+                if (nx == WARM_FRONTIER)
+                    return ROUNDS_UNDECIDED;
+                __builtin_prefetch(&sn->child->main);
+                next[nx++] = (wentry){sn->child, 0, (uint16_t)j, 0};
+            }
+        }
+        wentry *t = cur;
+        cur = next;
+        next = t;
+        nc = nx;
+    }
+    x->steps = steps;
+    sc->last_steps = steps;
+    if (x->oom)
         return CST_ENOMEM;
-    int64_t n = parse_words(c->t, topic, len, 0, sc);
-    if (n > 0 && warm_reserve(sc, 0) == 0) {
+    /* acquire: not read before the rounds' own reads (walk_words) */
+    if (rw && (atomic_load_explicit(s0, memory_order_acquire) != w0 ||
+               atomic_load_explicit(s1, memory_order_acquire) != w1 ||
+               atomic_load_explicit(s2, memory_order_acquire) != w2 ||
+               atomic_load_explicit(s3, memory_order_acquire) != w3))
+        return ROUNDS_UNDECIDED;
+    return 0;
+}
+
+/* A big trie's walk of the n words in sc->w (n from parse_words): in rounds
+ * where they take it, else warmed (cst_warm's rounds) and then walked. */
+static int walk_big(mctx *x, ctx *c, scratch *sc, int64_t n)
+{
+    if (n < 0)
+        return (int)n;
+    int r = walk_rounds(x, c, sc, n);
+    if (r == ROUNDS_NOT_TRIED && n > 0 && warm_reserve(sc, 0) == 0) {
         const word *w = sc->w;
         uint32_t nw = n < WARM_DEPTH ? (uint32_t)n : WARM_DEPTH;
         warm_rounds(c, sc, &w, &nw, 1);
     }
-    return n;
+    return r > 0 ? walk_words(x, c, sc, n) : r;
 }
 
 /* Lookups in a row that a result cache missed, on this thread.  Past
@@ -1428,16 +1624,15 @@ static int64_t lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out,
     /* acquire: the cache's fields as cst_cache_set made them */
     cst_cache *k = atomic_load_explicit(&t->cache, memory_order_acquire);
     cache_probe p = {0};
-    /* the walk's own branches warmed first, overlapped (cst_warm), with
-     * the words parsed once for both */
-    int want_warm = warm && cst_warm_wanted(t), warmed = 0;
+    /* a big trie's walk in rounds (walk_big), the words parsed once */
+    int big = warm && cst_warm_wanted(t), parsed = 0;
     scratch *sc = NULL;
     int64_t n = 0;
     if (k != NULL) {
-        if (want_warm && cache_misses_in_row >= SPEC_MISSES) {
-            cache_prefetch(k, topic, len, &p);
-            n = warm_own(&c, topic, len, &sc); /* warming decides nothing: before R1 */
-            warmed = 1;
+        if (big && cache_misses_in_row >= SPEC_MISSES) {
+            cache_prefetch(k, topic, len, &p); /* its miss overlaps the parse */
+            n = parse_own(t, topic, len, &sc);
+            parsed = 1;
         }
         int64_t hit = cache_get(k, topic, len, out, cap, &p);
         if (hit >= 0) {
@@ -1452,12 +1647,10 @@ static int64_t lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out,
         if (p.on && p.seen) /* else no fill follows: nothing to validate */
             cache_read_state(k, &p);
     }
-    if (want_warm && !warmed) {
-        n = warm_own(&c, topic, len, &sc);
-        warmed = 1;
-    }
+    if (big && !parsed)
+        n = parse_own(t, topic, len, &sc);
     mctx x = {0};
-    int64_t r = !warmed ? walk_topic(&x, &c, topic, len) : n < 0 ? n : walk_words(&x, &c, sc, n);
+    int64_t r = !big ? walk_topic(&x, &c, topic, len) : walk_big(&x, &c, sc, n);
     if (r == 0)
         r = collect_ids(&x, out, cap);
     if (r >= 0 && (size_t)r <= cap) {

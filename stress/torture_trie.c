@@ -6,6 +6,9 @@
  *
  * walk_retries 0 makes every lookup walk of a live trie freeze it and walk the
  * frozen generation (match.c, "One state of the trie for the whole walk").
+ * Every trie counts as big (cst_debug_set_warm_pairs(0)), and lookups
+ * alternate cst_lookup and cst_lookup_warm, so half of them walk in rounds
+ * (match.c, "A walk in rounds") while the other threads update.
  *
  * Two shared tries (AMQP and MQTT) take mixed operations from every thread:
  * subscribe, unsubscribe, lookup, has_subscribers, match, lookup_batch,
@@ -236,6 +239,7 @@ typedef struct worker {
     long last_f[NTRIES];          /* clears_finished when the model was last exact */
     long counts[16];
     long resyncs, skipped_checks;
+    unsigned long lookups;        /* odd: cst_lookup_warm */
     uint64_t *buf;
     size_t bufcap;
 } worker;
@@ -348,7 +352,8 @@ static unsigned own_in(worker *me, const uint64_t *ids, size_t n, const char *wh
 
 static int64_t do_lookup(worker *me, cst_trie *t, const char *topic)
 {
-    int64_t n = cst_lookup(t, topic, strlen(topic), me->buf, me->bufcap);
+    int64_t n = (me->lookups++ & 1 ? cst_lookup_warm : cst_lookup)(t, topic, strlen(topic),
+                                                                    me->buf, me->bufcap);
     if (n < 0 || (size_t)n > me->bufcap)
         FAIL("lookup('%s') = %" PRId64, topic, n);
     return n;
@@ -890,6 +895,7 @@ int main(int argc, char **argv)
     if (mask != ~UINT64_C(0))
         cst_debug_set_hash_mask(mask);
     cst_debug_set_walk_retries(walk_retries);
+    cst_debug_set_warm_pairs(0);
     for (int d = 0; d < NTRIES; d++) {
         build_keyspace(d, keyspace_size, seed);
         shared[d] = cst_new(&dialects[d]);

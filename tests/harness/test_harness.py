@@ -1083,6 +1083,64 @@ def _walk_while_writing(group: bool) -> tuple[int, int]:
     return reads, missed
 
 
+def _rounds_while_writing() -> tuple[int, int]:
+    """As _walk_while_writing, for a walk in rounds (native/match.c, "A walk in
+    rounds"): an MQTT trie that counts as big, cst_lookup_warm, P1 = '#' (read
+    in the first round) and P2, '+' then seven of the topic's words and '#'
+    (read eight rounds later), with up to 256 branches in each round between:
+    the patterns that take '+' or the topic's word at each of 8 levels, then a
+    word the topic lacks."""
+    from cstrie import _binding as nb
+    from cstrie.dialect import resolve_dialect
+
+    ffi, lib = nb.ffi, nb.lib
+    lib.cst_debug_set_warm_pairs(0)
+    try:
+        h = ffi.gc(nb.new_trie_ptr(resolve_dialect("mqtt")), lib.cst_free)
+        words = ["t", "x"] + ["a"] * 14
+        for mask in range(256):  # never match the topic; widen every round
+            b = "/".join(["+" if mask >> i & 1 else words[i] for i in range(8)] + ["zz"]).encode()
+            assert lib.cst_subscribe(h, b, len(b), 100 + mask) == 1
+        p1, p2 = b"#", "/".join(["+"] + words[1:8] + ["#"]).encode()
+        topic = "/".join(words).encode()
+        out = ffi.new("uint64_t[]", 64)
+
+        def delivered() -> int:
+            n = lib.cst_lookup_warm(h, topic, len(topic), out, 64)
+            assert n >= 0
+            return int(n)
+
+        assert lib.cst_subscribe(h, p1, len(p1), 11) == 1 and delivered() == 1
+        stop = threading.Event()
+
+        def writer() -> None:
+            while not stop.is_set():
+                lib.cst_subscribe(h, p2, len(p2), 12)
+                lib.cst_unsubscribe(h, p1, len(p1), 11)
+                lib.cst_subscribe(h, p1, len(p1), 11)
+                lib.cst_unsubscribe(h, p2, len(p2), 12)
+
+        w = threading.Thread(target=writer)
+        w.start()
+        reads = missed = 0
+        deadline = time.monotonic() + 8
+        try:
+            while reads < 20000 and not missed and time.monotonic() < deadline:
+                reads += 1
+                missed += delivered() == 0
+        finally:
+            stop.set()
+            w.join()
+        return reads, missed
+    finally:
+        lib.cst_debug_set_warm_pairs(-1)
+
+
+def test_lookup_in_rounds_is_one_state_across_branches() -> None:
+    reads, missed = _rounds_while_writing()
+    assert missed == 0, f"{missed} of {reads} lookups returned [] though a pair was always there"
+
+
 def test_route_is_one_state_across_branches() -> None:
     reads, missed = _walk_while_writing(group=True)
     assert missed == 0, f"{missed} of {reads} routes delivered no member of a never-empty group"

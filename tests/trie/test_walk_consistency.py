@@ -77,6 +77,49 @@ def test_frozen_walks_answer_as_the_oracle(dialect: str) -> None:
     assert freezes - freezes0 >= lookups  # every walk of the live trie froze it
 
 
+@pytest.fixture
+def every_trie_is_big() -> Iterator[None]:
+    """Lookups walk in rounds (native/match.c, "A walk in rounds") in tries of
+    any size, not only past 50,000 pairs."""
+    lib.cst_debug_set_warm_pairs(0)
+    try:
+        yield
+    finally:
+        lib.cst_debug_set_warm_pairs(-1)
+
+
+@pytest.mark.parametrize("dialect", ["amqp", "mqtt", "nats"])
+@pytest.mark.usefixtures("every_trie_is_big")
+def test_walks_in_rounds_answer_as_the_oracle(dialect: str) -> None:
+    """The rounds take MQTT and NATS topics of up to 16 words; AMQP and
+    longer topics are warmed and walked.  Either way, the oracle's answer,
+    on the live trie and on a read-only snapshot."""
+    seed = choose_seed()
+    rng = seeded_rng(seed, "rounds", dialect)
+    d = resolve_dialect(dialect)
+    trie = Trie(dialect)
+    pairs: set[tuple[str, Hashable]] = set()
+    for step in range(1500):
+        pattern = random_pattern(rng, d, WORDS, 5)
+        sub = rng.randrange(12)
+        if rng.random() < 0.6:
+            trie.subscribe(pattern, sub)
+            pairs.add((pattern, sub))
+        elif pairs:
+            p, s = sorted(pairs, key=repr)[rng.randrange(len(pairs))]
+            trie.unsubscribe(p, s)
+            pairs.discard((p, s))
+        topic = random_topic(rng, d, WORDS, 20 if step % 10 == 0 else 6)
+        want = expected_lookup(d, pairs, topic)
+        got = trie.lookup(topic)
+        assert len(got) == len(set(got)) and set(got) == want, (seed, step, topic)
+        assert [set(r) for r in trie.lookup_many([topic, topic])] == [want, want], seed
+        if step % 50 == 0:
+            snap = trie.snapshot()
+            assert set(snap.lookup(topic)) == want, (seed, step, topic)
+    trie.check_invariants(strict=True)
+
+
 @pytest.mark.usefixtures("every_walk_freezes")
 def test_updates_after_a_freeze_reach_the_live_trie_not_a_snapshot() -> None:
     trie = Trie("mqtt")
