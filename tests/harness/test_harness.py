@@ -1101,7 +1101,7 @@ def _rounds_while_writing() -> tuple[int, int]:
         for mask in range(256):  # never match the topic; widen every round
             b = "/".join(["+" if mask >> i & 1 else words[i] for i in range(8)] + ["zz"]).encode()
             assert lib.cst_subscribe(h, b, len(b), 100 + mask) == 1
-        p1, p2 = b"#", "/".join(["+"] + words[1:8] + ["#"]).encode()
+        p1, p2 = b"#", "/".join(["+", *words[1:8], "#"]).encode()
         topic = "/".join(words).encode()
         out = ffi.new("uint64_t[]", 64)
 
