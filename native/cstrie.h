@@ -160,10 +160,19 @@ int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, si
 int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t k);
 /* 1 when warming pays: t is too big for the caches (match.c). */
 int cst_warm_wanted(const cst_trie *t);
-/* cst_lookup, its walk warmed first (cst_warm of the one topic) when the
- * trie is that big and the result cache did not answer: one lookup at a
- * time (a batch warms its topics together and calls cst_lookup). */
+/* cst_lookup, for one lookup at a time: when the trie is that big and the
+ * result cache did not answer, its walk runs in rounds that overlap its
+ * misses (match.c, "A walk in rounds"), or is warmed first. */
 int64_t cst_lookup_warm(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
+/* The answers of topics[0..k) (1 <= k <= CST_WARM_TOPICS), each as
+ * cst_lookup's (one state of the trie per topic), one after another in
+ * out[0..cap): topic j's are out[(j ? ends[j - 1] : 0) .. ends[j]).  In a big
+ * trie the topics walk in the same rounds, so that their misses overlap.
+ * Returns the total number of ids (more than cap: out holds only what fit,
+ * ends[] says where each answer would go; ask again with more room), or the
+ * CST_E* code of the first topic that has one (nothing counted). */
+int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *lens, size_t k,
+                        uint64_t *out, size_t cap, size_t *ends);
 int cst_has_subscribers(cst_trie *t, const char *topic, size_t len);
 int cst_match(cst_trie *t, const char *topic, size_t len, cst_chunk *out);
 /* Subscribers of exactly this pattern; same contract as cst_lookup. */

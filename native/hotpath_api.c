@@ -27,6 +27,7 @@ static const cst_hot_api table = {
     .warm = cst_warm,
     .warm_wanted = cst_warm_wanted,
     .lookup_warm = cst_lookup_warm,
+    .lookup_many = cst_lookup_many,
 };
 
 const void *cst_hot_api_table(void) { return &table; }

@@ -19,7 +19,7 @@
 
 #include "cstrie.h"
 
-#define CST_HOT_API_VERSION 5
+#define CST_HOT_API_VERSION 6
 
 typedef struct cst_hot_api {
     uint32_t size;     /* sizeof(cst_hot_api) of the engine that made it */
@@ -52,6 +52,9 @@ typedef struct cst_hot_api {
     int (*warm)(cst_trie *t, const char *const *topics, const size_t *lens, size_t k);
     int (*warm_wanted)(const cst_trie *t);
     int64_t (*lookup_warm)(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap);
+    /* version 6: a batch's walks in the same rounds (lookup_many) */
+    int64_t (*lookup_many)(cst_trie *t, const char *const *topics, const size_t *lens, size_t k,
+                           uint64_t *out, size_t cap, size_t *ends);
 } cst_hot_api;
 
 #endif

@@ -47,6 +47,7 @@ typedef struct mctx {
     int oom;
     scratch *sc;
     size_t nmatched;           /* S-nodes matched (sc->matched) */
+    snode *const *mt;          /* where collect_ids reads them, if not sc->matched */
     size_t depth;
     cst_chunk *out;            /* match(): entries written as found */
     int trunc;
@@ -1090,10 +1091,11 @@ static int walk_topic(mctx *x, ctx *c, const char *topic, size_t len)
 static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
 {
     scratch *sc = x->sc;
+    snode *const *mt = x->mt != NULL ? x->mt : sc->matched;
     if (x->nmatched == 0)
         return 0;
     if (x->nmatched == 1) {
-        snode *sn = sc->matched[0];
+        snode *sn = mt[0];
         if (cap >= sn->nsubs)
             return (int64_t)snode_emit(sn, out);
         if (scratch_reserve((void **)&sc->ids, &sc->idcap, sn->nsubs, sizeof(uint64_t)) < 0)
@@ -1106,7 +1108,7 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
     size_t total = 0, g;
     uint32_t widest = 0;
     for (g = 0; g < x->nmatched; g++) {
-        uint32_t k = sc->matched[g]->nsubs;
+        uint32_t k = mt[g]->nsubs;
         total += k;
         widest = k > widest ? k : widest;
     }
@@ -1115,7 +1117,7 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
          * straight from the S-nodes' inline ids */
         size_t u = 0;
         for (g = 0; g < x->nmatched; g++) {
-            const snode *sn = sc->matched[g];
+            const snode *sn = mt[g];
             const uint64_t *ids = snode_ids(sn);
             for (uint32_t i = 0; i < sn->nsubs; i++) {
                 size_t j = 0;
@@ -1134,7 +1136,7 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
         uint64_t set_ids[FILTER_ANSWER];
         size_t u = 0;
         for (g = 0; g < x->nmatched; g++) {
-            const snode *sn = sc->matched[g];
+            const snode *sn = mt[g];
             const uint64_t *ids = sn->nsubs > SUBS_INLINE ? set_ids : snode_ids(sn);
             if (sn->nsubs > SUBS_INLINE)
                 set_emit(sn->set, set_ids); /* nsubs <= total <= FILTER_ANSWER */
@@ -1163,7 +1165,7 @@ static int64_t collect_ids(mctx *x, uint64_t *out, size_t cap)
         return CST_ENOMEM;
     size_t k = 0;
     for (g = 0; g < x->nmatched; g++)
-        k += snode_emit(sc->matched[g], sc->ids + k);
+        k += snode_emit(mt[g], sc->ids + k);
     /* Open addressing with 0 as "empty"; id 0 is tracked on the side. */
     memset(sc->uniq, 0, tcap * sizeof(uint64_t));
     int have_zero = 0;
@@ -1437,57 +1439,75 @@ static int64_t parse_own(cst_trie *t, const char *topic, size_t len, scratch **s
  *   C  each S-node reached: a literal's word compared; a match when it
  *      consumed the last word; its next topic level queued (next round).
  *
- * The matches come breadth first, not in match_walk's order: no API
+ * Several topics walk in the same rounds (cst_lookup_many: a batch's
+ * misses overlap across topics too), each entry of a round tagged with its
+ * topic.  The matches come breadth first, not in match_walk's order: no API
  * promises an order, and collect_ids keeps each id's first occurrence.  The
- * walk decides only on committed main nodes (prev 0 after main, the loads of
- * gcas_read), so it reads what match_walk would.  Everything else goes to
- * walk_words, which then runs from the start, with its retries and its
- * freeze: a GCAS pending on a main node read, a tomb below hash level 0, a
- * collision list, '#' with more than share groups below it, a frontier past
- * WARM_FRONTIER, and an update begun or ended in the topic's stripes while
- * the rounds ran (the quick check of "One state of the trie for the whole
- * walk", above).  0: walked; ROUNDS_UNDECIDED (x is reset by walk_words);
- * ROUNDS_NOT_TRIED (nothing read: a topic or dialect the rounds do not
- * take, or no room); or a CST_E* code.
+ * rounds decide only on committed main nodes (prev 0 after main, the loads
+ * of gcas_read), so they read what match_walk would.  A topic they cannot
+ * decide goes to walk_words, which then walks it from the start, with its
+ * retries and its freeze: a GCAS pending on a main node read, a tomb below
+ * hash level 0, a collision list, '#' with more than share groups below it,
+ * a frontier past WARM_FRONTIER, and an update begun or ended in the topic's
+ * stripes while the rounds ran (the quick check of "One state of the trie
+ * for the whole walk", above).
+ *
+ * walk_rounds (one topic) returns 0 (walked), ROUNDS_UNDECIDED (to
+ * walk_words, which resets x), ROUNDS_NOT_TRIED (nothing read: a topic or
+ * dialect the rounds do not take, or no room), or a CST_E* code.
  */
 #define ROUNDS_UNDECIDED 1
 #define ROUNDS_NOT_TRIED 2
-static int walk_rounds(mctx *x, ctx *c, scratch *sc, int64_t n)
+
+/* A match of a walk in rounds: an S-node whose subscribers topic `topic`
+ * gets. */
+typedef struct rmatch {
+    snode *sn;
+    uint32_t topic;
+} rmatch;
+
+/* Note sn as a match of topic j (the nm-th); -1 without memory. */
+static inline int rounds_emit(scratch *sc, size_t *nm, snode *sn, uint32_t j)
+{
+    if (__builtin_expect(*nm >= sc->rmatchcap, 0) &&
+        scratch_reserve((void **)&sc->rmatch, &sc->rmatchcap, *nm + 1, sizeof(rmatch)) < 0)
+        return -1;
+    if (sn->nsubs > SUBS_INLINE)
+        __builtin_prefetch(sn->set); /* for collect_ids */
+    sc->rmatch[(*nm)++] = (rmatch){sn, j};
+    return 0;
+}
+
+/* Whether the rounds take topics of dialect d: a many-level wildcard, if
+ * any, only ends a pattern (no index-set walks); and not while every walk
+ * must freeze (walk_retries 0, tests). */
+static int rounds_take(const cst_dialect *d)
+{
+    return (d->multi == NULL || d->multi_last_only) &&
+           atomic_load_explicit(&walk_retries, memory_order_relaxed) != 0;
+}
+
+/* The rounds over topics j < k (words[j][0 .. nw[j]), 1 <= nw[j] <=
+ * WARM_DEPTH), inside c's read section: their matches into sc->rmatch[0 ..
+ * *nm), each topic's in the order found.  A topic the rounds cannot decide
+ * gets und[j] = 1 (its matches are then incomplete).  0, or CST_ENOMEM. */
+static int rounds(ctx *c, scratch *sc, const word *const *words, const uint32_t *nw, size_t k,
+                  uint8_t *und, size_t *nm)
 {
     const cst_dialect *d = &c->t->d;
-    /* walk_retries 0 (tests): every walk of a live trie freezes it */
-    if (n <= 0 || n > WARM_DEPTH || (d->multi != NULL && !d->multi_last_only) ||
-        atomic_load_explicit(&walk_retries, memory_order_relaxed) == 0 ||
-        warm_reserve(sc, 0) < 0)
-        return ROUNDS_NOT_TRIED;
-    const word *w = sc->w;
-    const size_t nn = (size_t)n, multi_min = (size_t)d->multi_min;
-    x->c = c;
-    x->sc = sc;
-    x->w = w;
-    x->n = nn;
-    x->dollar = d->dollar_rule && w[0].len > 0 && w[0].p[0] == '$';
-    x->sets = 0;
-    x->found = x->trunc = 0;
-    x->nmatched = x->nshares = x->depth = x->nreads = 0;
-    x->record = 0;
-    _Atomic uint64_t *s0, *s1, *s2, *s3;
-    topic_stripes(c->t, w, n, &s0, &s1, &s2, &s3);
-    int rw = !c->t->readonly; /* a frozen trie needs no check */
-    uint64_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
-    if (rw) {
-        /* acquire: the rounds' reads stay after these (walk_words) */
-        w0 = atomic_load_explicit(s0, memory_order_acquire);
-        w1 = atomic_load_explicit(s1, memory_order_acquire);
-        w2 = atomic_load_explicit(s2, memory_order_acquire);
-        w3 = atomic_load_explicit(s3, memory_order_acquire);
-        if ((w0 | w1 | w2 | w3) & UPD_IN_FLIGHT)
-            return ROUNDS_UNDECIDED;
-    }
+    const size_t multi_min = (size_t)d->multi_min;
+    uint8_t dollar[WARM_TOPICS];
     wentry *cur = sc->warm_front, *next = cur + WARM_FRONTIER, *sl = next + WARM_FRONTIER;
     size_t nc = 0;
+    inode *root = root_read(c);
+    for (size_t j = 0; j < k; j++) {
+        if (und[j])
+            continue; /* and its words are not read */
+        dollar[j] = d->dollar_rule && words[j][0].len > 0 && words[j][0].p[0] == '$';
+        cur[nc++] = (wentry){root, (uint32_t)j, 0, 0};
+    }
     int64_t steps = 0;
-    cur[nc++] = (wentry){root_read(c), 0, 0, 0};
+    *nm = 0;
     while (nc > 0) {
         /* round A */
         for (size_t e = 0; e < nc; e++) {
@@ -1498,78 +1518,89 @@ static int walk_rounds(mctx *x, ctx *c, scratch *sc, int64_t n)
             __builtin_prefetch((const char *)m + 64);
             cur[e].p = m;
         }
-        /* round B */
+        /* round B (an S-node entry's lev 1: reached by '+', no word to compare) */
         size_t ns = 0, nx = 0;
         for (size_t e = 0; e < nc; e++) {
+            uint32_t j = cur[e].topic;
+            if (und[j])
+                continue;
             mainnode *m = cur[e].p;
             steps = step(steps);
-            /* seq_cst: gcas_read's load of prev; 0: m is committed */
-            if (atomic_load_explicit(&m->prev, memory_order_seq_cst) != 0)
-                return ROUNDS_UNDECIDED;
-            size_t i = cur[e].i;
+            size_t i = cur[e].i, n = nw[j];
             unsigned lev = cur[e].lev;
-            if (m->h.kind != K_CNODE) {
-                if (m->h.kind == K_TNODE && lev == 0)
-                    continue; /* an entombed (empty) topic level */
-                return ROUNDS_UNDECIDED;
+            /* seq_cst: gcas_read's load of prev; 0: m is committed */
+            if (atomic_load_explicit(&m->prev, memory_order_seq_cst) != 0 ||
+                (m->h.kind != K_CNODE && (m->h.kind != K_TNODE || lev != 0))) {
+                und[j] = 1; /* a GCAS pending, a tomb below hash level 0, an L-node */
+                continue;
             }
+            if (m->h.kind != K_CNODE)
+                continue; /* an entombed (empty) topic level */
             cnode *cn = (cnode *)m;
-            if (lev == 0 && !(x->dollar && i == 0)) {
+            if (lev == 0 && !(dollar[j] && i == 0)) {
                 snode *sm = (snode *)spec_get(cn, W_MULTI - 1);
-                if (sm != NULL && i + multi_min <= nn) {
-                    if (sm->child != NULL && !only_shares(x, sm->child))
-                        return ROUNDS_UNDECIDED;
-                    if (sm->nsubs > 0) {
-                        if (sm->nsubs > SUBS_INLINE)
-                            __builtin_prefetch(sm->set);
-                        emit(x, sm);
+                if (sm != NULL && i + multi_min <= n) {
+                    if (sm->child != NULL) {
+                        mctx x = {.c = c, .sc = sc};
+                        if (!only_shares(&x, sm->child)) {
+                            und[j] = 1; /* more than groups below '#' */
+                            continue;
+                        }
                     }
+                    if (sm->nsubs > 0 && rounds_emit(sc, nm, sm, j) < 0)
+                        return CST_ENOMEM;
                 }
                 snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
-                if (ss != NULL && i < nn) {
-                    if (ns == WARM_FRONTIER)
-                        return ROUNDS_UNDECIDED;
+                if (ss != NULL && i < n) {
+                    if (ns == WARM_FRONTIER) {
+                        und[j] = 1;
+                        continue;
+                    }
                     __builtin_prefetch(ss);
                     __builtin_prefetch((const char *)ss + offsetof(snode, word));
-                    sl[ns++] = (wentry){ss, 1, (uint16_t)(i + 1), 0};
+                    sl[ns++] = (wentry){ss, j, (uint16_t)(i + 1), 1};
                 }
             }
-            if (i < nn) {
-                cst_hdr *b = warm_branch(cn, &w[i], lev);
+            if (i < n) {
+                cst_hdr *b = warm_branch(cn, &words[j][i], lev);
                 if (b == NULL)
                     continue;
                 if (b->kind == K_SNODE) {
-                    if (ns == WARM_FRONTIER)
-                        return ROUNDS_UNDECIDED;
+                    if (ns == WARM_FRONTIER) {
+                        und[j] = 1;
+                        continue;
+                    }
                     __builtin_prefetch(b);
                     __builtin_prefetch((const char *)b + offsetof(snode, word));
-                    sl[ns++] = (wentry){b, 0, (uint16_t)(i + 1), 0};
+                    sl[ns++] = (wentry){b, j, (uint16_t)(i + 1), 0};
                 } else {
-                    if (nx == WARM_FRONTIER)
-                        return ROUNDS_UNDECIDED;
+                    if (nx == WARM_FRONTIER) {
+                        und[j] = 1;
+                        continue;
+                    }
                     __builtin_prefetch(&((inode *)b)->main);
-                    next[nx++] = (wentry){b, 0, (uint16_t)i, (uint16_t)(lev + CN_BITS)};
+                    next[nx++] = (wentry){b, j, (uint16_t)i, (uint16_t)(lev + CN_BITS)};
                 }
             }
         }
-        /* round C (topic 1: reached by '+', no word to compare) */
+        /* round C */
         for (size_t e = 0; e < ns; e++) {
+            uint32_t j = sl[e].topic;
             snode *sn = sl[e].p;
-            size_t j = sl[e].i;
-            if (sl[e].topic == 0 && !word_eq(sn, &w[j - 1]))
+            size_t i = sl[e].i, n = nw[j];
+            if (und[j] || (sl[e].lev == 0 && !word_eq(sn, &words[j][i - 1])))
                 continue;
             steps = step(steps);
-            if (j == nn && sn->nsubs > 0) {
-                if (sn->nsubs > SUBS_INLINE)
-                    __builtin_prefetch(sn->set);
-                emit(x, sn);
-            }
+            if (i == n && sn->nsubs > 0 && rounds_emit(sc, nm, sn, j) < 0)
+                return CST_ENOMEM;
             /* a next level below the last word holds no match but '#' */
-            if (sn->child != NULL && (j < nn || multi_min == 0)) {
-                if (nx == WARM_FRONTIER)
-                    return ROUNDS_UNDECIDED;
+            if (sn->child != NULL && (i < n || multi_min == 0)) {
+                if (nx == WARM_FRONTIER) {
+                    und[j] = 1;
+                    continue;
+                }
                 __builtin_prefetch(&sn->child->main);
-                next[nx++] = (wentry){sn->child, 0, (uint16_t)j, 0};
+                next[nx++] = (wentry){sn->child, j, (uint16_t)i, 0};
             }
         }
         wentry *t = cur;
@@ -1577,16 +1608,80 @@ static int walk_rounds(mctx *x, ctx *c, scratch *sc, int64_t n)
         next = t;
         nc = nx;
     }
-    x->steps = steps;
     sc->last_steps = steps;
-    if (x->oom)
-        return CST_ENOMEM;
+    return 0;
+}
+
+/* The update counts of the stripes that can change topic w's answer
+ * (topic_stripes), in st[0..4); 1 when an update is in flight in one. */
+static int stripes_read(cst_trie *t, const word *w, int64_t n, _Atomic uint64_t *s[4],
+                        uint64_t st[4])
+{
+    topic_stripes(t, w, n, &s[0], &s[1], &s[2], &s[3]);
+    /* acquire: the rounds' reads stay after these (walk_words) */
+    for (int i = 0; i < 4; i++)
+        st[i] = atomic_load_explicit(s[i], memory_order_acquire);
+    return ((st[0] | st[1] | st[2] | st[3]) & UPD_IN_FLIGHT) != 0;
+}
+
+/* 1 when the stripes read by stripes_read still count st. */
+static int stripes_same(_Atomic uint64_t *s[4], const uint64_t st[4])
+{
     /* acquire: not read before the rounds' own reads (walk_words) */
-    if (rw && (atomic_load_explicit(s0, memory_order_acquire) != w0 ||
-               atomic_load_explicit(s1, memory_order_acquire) != w1 ||
-               atomic_load_explicit(s2, memory_order_acquire) != w2 ||
-               atomic_load_explicit(s3, memory_order_acquire) != w3))
+    for (int i = 0; i < 4; i++)
+        if (atomic_load_explicit(s[i], memory_order_acquire) != st[i])
+            return 0;
+    return 1;
+}
+
+/* The matches of the rounds (sc->rmatch[0 .. nm)) grouped by topic, each
+ * topic's in the order found: topic j's are (*dst)[from[j] .. from[j + 1]).
+ * -1 without memory. */
+static int rounds_gather(scratch *sc, size_t nm, size_t k, snode ***dst, size_t *dstcap,
+                         size_t *from)
+{
+    if (scratch_reserve((void **)dst, dstcap, nm > 0 ? nm : 1, sizeof(snode *)) < 0)
+        return -1;
+    size_t fill[WARM_TOPICS];
+    memset(fill, 0, k * sizeof *fill);
+    for (size_t e = 0; e < nm; e++)
+        fill[sc->rmatch[e].topic]++;
+    from[0] = 0;
+    for (size_t j = 0; j < k; j++) {
+        from[j + 1] = from[j] + fill[j];
+        fill[j] = from[j];
+    }
+    for (size_t e = 0; e < nm; e++)
+        (*dst)[fill[sc->rmatch[e].topic]++] = sc->rmatch[e].sn;
+    return 0;
+}
+
+/* The walk in rounds of one topic, the n words in sc->w: 0 (x holds its
+ * matches), ROUNDS_UNDECIDED, ROUNDS_NOT_TRIED, or a CST_E* code. */
+static int walk_rounds(mctx *x, ctx *c, scratch *sc, int64_t n)
+{
+    if (n <= 0 || n > WARM_DEPTH || !rounds_take(&c->t->d) || warm_reserve(sc, 0) < 0)
+        return ROUNDS_NOT_TRIED;
+    const word *w = sc->w;
+    uint32_t nw = (uint32_t)n;
+    _Atomic uint64_t *s[4];
+    uint64_t st[4];
+    int rw = !c->t->readonly; /* a frozen trie needs no check */
+    if (rw && stripes_read(c->t, w, n, s, st))
         return ROUNDS_UNDECIDED;
+    uint8_t und = 0;
+    size_t nm;
+    if (rounds(c, sc, &w, &nw, 1, &und, &nm) < 0)
+        return CST_ENOMEM;
+    if (und || (rw && !stripes_same(s, st)))
+        return ROUNDS_UNDECIDED;
+    size_t from[2];
+    if (rounds_gather(sc, nm, 1, &sc->matched, &sc->matchedcap, from) < 0)
+        return CST_ENOMEM;
+    x->c = c;
+    x->sc = sc;
+    x->nmatched = nm;
+    x->found = nm > 0;
     return 0;
 }
 
@@ -1674,6 +1769,93 @@ int64_t cst_lookup(cst_trie *t, const char *topic, size_t len, uint64_t *out, si
 int64_t cst_lookup_warm(cst_trie *t, const char *topic, size_t len, uint64_t *out, size_t cap)
 {
     return lookup(t, topic, len, out, cap, 1);
+}
+
+int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *lens, size_t k,
+                        uint64_t *out, size_t cap, size_t *ends)
+{
+    if (k == 0 || k > WARM_TOPICS)
+        return CST_EINVAL;
+    /* acquire: the cache's fields as cst_cache_set made them */
+    int big = cst_warm_wanted(t);
+    if (atomic_load_explicit(&t->cache, memory_order_acquire) != NULL || !big ||
+        !rounds_take(&t->d)) {
+        /* one lookup after another (each asks the result cache), the walks
+         * of a big trie warmed together first */
+        if (big && cst_warm(t, topics, lens, k) == CST_ENOMEM)
+            return CST_ENOMEM;
+        size_t pos = 0;
+        for (size_t j = 0; j < k; j++) {
+            int64_t r = lookup(t, topics[j], lens[j], out + (pos < cap ? pos : cap),
+                               pos < cap ? cap - pos : 0, 0);
+            if (r < 0)
+                return r;
+            ends[j] = pos += (size_t)r;
+        }
+        return (int64_t)pos;
+    }
+    ctx c;
+    if (ctx_enter(&c, t) < 0)
+        return CST_ENOMEM;
+    scratch *sc = scratch_get();
+    if (sc == NULL || warm_reserve(sc, 1) < 0) {
+        ctx_exit(&c);
+        return CST_ENOMEM;
+    }
+    word(*buf)[WARM_DEPTH] = (word(*)[WARM_DEPTH])sc->warm_w;
+    const word *words[WARM_TOPICS];
+    uint32_t nw[WARM_TOPICS];
+    uint8_t und[WARM_TOPICS];
+    _Atomic uint64_t *s[WARM_TOPICS][4];
+    uint64_t st[WARM_TOPICS][4];
+    int rw = !t->readonly; /* a frozen trie needs no check */
+    int64_t r = 0;
+    for (size_t j = 0; j < k && r == 0; j++) {
+        int64_t n = parse_words(t, topics[j], lens[j], 0, sc);
+        if (n < 0)
+            r = n; /* the first invalid topic's code */
+        und[j] = n <= 0 || n > WARM_DEPTH; /* walked alone, below */
+        nw[j] = und[j] ? 1 : (uint32_t)n;
+        words[j] = buf[j];
+        if (!und[j]) {
+            memcpy(buf[j], sc->w, (size_t)n * sizeof(word));
+            if (rw && stripes_read(t, buf[j], n, s[j], st[j]))
+                und[j] = 1;
+        }
+    }
+    size_t nm = 0;
+    if (r == 0)
+        r = rounds(&c, sc, words, nw, k, und, &nm);
+    for (size_t j = 0; j < k && r == 0; j++)
+        if (!und[j] && rw && !stripes_same(s[j], st[j]))
+            und[j] = 1;
+    size_t from[WARM_TOPICS + 1];
+    if (r == 0 && rounds_gather(sc, nm, k, &sc->bmatched, &sc->bmatchedcap, from) < 0)
+        r = CST_ENOMEM;
+    size_t pos = 0;
+    for (size_t j = 0; j < k && r == 0; j++) {
+        mctx x = {0};
+        if (!und[j]) {
+            x.sc = sc;
+            x.mt = sc->bmatched + from[j];
+            x.nmatched = from[j + 1] - from[j];
+        } else {
+            /* walk_words fills sc->matched, not sc->bmatched, where the
+             * later topics' matches are */
+            int64_t n = parse_words(t, topics[j], lens[j], 0, sc);
+            r = n < 0 ? n : walk_words(&x, &c, sc, n);
+        }
+        if (r == 0)
+            r = collect_ids(&x, out + (pos < cap ? pos : cap), pos < cap ? cap - pos : 0);
+        if (r >= 0) {
+            if (pos + (size_t)r <= cap)
+                count_lookup(&c);
+            ends[j] = pos += (size_t)r;
+            r = 0;
+        }
+    }
+    ctx_exit(&c);
+    return r < 0 ? r : (int64_t)pos;
 }
 
 int cst_has_subscribers(cst_trie *t, const char *topic, size_t len)

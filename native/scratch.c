@@ -38,6 +38,8 @@ static void scratch_free(void *p)
     free(sc->reads);
     free(sc->warm_w);
     free(sc->warm_front);
+    free(sc->rmatch);
+    free(sc->bmatched);
     free(sc);
     cst_tls_scratch = NULL;
 }

@@ -59,6 +59,10 @@ typedef struct scratch {
     size_t warm_wcap;
     struct wentry *warm_front;
     size_t warm_frontcap;
+    struct rmatch *rmatch;     /* the matches of walks in rounds (match.c) */
+    size_t rmatchcap;
+    snode **bmatched;          /* ... grouped by topic, for a batch */
+    size_t bmatchedcap;
     int64_t last_steps;        /* cst_debug_last_walk_steps */
     /* where the last parse_words that failed found its fault: the byte
      * offset (the bad byte, or the start of the bad word) and the word */

@@ -702,37 +702,15 @@ PyDoc_STRVAR(many_doc,
 static const char *const TOPICS[] = {"topics"};
 static const params P_MANY = {"lookup_many", 1, 1, 1, TOPICS};
 
-/* Warm the walks of items[0..k) (k <= CST_WARM_TOPICS) together: the
- * engine prefetches what they will read (match.c, "Warming a batch").  A
- * topic that cannot be encoded is left out here; its own lookup raises. */
-static void warm_rows(Reader *self, PyObject *const *items, Py_ssize_t k)
-{
-    const char *s[CST_WARM_TOPICS];
-    size_t lens[CST_WARM_TOPICS];
-    PyObject *keep[CST_WARM_TOPICS];
-    size_t m = 0;
-    for (Py_ssize_t j = 0; j < k; j++) {
-        Py_ssize_t len;
-        if (text_of(self, items[j], "topic", &s[m], &len, &keep[m]) < 0) {
-            PyErr_Clear();
-            break;
-        }
-        lens[m++] = (size_t)len;
-    }
-    cst_engine->warm(self->h, s, lens, m); /* a hint: its failure changes nothing */
-    for (size_t j = 0; j < m; j++)
-        Py_XDECREF(keep[j]);
-}
-
-/* The rows of items[0..k) (k <= CST_WARM_TOPICS, their walks just warmed)
- * into out[base..base + k), in one read section: every walk first, while
- * the warmed lines are in the cache, then every id mapped in one pipelined
- * pass (map_ids), whose prefetches run across the rows.  1 when the chunk
- * is left to lookup_rows, row by row (nothing set in out): a topic that is
- * not plain ASCII, an engine status (an invalid topic: lookup_rows raises
- * it in order), more ids than `room`, an id freed meanwhile (FREE: rule
- * 4's retries are lookup_rows'), or a race hook (tests); 0 when done, -1
- * with an exception (no memory). */
+/* The rows of items[0..k) (k <= CST_WARM_TOPICS) into out[base..base + k),
+ * in one read section: the engine walks them together (cst_lookup_many:
+ * in a big trie, in the same rounds, so that their misses overlap), then
+ * every id is mapped in one pipelined pass (map_ids), whose prefetches run
+ * across the rows.  1 when the chunk is left to lookup_rows, row by row
+ * (nothing set in out): a topic that is not plain ASCII, an engine status
+ * (an invalid topic: lookup_rows raises it in order), more ids than `room`,
+ * an id freed meanwhile (FREE: rule 4's retries are lookup_rows'), or a
+ * race hook (tests); 0 when done, -1 with an exception (no memory). */
 #define MANY_IDS 4096
 static int many_chunk(Reader *self, PyObject *const *items, Py_ssize_t k, PyObject *out,
                       Py_ssize_t base, uint64_t *ids, size_t room)
@@ -740,29 +718,28 @@ static int many_chunk(Reader *self, PyObject *const *items, Py_ssize_t k, PyObje
     if (self->race_hook != NULL)
         return 1;
     size_t end[CST_WARM_TOPICS];
-    size_t n = 0;
+    const char *s[CST_WARM_TOPICS];
+    size_t lens[CST_WARM_TOPICS];
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *t = items[j];
+        if (!PyUnicode_CheckExact(t) || !PyUnicode_IS_ASCII(t))
+            return 1;
+        s[j] = (const char *)PyUnicode_DATA(t);
+        lens[j] = (size_t)PyUnicode_GET_LENGTH(t);
+    }
     void *sec = cst_engine->read_enter();
     if (sec == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t j = 0; j < k; j++) {
-        PyObject *t = items[j];
-        if (!PyUnicode_CheckExact(t) || !PyUnicode_IS_ASCII(t)) {
-            cst_engine->read_exit(sec);
-            return 1;
-        }
-        walk_arm();
-        int64_t got = cst_engine->lookup(self->h, (const char *)PyUnicode_DATA(t),
-                                         (size_t)PyUnicode_GET_LENGTH(t), ids + n, room - n);
-        walk_disarm();
-        if (got < 0 || (size_t)got > room - n) {
-            cst_engine->read_exit(sec);
-            return 1;
-        }
-        n += (size_t)got;
-        end[j] = n;
+    walk_arm();
+    int64_t got = cst_engine->lookup_many(self->h, s, lens, (size_t)k, ids, room, end);
+    walk_disarm();
+    if (got < 0 || (size_t)got > room) {
+        cst_engine->read_exit(sec);
+        return 1;
     }
+    size_t n = (size_t)got;
     /* every id's object, then handed to the rows (references moved) */
     PyObject **objs = n ? PyMem_Malloc(n * sizeof *objs) : NULL;
     if (n && objs == NULL) {
@@ -839,7 +816,6 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
         PyObject *row = NULL;
         if (warming && i % CST_WARM_TOPICS == 0) {
             Py_ssize_t k = n - i < CST_WARM_TOPICS ? n - i : CST_WARM_TOPICS;
-            warm_rows(self, items + i, k);
             int r = many != NULL ? many_chunk(self, items + i, k, out, i, many, MANY_IDS) : 1;
             if (r < 0) {
                 for (Py_ssize_t j = i; j < n; j++)
@@ -853,7 +829,7 @@ static PyObject *reader_lookup_many(Reader *self, PyObject *const *args, Py_ssiz
             }
         }
         if (text_of(self, items[i], "topic", &s, &len, &keep) == 0) {
-            row = lookup_rows(self, items[i], s, len, !warming);
+            row = lookup_rows(self, items[i], s, len, 1); /* warm: if the trie is big */
             Py_XDECREF(keep);
         }
         if (row == NULL) {

@@ -1,9 +1,11 @@
 /*
- * test_warm.c - warming a batch (cst_warm, match.c "Warming a batch"): it
- * only prefetches, so every lookup after it answers as a trie never warmed
- * does, whatever the trie holds (hash-collision chains, L-nodes, tombs,
- * '$' words, deep and invalid topics) and while another thread updates it;
- * a hostile trie cannot grow its frontier past its bound; and it is wanted
+ * test_warm.c - warming a batch (cst_warm, match.c "Warming a batch") and
+ * walking in rounds (cst_lookup_warm, cst_lookup_many: "A walk in rounds").
+ * Warming only prefetches, so every lookup after it answers as a trie never
+ * warmed does; the rounds answer as match_walk does, one topic or a batch,
+ * whatever the trie holds (hash-collision chains, L-nodes, tombs, '$'
+ * words, deep and invalid topics) and while another thread updates it; a
+ * hostile trie cannot grow a frontier past its bound; and both are wanted
  * only once the engine holds more bytes than caches do.
  */
 #include <pthread.h>
@@ -49,13 +51,49 @@ static long warm_and_compare(cst_trie *t, cst_trie *twin, const cst_dialect *d, 
     }
     CHECK_EQ(cst_warm(t, s, lens, k), 0);
     long differ = 0;
+    int64_t first_err = 0; /* the first invalid topic's code */
     for (size_t j = 0; j < k; j++) {
         uint64_t *x = NULL, *y = NULL;
         int64_t n = lookup_sorted(t, s[j], lens[j], &x);
         int64_t m = lookup_sorted(twin, s[j], lens[j], &y);
         differ += !(n == m && (n <= 0 || memcmp(x, y, (size_t)n * sizeof *x) == 0));
+        if (first_err == 0 && m < 0)
+            first_err = m;
+        /* one topic in rounds (every trie counts as big here) */
+        static uint64_t one[512];
+        int64_t r = cst_lookup_warm(t, s[j], lens[j], one, 512);
+        if (r > 0)
+            qsort(one, (size_t)r, sizeof *one, cmp_u64);
+        differ += !(r == m && (r <= 0 || memcmp(one, y, (size_t)r * sizeof *y) == 0));
         free(x);
         free(y);
+    }
+    /* the batch in the same rounds: each topic's answer in its slice */
+    static uint64_t all[8192];
+    size_t ends[K];
+    int64_t total = cst_lookup_many(t, s, lens, k, all, 8192, ends);
+    if (k == 0 || k > CST_WARM_TOPICS) {
+        CHECK_EQ(total, CST_EINVAL);
+        return differ;
+    }
+    if (first_err != 0) {
+        CHECK_EQ(total, first_err);
+        return differ;
+    }
+    CHECK(total >= 0 && total <= 8192 && ends[k - 1] == (size_t)total);
+    for (size_t j = 0, from = 0; j < k && total >= 0; from = ends[j++]) {
+        uint64_t *y = NULL;
+        int64_t m = lookup_sorted(twin, s[j], lens[j], &y);
+        size_t got = ends[j] - from;
+        qsort(all + from, got, sizeof *all, cmp_u64);
+        differ += !(m == (int64_t)got && (got == 0 || memcmp(all + from, y, got * sizeof *y) == 0));
+        free(y);
+    }
+    /* with too little room: the total and the ends all the same */
+    size_t ends2[K];
+    if (total > 0) {
+        CHECK_EQ(cst_lookup_many(t, s, lens, k, all, (size_t)total - 1, ends2), total);
+        CHECK(memcmp(ends, ends2, k * sizeof *ends) == 0);
     }
     return differ;
 }
@@ -63,6 +101,7 @@ static long warm_and_compare(cst_trie *t, cst_trie *twin, const cst_dialect *d, 
 static void against_twin(const cst_dialect *d, uint64_t hash_mask, unsigned seed)
 {
     cst_debug_set_hash_mask(hash_mask); /* narrow masks: collision chains, L-nodes */
+    cst_debug_set_warm_pairs(0);        /* every trie walks in rounds */
     cst_trie *t = cst_new(d), *twin = cst_new(d);
     char text[400];
     long differ = 0;
@@ -78,6 +117,7 @@ static void against_twin(const cst_dialect *d, uint64_t hash_mask, unsigned seed
     }
     CHECK_EQ(differ, 0);
     cst_debug_set_hash_mask(~UINT64_C(0));
+    cst_debug_set_warm_pairs(-1);
     cst_free(t);
     cst_free(twin);
 }
@@ -105,6 +145,14 @@ static void hostile_frontier(void)
     }
     CHECK_EQ(cst_warm(t, s, lens, CST_WARM_TOPICS), 0);
     CHECK_EQ(nlook(t, topic), 1);
+    /* the rounds outgrow their frontier: each topic is walked alone */
+    cst_debug_set_warm_pairs(0);
+    uint64_t out[64];
+    size_t ends[CST_WARM_TOPICS];
+    CHECK_EQ(cst_lookup_warm(t, topic, strlen(topic), out, 64), 1);
+    CHECK_EQ(cst_lookup_many(t, s, lens, CST_WARM_TOPICS, out, 64, ends), CST_WARM_TOPICS);
+    CHECK_EQ(ends[CST_WARM_TOPICS - 1], CST_WARM_TOPICS);
+    cst_debug_set_warm_pairs(-1);
     cst_free(t);
 }
 
@@ -147,6 +195,15 @@ static void *wt_warmer(void *arg)
         }
         if (cst_warm(s->t, p, lens, CST_WARM_TOPICS) != 0)
             abort();
+        /* and the same topics walked in rounds, alone and together */
+        static _Thread_local uint64_t out[4096];
+        size_t ends[CST_WARM_TOPICS];
+        int64_t one = cst_lookup_warm(s->t, p[0], lens[0], out, 4096);
+        int64_t all = cst_lookup_many(s->t, p, lens, CST_WARM_TOPICS, out, 4096, ends);
+        /* an empty topic is invalid in MQTT: its code, else an answer */
+        if (one == CST_ENOMEM || all == CST_ENOMEM || (one < 0 && one != CST_EEMPTY) ||
+            (all < 0 && all != CST_EEMPTY))
+            abort();
         atomic_fetch_add(&s->warms, 1);
     }
     cst_thread_detach();
@@ -155,6 +212,7 @@ static void *wt_warmer(void *arg)
 
 static void under_updates(void)
 {
+    cst_debug_set_warm_pairs(0);
     warm_threads s = {.t = cst_new(&mqtt)};
     pthread_t w, r[2];
     for (int i = 0; i < 2; i++)
@@ -165,6 +223,7 @@ static void under_updates(void)
         pthread_join(r[i], NULL);
     CHECK(atomic_load(&s.warms) > 0);
     CHECK(cst_check(s.t, 1, NULL, 0) == 0);
+    cst_debug_set_warm_pairs(-1);
     cst_free(s.t);
 }
 
