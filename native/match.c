@@ -1701,12 +1701,11 @@ static int walk_big(mctx *x, ctx *c, scratch *sc, int64_t n)
 }
 
 /* Lookups in a row that a result cache missed, on this thread.  Past
- * SPEC_MISSES, a lookup that warms its walk does so before it asks the
- * cache, with the bucket's line requested first: on traffic that never
- * repeats a topic, the cache's miss then overlaps the warm instead of
- * preceding it (1M filters: ~190 ns of a ~4 us lookup, the floor's 5%).  A
- * hit resets it, so hot topics keep the probe first (a warm before a hit is
- * ~2 us lost). */
+ * SPEC_MISSES, a lookup of a big trie requests the bucket's line and parses
+ * its topic before it asks the cache: on traffic that never repeats a
+ * topic, the cache's miss then overlaps the parse instead of preceding the
+ * walk (1M filters: ~190 ns of a ~4 us lookup, the floor's 5%).  A hit
+ * resets it, so hot topics keep the probe first. */
 static CST_TLS uint8_t cache_misses_in_row;
 #define SPEC_MISSES 8
 
@@ -1840,10 +1839,13 @@ int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *le
             x.mt = sc->bmatched + from[j];
             x.nmatched = from[j + 1] - from[j];
         } else {
-            /* walk_words fills sc->matched, not sc->bmatched, where the
-             * later topics' matches are */
+            /* as cst_lookup_warm walks it (so its answer comes in the same
+             * order: an undecided topic of a batch, one whose part of the
+             * shared frontier outgrew it, may be decided alone); that
+             * fills sc->matched, not sc->bmatched, where the later topics'
+             * matches are */
             int64_t n = parse_words(t, topics[j], lens[j], 0, sc);
-            r = n < 0 ? n : walk_words(&x, &c, sc, n);
+            r = walk_big(&x, &c, sc, n);
         }
         if (r == 0)
             r = collect_ids(&x, out + (pos < cap ? pos : cap), pos < cap ? cap - pos : 0);
