@@ -1385,18 +1385,28 @@ static int warm_reserve(scratch *sc, int batch)
                : 0;
 }
 
+/* Enter t's read section with this thread's scratch ready for a batch of
+ * topics (warm_reserve); NULL (the section left) without memory. */
+static scratch *batch_enter(ctx *c, cst_trie *t)
+{
+    if (ctx_enter(c, t) < 0)
+        return NULL;
+    scratch *sc = scratch_get();
+    if (sc == NULL || warm_reserve(sc, 1) < 0) {
+        ctx_exit(c);
+        return NULL;
+    }
+    return sc;
+}
+
 int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t k)
 {
     if (k > WARM_TOPICS)
         k = WARM_TOPICS;
     ctx c;
-    if (ctx_enter(&c, t) < 0)
+    scratch *sc = batch_enter(&c, t);
+    if (sc == NULL)
         return CST_ENOMEM;
-    scratch *sc = scratch_get();
-    if (sc == NULL || warm_reserve(sc, 1) < 0) {
-        ctx_exit(&c);
-        return CST_ENOMEM;
-    }
     word(*buf)[WARM_DEPTH] = (word(*)[WARM_DEPTH])sc->warm_w;
     const word *words[WARM_TOPICS];
     uint32_t nw[WARM_TOPICS];
@@ -1478,6 +1488,19 @@ static inline int rounds_emit(scratch *sc, size_t *nm, snode *sn, uint32_t j)
     return 0;
 }
 
+/* Queue S-node sn of topic j for round C, words 0..i consumed (reached by
+ * '+': no word to compare), its lines requested; 0 with the frontier full. */
+static inline int rounds_queue(wentry *sl, size_t *ns, snode *sn, uint32_t j, size_t i,
+                               int by_single)
+{
+    if (*ns == WARM_FRONTIER)
+        return 0;
+    __builtin_prefetch(sn);
+    __builtin_prefetch((const char *)sn + offsetof(snode, word));
+    sl[(*ns)++] = (wentry){sn, j, (uint16_t)i, (uint16_t)by_single};
+    return 1;
+}
+
 /* Whether the rounds take topics of dialect d: a many-level wildcard, if
  * any, only ends a pattern (no index-set walks); and not while every walk
  * must freeze (walk_retries 0, tests). */
@@ -1551,14 +1574,9 @@ static int rounds(ctx *c, scratch *sc, const word *const *words, const uint32_t 
                         return CST_ENOMEM;
                 }
                 snode *ss = (snode *)spec_get(cn, W_SINGLE - 1);
-                if (ss != NULL && i < n) {
-                    if (ns == WARM_FRONTIER) {
-                        und[j] = 1;
-                        continue;
-                    }
-                    __builtin_prefetch(ss);
-                    __builtin_prefetch((const char *)ss + offsetof(snode, word));
-                    sl[ns++] = (wentry){ss, j, (uint16_t)(i + 1), 1};
+                if (ss != NULL && i < n && !rounds_queue(sl, &ns, ss, j, i + 1, 1)) {
+                    und[j] = 1;
+                    continue;
                 }
             }
             if (i < n) {
@@ -1566,13 +1584,8 @@ static int rounds(ctx *c, scratch *sc, const word *const *words, const uint32_t 
                 if (b == NULL)
                     continue;
                 if (b->kind == K_SNODE) {
-                    if (ns == WARM_FRONTIER) {
+                    if (!rounds_queue(sl, &ns, (snode *)b, j, i + 1, 0))
                         und[j] = 1;
-                        continue;
-                    }
-                    __builtin_prefetch(b);
-                    __builtin_prefetch((const char *)b + offsetof(snode, word));
-                    sl[ns++] = (wentry){b, j, (uint16_t)(i + 1), 0};
                 } else {
                     if (nx == WARM_FRONTIER) {
                         und[j] = 1;
@@ -1794,13 +1807,9 @@ int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *le
         return (int64_t)pos;
     }
     ctx c;
-    if (ctx_enter(&c, t) < 0)
+    scratch *sc = batch_enter(&c, t);
+    if (sc == NULL)
         return CST_ENOMEM;
-    scratch *sc = scratch_get();
-    if (sc == NULL || warm_reserve(sc, 1) < 0) {
-        ctx_exit(&c);
-        return CST_ENOMEM;
-    }
     word(*buf)[WARM_DEPTH] = (word(*)[WARM_DEPTH])sc->warm_w;
     const word *words[WARM_TOPICS];
     uint32_t nw[WARM_TOPICS];

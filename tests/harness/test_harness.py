@@ -11,6 +11,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -1060,6 +1061,19 @@ def _walk_while_writing(group: bool) -> tuple[int, int]:
         return int(n)
 
     assert add(p1, 11) == 1 and delivered() == 1
+    return _race(lambda: delivered() == 0, add, drop, p1, p2, 4000)
+
+
+def _race(
+    missed_now: Callable[[], bool],
+    add: Callable[[bytes, int], object],
+    drop: Callable[[bytes, int], object],
+    p1: bytes,
+    p2: bytes,
+    limit: int,
+) -> tuple[int, int]:
+    """(reads, reads that missed) while a writer keeps 11 on p1 or 12 on p2
+    at every instant: add p2, drop p1, add p1, drop p2, over and over."""
     stop = threading.Event()
 
     def writer() -> None:
@@ -1074,9 +1088,9 @@ def _walk_while_writing(group: bool) -> tuple[int, int]:
     reads = missed = 0
     deadline = time.monotonic() + 8
     try:
-        while reads < 4000 and not missed and time.monotonic() < deadline:
+        while reads < limit and not missed and time.monotonic() < deadline:
             reads += 1
-            missed += delivered() == 0
+            missed += missed_now()
     finally:
         stop.set()
         w.join()
@@ -1111,27 +1125,14 @@ def _rounds_while_writing() -> tuple[int, int]:
             return int(n)
 
         assert lib.cst_subscribe(h, p1, len(p1), 11) == 1 and delivered() == 1
-        stop = threading.Event()
-
-        def writer() -> None:
-            while not stop.is_set():
-                lib.cst_subscribe(h, p2, len(p2), 12)
-                lib.cst_unsubscribe(h, p1, len(p1), 11)
-                lib.cst_subscribe(h, p1, len(p1), 11)
-                lib.cst_unsubscribe(h, p2, len(p2), 12)
-
-        w = threading.Thread(target=writer)
-        w.start()
-        reads = missed = 0
-        deadline = time.monotonic() + 8
-        try:
-            while reads < 20000 and not missed and time.monotonic() < deadline:
-                reads += 1
-                missed += delivered() == 0
-        finally:
-            stop.set()
-            w.join()
-        return reads, missed
+        return _race(
+            lambda: delivered() == 0,
+            lambda p, m: lib.cst_subscribe(h, p, len(p), m),
+            lambda p, m: lib.cst_unsubscribe(h, p, len(p), m),
+            p1,
+            p2,
+            20000,
+        )
     finally:
         lib.cst_debug_set_warm_pairs(-1)
 
