@@ -1414,7 +1414,8 @@ int cst_warm(cst_trie *t, const char *const *topics, const size_t *lens, size_t 
         int64_t got = parse_words(t, topics[j], lens[j], 0, sc);
         /* an invalid or empty topic is not warmed: its walk will say */
         nw[j] = got <= 0 ? 0 : got < WARM_DEPTH ? (uint32_t)got : WARM_DEPTH;
-        memcpy(buf[j], sc->w, nw[j] * sizeof(word));
+        if (nw[j] > 0) /* sc->w may be NULL before this thread's first word */
+            memcpy(buf[j], sc->w, nw[j] * sizeof(word));
         words[j] = buf[j];
     }
     warm_rounds(&c, sc, words, nw, k);
@@ -1789,17 +1790,18 @@ int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *le
     if (k == 0 || k > WARM_TOPICS)
         return CST_EINVAL;
     /* acquire: the cache's fields as cst_cache_set made them */
-    int big = cst_warm_wanted(t);
-    if (atomic_load_explicit(&t->cache, memory_order_acquire) != NULL || !big ||
-        !rounds_take(&t->d)) {
-        /* one lookup after another (each asks the result cache), the walks
+    int big = cst_warm_wanted(t), rounds_ok = rounds_take(&t->d);
+    if (atomic_load_explicit(&t->cache, memory_order_acquire) != NULL || !big || !rounds_ok) {
+        /* one lookup after another (each asks the result cache) as
+         * cst_lookup_warm makes it, so that each answer comes in the order
+         * of a lookup of its own; where no rounds can walk them, the walks
          * of a big trie warmed together first */
-        if (big && cst_warm(t, topics, lens, k) == CST_ENOMEM)
+        if (big && !rounds_ok && cst_warm(t, topics, lens, k) == CST_ENOMEM)
             return CST_ENOMEM;
         size_t pos = 0;
         for (size_t j = 0; j < k; j++) {
             int64_t r = lookup(t, topics[j], lens[j], out + (pos < cap ? pos : cap),
-                               pos < cap ? cap - pos : 0, 0);
+                               pos < cap ? cap - pos : 0, rounds_ok);
             if (r < 0)
                 return r;
             ends[j] = pos += (size_t)r;
