@@ -49,6 +49,8 @@ struct cst_trie {
      * ones.  NULL on a read-only handle (it is never written). */
     _Atomic uint64_t *upd;
     void *upd_block;           /* what cst_alloc gave for upd */
+    uint64_t serial;           /* this handle's number, never reused (an
+                                * address is: cst_warm_wanted's memo) */
     int64_t pairs;             /* a read-only handle's size, roughly (pairs_estimate) */
     /* A writable handle's latest frozen root, while its root's main is still
      * the frozen root's: read-only snapshots of an unchanged trie share it

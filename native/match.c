@@ -1238,14 +1238,18 @@ int cst_warm_wanted(const cst_trie *t)
 {
     /* The pair counts are 132 words on lines of their own: summed once per
      * WARM_RECHECK calls of this thread for the same trie, not per batch.
-     * The last trie asked about is remembered (a batch asks about one). */
-    static CST_TLS const cst_trie *last;
+     * The last trie asked about is remembered (a batch asks about one) by
+     * its serial number, not its address: a new trie at a freed one's
+     * address took the old answer for up to 63 calls, and since big tries
+     * walk in rounds, whose answers come in another order, lookup_many and
+     * lookup then disagreed on the order (test_warm.py). */
+    static CST_TLS uint64_t last;
     static CST_TLS uint32_t calls;
     static CST_TLS int wanted;
     static CST_TLS int64_t min_seen = WARM_MIN_PAIRS;
     int64_t min = atomic_load_explicit(&warm_min_pairs, memory_order_relaxed);
-    if (t != last || calls++ % WARM_RECHECK == 0 || min != min_seen) {
-        last = t;
+    if (t->serial != last || calls++ % WARM_RECHECK == 0 || min != min_seen) {
+        last = t->serial;
         calls = 1;
         min_seen = min;
         wanted = pairs_estimate(t) > min;

@@ -1496,6 +1496,9 @@ cst_trie *handle_new(const cst_dialect *d, inode *root, int readonly, const uint
      * would cost about a third of it. */
     memset(t, 0, offsetof(cst_trie, lookups));
     t->block = block;
+    static _Atomic uint64_t serials;
+    /* relaxed: a number, unique by the RMW alone */
+    t->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
     size_t need = d->sep_len + d->single_len + d->multi_len + 3;
     t->tokens = cst_alloc(need);
     if (t->tokens == NULL) {
