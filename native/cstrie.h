@@ -169,8 +169,9 @@ int64_t cst_lookup_warm(cst_trie *t, const char *topic, size_t len, uint64_t *ou
  * out[0..cap): topic j's are out[(j ? ends[j - 1] : 0) .. ends[j]).  In a big
  * trie the topics walk in the same rounds, so that their misses overlap.
  * Returns the total number of ids (more than cap: out holds only what fit,
- * ends[] says where each answer would go; ask again with more room), or the
- * CST_E* code of the first topic that has one (nothing counted). */
+ * ends[] says where each answer would go; ask again with more room; out may
+ * be NULL with cap 0, to count), or the CST_E* code of the first topic that
+ * has one (nothing counted). */
 int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *lens, size_t k,
                         uint64_t *out, size_t cap, size_t *ends);
 int cst_has_subscribers(cst_trie *t, const char *topic, size_t len);

@@ -1804,7 +1804,7 @@ int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *le
             return CST_ENOMEM;
         size_t pos = 0;
         for (size_t j = 0; j < k; j++) {
-            int64_t r = lookup(t, topics[j], lens[j], out + (pos < cap ? pos : cap),
+            int64_t r = lookup(t, topics[j], lens[j], pos < cap ? out + pos : NULL,
                                pos < cap ? cap - pos : 0, rounds_ok);
             if (r < 0)
                 return r;
@@ -1863,7 +1863,7 @@ int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *le
             r = walk_big(&x, &c, sc, n);
         }
         if (r == 0)
-            r = collect_ids(&x, out + (pos < cap ? pos : cap), pos < cap ? cap - pos : 0);
+            r = collect_ids(&x, pos < cap ? out + pos : NULL, pos < cap ? cap - pos : 0);
         if (r >= 0) {
             if (pos + (size_t)r <= cap)
                 count_lookup(&c);

@@ -89,12 +89,15 @@ static long warm_and_compare(cst_trie *t, cst_trie *twin, const cst_dialect *d, 
         differ += !(m == (int64_t)got && (got == 0 || memcmp(all + from, y, got * sizeof *y) == 0));
         free(y);
     }
-    /* with too little room: the total and the ends all the same */
+    /* with too little room, or none (a NULL buffer: counts only): the
+     * total and the ends all the same */
     size_t ends2[K];
     if (total > 0) {
         CHECK_EQ(cst_lookup_many(t, s, lens, k, all, (size_t)total - 1, ends2), total);
         CHECK(memcmp(ends, ends2, k * sizeof *ends) == 0);
     }
+    CHECK_EQ(cst_lookup_many(t, s, lens, k, NULL, 0, ends2), total);
+    CHECK(memcmp(ends, ends2, k * sizeof *ends) == 0);
     return differ;
 }
 
