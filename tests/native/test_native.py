@@ -113,6 +113,37 @@ def test_native_tsan() -> None:
     assert "torture_ebr: ok" in output
 
 
+# ---- the C-loop benchmarks (stress/walk_engine.c, stress/write_engine.c) ----------
+def test_c_loop_benchmarks_build_and_answer(tmp_path: Path) -> None:
+    """make walk write: the before/after programs build with -Werror and
+    measure what they say.  walk_engine looks up every topic (one of two matches
+    "a/+", one "#" too) and reports ids per lookup; write_engine subscribes
+    and unsubscribes every pair (it dies if the trie is not empty after)."""
+    _require_toolchain()
+    _run_make("walk", "write")
+    (tmp_path / "f").write_text("a/+\n#\nb/c\n")
+    (tmp_path / "t").write_text("a/x\nz\n")
+    (tmp_path / "p").write_text("a/+\t1\na/+\t2\nb/#\t1\n")
+
+    def run(program: str, *args: str) -> str:
+        return subprocess.run(
+            [str(STRESS / "bin" / program), *args], capture_output=True, text=True, check=True
+        ).stdout
+
+    for mode in ("plain", "warm", "batch"):
+        out = run("walk_engine", str(tmp_path / "f"), str(tmp_path / "t"), "--mode", mode)
+        assert "3 filters, 2 topics, 1.50 ids per lookup" in out, out
+    out = run("write_engine", str(tmp_path / "p"), "--rounds", "2")
+    assert re.match(r"mqtt: 3 pairs, best of 2 rounds: subscribe [\d.]+ ns", out), out
+    bad = subprocess.run(
+        [str(STRESS / "bin" / "write_engine"), str(tmp_path / "t")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and "not pattern<TAB>subscriber" in bad.stderr
+
+
 # ---- the fuzz target (stress/fuzz_engine.c) -----------------------------------
 FUZZ_SEEDS = STRESS / "fuzz_corpus"
 FUZZ_OK = re.compile(r"^fuzz_engine: ok: (\d+) inputs replayed")
