@@ -1788,6 +1788,45 @@ int64_t cst_lookup_warm(cst_trie *t, const char *topic, size_t len, uint64_t *ou
     return lookup(t, topic, len, out, cap, 1);
 }
 
+/* The shared rounds of k topics (k <= WARM_TOPICS; sc from batch_enter):
+ * code[j] is topic j's parse code (0 valid, else its CST_E*), und[j] says
+ * the rounds left it undecided (invalid, empty, deeper than WARM_DEPTH
+ * words, a frontier it outgrew, an update in its stripes meanwhile: walk it
+ * alone, walk_big), and a decided topic's matches are sc->bmatched[from[j]
+ * .. from[j + 1]).  0, or CST_ENOMEM (CST_EINVAL: k out of range). */
+static int rounds_batch(ctx *c, scratch *sc, const char *const *topics, const size_t *lens,
+                        size_t k, int64_t *code, uint8_t *und, size_t *from)
+{
+    if (k == 0 || k > WARM_TOPICS)
+        return CST_EINVAL; /* never: both callers pass 1 .. WARM_TOPICS */
+    cst_trie *t = c->t;
+    word(*buf)[WARM_DEPTH] = (word(*)[WARM_DEPTH])sc->warm_w;
+    const word *words[WARM_TOPICS];
+    uint32_t nw[WARM_TOPICS];
+    _Atomic uint64_t *s[WARM_TOPICS][4];
+    uint64_t st[WARM_TOPICS][4];
+    int rw = !t->readonly; /* a frozen trie needs no check */
+    for (size_t j = 0; j < k; j++) {
+        int64_t n = parse_words(t, topics[j], lens[j], 0, sc);
+        code[j] = n < 0 ? n : 0;
+        und[j] = n <= 0 || n > WARM_DEPTH; /* walked alone */
+        nw[j] = und[j] ? 1 : (uint32_t)n;
+        words[j] = buf[j];
+        if (!und[j]) {
+            memcpy(buf[j], sc->w, (size_t)n * sizeof(word));
+            if (rw && stripes_read(t, buf[j], n, s[j], st[j]))
+                und[j] = 1;
+        }
+    }
+    size_t nm = 0;
+    if (rounds(c, sc, words, nw, k, und, &nm) < 0)
+        return CST_ENOMEM;
+    for (size_t j = 0; j < k; j++)
+        if (!und[j] && rw && !stripes_same(s[j], st[j]))
+            und[j] = 1;
+    return rounds_gather(sc, nm, k, &sc->bmatched, &sc->bmatchedcap, from) < 0 ? CST_ENOMEM : 0;
+}
+
 int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *lens, size_t k,
                         uint64_t *out, size_t cap, size_t *ends)
 {
@@ -1816,36 +1855,12 @@ int64_t cst_lookup_many(cst_trie *t, const char *const *topics, const size_t *le
     scratch *sc = batch_enter(&c, t);
     if (sc == NULL)
         return CST_ENOMEM;
-    word(*buf)[WARM_DEPTH] = (word(*)[WARM_DEPTH])sc->warm_w;
-    const word *words[WARM_TOPICS];
-    uint32_t nw[WARM_TOPICS];
+    int64_t code[WARM_TOPICS];
     uint8_t und[WARM_TOPICS];
-    _Atomic uint64_t *s[WARM_TOPICS][4];
-    uint64_t st[WARM_TOPICS][4];
-    int rw = !t->readonly; /* a frozen trie needs no check */
-    int64_t r = 0;
-    for (size_t j = 0; j < k && r == 0; j++) {
-        int64_t n = parse_words(t, topics[j], lens[j], 0, sc);
-        if (n < 0)
-            r = n; /* the first invalid topic's code */
-        und[j] = n <= 0 || n > WARM_DEPTH; /* walked alone, below */
-        nw[j] = und[j] ? 1 : (uint32_t)n;
-        words[j] = buf[j];
-        if (!und[j]) {
-            memcpy(buf[j], sc->w, (size_t)n * sizeof(word));
-            if (rw && stripes_read(t, buf[j], n, s[j], st[j]))
-                und[j] = 1;
-        }
-    }
-    size_t nm = 0;
-    if (r == 0)
-        r = rounds(&c, sc, words, nw, k, und, &nm);
-    for (size_t j = 0; j < k && r == 0; j++)
-        if (!und[j] && rw && !stripes_same(s[j], st[j]))
-            und[j] = 1;
     size_t from[WARM_TOPICS + 1];
-    if (r == 0 && rounds_gather(sc, nm, k, &sc->bmatched, &sc->bmatchedcap, from) < 0)
-        r = CST_ENOMEM;
+    int64_t r = rounds_batch(&c, sc, topics, lens, k, code, und, from);
+    for (size_t j = 0; j < k && r == 0; j++)
+        r = code[j]; /* the first invalid topic's code */
     size_t pos = 0;
     for (size_t j = 0; j < k && r == 0; j++) {
         mctx x = {0};
@@ -2234,8 +2249,26 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
     *need = 0;
     if (!t->readonly)
         skip = 0; /* rows of a live trie are never split (see cstrie.h) */
-    int warming = nrows - r > 1 && cst_warm_wanted(t);
+    /* A big trie's rows walk as cst_lookup_warm walks a topic (walk_big): in
+     * rounds where the dialect takes them, so each row's ids come in the
+     * order of Trie.lookup's answer.  Which walk a row takes depends on the
+     * trie alone, never on the rows of the call: a row split between two
+     * calls of a snapshot is walked the same way, ids in the same order, by
+     * both.  Where rounds cannot walk (AMQP), each CST_WARM_TOPICS rows are
+     * warmed together first. */
+    int big = cst_warm_wanted(t), inrounds = big && rounds_take(&t->d);
+    int warming = nrows - r > 1 && big && !inrounds;
     int64_t warmed_to = r; /* the rows before it were warmed */
+    /* In rounds, the next CST_WARM_TOPICS valid rows walk together
+     * (rounds_batch, as cst_lookup_many's topics), inside one read section:
+     * the group's topics gs, gl; the next one to answer is gnext of gk.  A
+     * new section starts a new group. */
+    const char *gs[WARM_TOPICS];
+    size_t gl[WARM_TOPICS], gk = 0, gnext = 0;
+    int64_t gcode[WARM_TOPICS];
+    uint8_t gund[WARM_TOPICS];
+    size_t gfrom[WARM_TOPICS + 1];
+    scratch *gsc = NULL;
     for (; r < nrows; r++) {
         if (!row_is_valid(validity, validity_offset, r)) {
             if (row_status)
@@ -2257,10 +2290,46 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
             }
             in_epoch = 1;
             rows_in_epoch = 0;
+            gk = gnext = 0; /* a group's matches live only in its section */
         }
         rows_in_epoch++;
         mctx x = {0};
-        int st = walk_topic(&x, &c, data + a, (size_t)(b - a));
+        int st;
+        if (inrounds) {
+            if (gnext == gk) {
+                gk = gnext = 0;
+                for (int64_t q = r; q < nrows && gk < WARM_TOPICS; q++) {
+                    if (!row_is_valid(validity, validity_offset, q))
+                        continue;
+                    int64_t qa, qb;
+                    row_span(offsets, offsets64, q, &qa, &qb);
+                    gs[gk] = data + qa;
+                    gl[gk++] = (size_t)(qb - qa);
+                }
+                gsc = scratch_get();
+                if (gsc == NULL || warm_reserve(gsc, 1) < 0 ||
+                    rounds_batch(&c, gsc, gs, gl, gk, gcode, gund, gfrom) < 0) {
+                    status = CST_ENOMEM;
+                    break;
+                }
+            }
+            size_t j = gnext++; /* row r: valid rows are answered in order */
+            if (gcode[j] < 0) {
+                st = (int)gcode[j];
+            } else if (!gund[j]) {
+                x.c = &c;
+                x.sc = gsc;
+                x.mt = gsc->bmatched + gfrom[j];
+                x.nmatched = gfrom[j + 1] - gfrom[j];
+                x.found = x.nmatched > 0;
+                st = 0;
+            } else {
+                /* as cst_lookup_warm walks it (cst_lookup_many, the same) */
+                st = walk_big(&x, &c, gsc, parse_words(t, gs[j], gl[j], 0, gsc));
+            }
+        } else {
+            st = walk_topic(&x, &c, data + a, (size_t)(b - a));
+        }
         if (st == CST_ENOMEM) {
             status = CST_ENOMEM;
             break;
@@ -2275,8 +2344,9 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
         }
         /* Collect this row's ids (each once), from this one walk. */
         size_t total = 0;
+        snode *const *mt = x.mt != NULL ? x.mt : x.sc->matched;
         for (size_t g = 0; g < x.nmatched; g++)
-            total += x.sc->matched[g]->nsubs;
+            total += mt[g]->nsubs;
         if (scratch_reserve((void **)&tmp, &tmpcap, total, sizeof(uint64_t)) < 0) {
             status = CST_ENOMEM;
             break;
