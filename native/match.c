@@ -2212,6 +2212,24 @@ static void row_span(const void *offsets, int offsets64, int64_t r, int64_t *a, 
     }
 }
 
+/* The topics of the next CST_WARM_TOPICS valid rows from r into s, lens
+ * (*k of them); returns the row after the last one taken. */
+static int64_t next_rows(const char *data, const void *offsets, int offsets64,
+                         const uint8_t *validity, int64_t validity_offset, int64_t r,
+                         int64_t nrows, const char **s, size_t *lens, size_t *k)
+{
+    *k = 0;
+    for (; r < nrows && *k < CST_WARM_TOPICS; r++) {
+        if (!row_is_valid(validity, validity_offset, r))
+            continue;
+        int64_t a, b;
+        row_span(offsets, offsets64, r, &a, &b);
+        s[*k] = data + a;
+        lens[(*k)++] = (size_t)(b - a);
+    }
+    return r;
+}
+
 /* Warm the walks of the next CST_WARM_TOPICS valid rows from r (cst_warm);
  * returns the row after the last one warmed. */
 static int64_t warm_rows(cst_trie *t, const char *data, const void *offsets, int offsets64,
@@ -2219,16 +2237,8 @@ static int64_t warm_rows(cst_trie *t, const char *data, const void *offsets, int
                          int64_t nrows)
 {
     const char *s[CST_WARM_TOPICS];
-    size_t lens[CST_WARM_TOPICS];
-    size_t k = 0;
-    for (; r < nrows && k < CST_WARM_TOPICS; r++) {
-        if (!row_is_valid(validity, validity_offset, r))
-            continue;
-        int64_t a, b;
-        row_span(offsets, offsets64, r, &a, &b);
-        s[k] = data + a;
-        lens[k++] = (size_t)(b - a);
-    }
+    size_t lens[CST_WARM_TOPICS], k;
+    r = next_rows(data, offsets, offsets64, validity, validity_offset, r, nrows, s, lens, &k);
     cst_warm(t, s, lens, k); /* a hint: out of memory changes nothing */
     return r;
 }
@@ -2297,15 +2307,9 @@ int64_t cst_lookup_batch(cst_trie *t, const char *data, const void *offsets, int
         int st;
         if (inrounds) {
             if (gnext == gk) {
-                gk = gnext = 0;
-                for (int64_t q = r; q < nrows && gk < WARM_TOPICS; q++) {
-                    if (!row_is_valid(validity, validity_offset, q))
-                        continue;
-                    int64_t qa, qb;
-                    row_span(offsets, offsets64, q, &qa, &qb);
-                    gs[gk] = data + qa;
-                    gl[gk++] = (size_t)(qb - qa);
-                }
+                gnext = 0;
+                next_rows(data, offsets, offsets64, validity, validity_offset, r, nrows, gs, gl,
+                          &gk);
                 gsc = scratch_get();
                 if (gsc == NULL || warm_reserve(gsc, 1) < 0 ||
                     rounds_batch(&c, gsc, gs, gl, gk, gcode, gund, gfrom) < 0) {
