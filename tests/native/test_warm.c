@@ -247,13 +247,17 @@ static void batch_rows_as_lookups(const cst_dialect *d, uint64_t hash_mask, unsi
         random_text(text, sizeof text, &seed, 1, d, 6);
         (void)sub(t, text, 1 + (uint64_t)(rand_r(&seed) % 40)); /* some are invalid */
     }
-    static char data[ROWS * 64];
+    static char data[ROWS * 128];
     int64_t offs[ROWS + 1];
     size_t used = 0;
     for (int r = 0; r < ROWS; r++) {
         offs[r] = (int64_t)used;
-        if (r == 7)
+        if (r == 7) /* invalid in a topic */
             used += (size_t)snprintf(data + used, sizeof data - used, "a%s%s", d->sep, d->multi);
+        else if (r == 9 || r == 40) /* deeper than the rounds take: walked alone */
+            for (int w = 0; w < 40; w++)
+                used += (size_t)snprintf(data + used, sizeof data - used, "%s%s", w ? d->sep : "",
+                                         WORDS[w % 2]);
         else
             random_text(data + used, sizeof data - used, &seed, 0, d, 7), used += strlen(data + used);
     }
