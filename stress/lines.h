@@ -1,6 +1,7 @@
 /*
  * lines.h - what the C-loop benchmarks of stress/ share: a file of lines
- * read into memory, and the MQTT and AMQP dialects as cstrie.py sets them.
+ * read into memory, and the MQTT and AMQP dialects as cstrie/dialect.py
+ * defines them.
  * `die` prints the program's name (PROG, defined before this is included).
  */
 #ifndef STRESS_LINES_H
